@@ -1,0 +1,95 @@
+// Owns the process configuration: one table of environment variables, read once, validated, frozen.
+// A bad value fails fast with the variable's name so an operator sees exactly what to fix.
+
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+}
+
+type Parser<T> = (raw: string, name: string) => T;
+
+const int =
+  (min: number, max: number): Parser<number> =>
+  (raw, name) => {
+    if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got ${JSON.stringify(raw)}`);
+    const n = Number(raw.trim());
+    if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+
+const bool: Parser<boolean> = (raw, name) => {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+};
+
+const str: Parser<string> = (raw) => raw;
+
+const optionalStr: Parser<string | undefined> = (raw) => (raw.trim() === '' ? undefined : raw.trim());
+
+const oneOf =
+  <T extends string>(...values: T[]): Parser<T> =>
+  (raw, name) => {
+    const v = raw.trim().toLowerCase() as T;
+    if (!values.includes(v)) throw new ConfigError(`${name} must be one of ${values.join(', ')}, got ${JSON.stringify(raw)}`);
+    return v;
+  };
+
+const postgresUrl: Parser<string | undefined> = (raw, name) => {
+  const v = raw.trim();
+  if (v === '') return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(`${name} must be a postgres:// URL`);
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new ConfigError(`${name} must be a postgres:// URL, got scheme ${u.protocol}`);
+  return v;
+};
+
+const cronExpr: Parser<string> = (raw, name) => {
+  const fields = raw.trim().split(/\s+/);
+  if (fields.length < 5 || fields.length > 6) throw new ConfigError(`${name} must be a cron expression of 5 or 6 fields, got ${JSON.stringify(raw)}`);
+  return raw.trim();
+};
+
+/** The table: every variable the service reads, its default (as the raw string) and validator. */
+const SPEC = {
+  PORT: { default: '8080', parse: int(0, 65535), doc: 'TCP port to listen on' },
+  HOST: { default: '0.0.0.0', parse: str, doc: 'Address to bind' },
+  DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR' },
+  DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
+  LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
+  PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },
+  TRUST_PROXY: { default: 'false', parse: bool, doc: 'Take the client address from X-Forwarded-For' },
+  DB_POOL_MAX: { default: '8', parse: int(1, 100), doc: 'Connections in the PostgreSQL pool (the embedded database always has one)' },
+  DB_TIMEOUT_MS: { default: '5000', parse: int(100, 600000), doc: 'Longest a ping waits for the database before it is refused' },
+  BATCH_MAX: { default: '1000', parse: int(1, 10000), doc: 'Most pings committed in one group commit' },
+  BODY_LIMIT: { default: '65536', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest request body accepted, in bytes' },
+  RENDER_CRON: { default: '*/10 * * * * *', parse: cronExpr, doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)' },
+  PUBLISH_DIR: { default: '', parse: optionalStr, doc: 'Also write rendered documents as files under this directory' },
+} as const;
+
+type Spec = typeof SPEC;
+export type Config = { readonly [K in keyof Spec]: ReturnType<Spec[K]['parse']> };
+export type ConfigKey = keyof Spec;
+
+/** Reads the configuration from `env` (process.env by default); overrides win, for tests. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const out: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(SPEC) as [ConfigKey, Spec[ConfigKey]][]) {
+    if (name in overrides) {
+      out[name] = (overrides as Record<string, unknown>)[name];
+      continue;
+    }
+    const raw = env[name] ?? spec.default;
+    out[name] = (spec.parse as Parser<unknown>)(raw, name);
+  }
+  return Object.freeze(out) as Config;
+}
+
+/** For docs and `.env.example`: name, default and description of every variable. */
+export function describeConfig(): { name: string; default: string; doc: string }[] {
+  return Object.entries(SPEC).map(([name, s]) => ({ name, default: s.default, doc: s.doc }));
+}

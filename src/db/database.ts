@@ -1,0 +1,243 @@
+// Owns the connection to PostgreSQL: one small interface over a real server (pg Pool) and the embedded
+// PGlite, so that repositories and migrations run the same SQL on both backends.
+import { mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+
+export interface Queryable {
+  /** Runs one parameterised statement and returns its rows. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** Runs a script of several statements without parameters. */
+  exec(sql: string): Promise<void>;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn only if this process gets the session-level advisory lock `key`; returns undefined otherwise.
+   * On PGlite the data directory is owned by one process (see the lock file), so fn always runs.
+   */
+  withTryAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
+  poolStats(): PoolStats;
+  close(): Promise<void>;
+}
+
+export class DatabaseError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED',
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export interface DbOptions {
+  databaseUrl?: string;
+  dataDir: string;
+  poolMax: number;
+  timeoutMs: number;
+  /** Called with errors raised outside any query (an idle connection dropped by the server). */
+  onBackgroundError?: (err: Error) => void;
+}
+
+export async function openDatabase(opts: DbOptions): Promise<Db> {
+  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts) : openPglite(opts.dataDir);
+}
+
+// int8 (count(*), bigserial) fits a JS number for any realistic ping count; parse it as one so both
+// backends return the same types (PGlite already does).
+const pgTypes = {
+  getTypeParser(oid: number, format?: string) {
+    if (oid === 20) return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+function openPostgres(url: string, opts: DbOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.poolMax,
+    connectionTimeoutMillis: opts.timeoutMs,
+    query_timeout: opts.timeoutMs,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    types: pgTypes,
+    application_name: 'pingd',
+  });
+  // Without a listener an idle client's error (server restarted) would crash the process.
+  pool.on('error', (err) => opts.onBackgroundError?.(err));
+
+  const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
+    async query<T>(sql: string, params?: unknown[]) {
+      const r = await c.query(sql, params as unknown[]);
+      return r.rows as T[];
+    },
+    async exec(sql: string) {
+      await c.query(sql);
+    },
+  });
+  const base = wrap(pool);
+
+  return {
+    kind: 'postgres',
+    query: base.query,
+    exec: base.exec,
+    async transaction(fn) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const v = await fn(wrap(client));
+        await client.query('COMMIT');
+        return v;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true;
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+    async withTryAdvisoryLock(key, fn) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        const [row] = (await client.query('select pg_try_advisory_lock($1) as ok', [key])).rows;
+        if (!row.ok) return { ran: false };
+        try {
+          return { ran: true, value: await fn(wrap(client)) };
+        } finally {
+          await client.query('select pg_advisory_unlock($1)', [key]).catch(() => {
+            broken = true; // a lost session releases its locks; drop the connection
+          });
+        }
+      } catch (err) {
+        broken = true;
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+    poolStats() {
+      return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * The embedded database keeps its files under dataDir. PGlite itself does not lock the directory and two
+ * processes writing it would corrupt it, so a lock file holding our pid guards it; a lock left by a dead
+ * process (crash, SIGKILL) is taken over.
+ */
+async function openPglite(dataDir: string): Promise<Db> {
+  const dir = resolve(dataDir);
+  mkdirSync(dir, { recursive: true });
+  const releaseLock = acquireDirLock(join(dir, 'pingd.lock'));
+  let db: PGlite;
+  try {
+    db = new PGlite(join(dir, 'pgdata'));
+    await db.waitReady;
+  } catch (err) {
+    releaseLock();
+    throw new DatabaseError(`cannot open the embedded database in ${dir}: ${(err as Error).message}`, 'DB_UNAVAILABLE', { cause: err });
+  }
+  let closed = false;
+  let busy = 0;
+
+  const wrap = (c: Pick<PGlite, 'query' | 'exec'>): Queryable => ({
+    async query<T>(sql: string, params?: unknown[]) {
+      if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
+      busy++;
+      try {
+        const r = await c.query<T>(sql, params);
+        return r.rows;
+      } finally {
+        busy--;
+      }
+    },
+    async exec(sql: string) {
+      if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
+      await c.exec(sql);
+    },
+  });
+  const base = wrap(db);
+  return {
+    kind: 'pglite',
+    query: base.query,
+    exec: base.exec,
+    async transaction(fn) {
+      if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
+      return db.transaction((tx) => fn(wrap(tx)));
+    },
+    async withTryAdvisoryLock(_key, fn) {
+      return { ran: true, value: await fn(base) };
+    },
+    poolStats() {
+      return { total: 1, idle: busy > 0 ? 0 : 1, waiting: Math.max(0, busy - 1) };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      try {
+        await db.close();
+      } finally {
+        releaseLock();
+      }
+    },
+  };
+}
+
+function acquireDirLock(path: string): () => void {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => {
+        try {
+          if (readFileSync(path, 'utf8').trim() === String(process.pid)) unlinkSync(path);
+        } catch {
+          /* already gone */
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number(readFileSync(path, 'utf8').trim());
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) {
+        throw new DatabaseError(
+          `the embedded database in ${resolve(path, '..')} is in use by another pingd process (pid ${holder}); stop it or set DATA_DIR to another directory`,
+          'DB_LOCKED',
+        );
+      }
+      if (holder === process.pid) {
+        throw new DatabaseError(`the embedded database in ${resolve(path, '..')} is already open in this process`, 'DB_LOCKED');
+      }
+      unlinkSync(path); // stale: its owner is gone
+    }
+  }
+  throw new DatabaseError(`cannot lock ${path}`, 'DB_LOCKED');
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,45 @@
+// Owns the database as a Fastify resource: opens it (embedded or server), applies migrations at start,
+// and closes it last on shutdown.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { openDatabase, type Db } from './database.js';
+import { migrate } from './migrate.js';
+import type { Config } from '../config.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    db: Db;
+  }
+}
+
+export interface DbPluginOptions {
+  config: Config;
+  /** Skip applying migrations at start (the CLI's `serve --no-migrate`). */
+  skipMigrations?: boolean;
+}
+
+async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<void> {
+  const { config } = opts;
+  const db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    poolMax: config.DB_POOL_MAX,
+    timeoutMs: config.DB_TIMEOUT_MS,
+    onBackgroundError: (err) => app.log.warn({ err: { message: err.message } }, 'database connection error'),
+  });
+  try {
+    if (!opts.skipMigrations) {
+      const applied = await migrate(db);
+      if (applied.length) app.log.info({ applied }, 'migrations applied');
+    }
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  app.decorate('db', db);
+  app.addHook('onClose', async () => {
+    await db.close();
+  });
+}
+
+export default fp(dbPlugin, { name: 'db' });

@@ -1,0 +1,140 @@
+// Owns group commit: concurrent pings are queued and written by one multi-row statement per batch, and
+// each caller's promise settles only after its batch has committed (or failed). Batches size themselves
+// by load: whatever queued up while the previous batch was committing goes in the next one.
+import type { Db } from '../db/database.js';
+import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
+import type { ValidPing } from './validate.js';
+
+export class StorageUnavailableError extends Error {
+  readonly code = 'STORAGE_UNAVAILABLE';
+}
+
+export interface BatchStats {
+  size: number;
+  ms: number;
+  ok: boolean;
+}
+
+export interface BatcherOptions {
+  minIntervalSec: number;
+  maxBatch: number;
+  /** Batches committing at once (1 on the embedded database, which has a single session). */
+  maxInFlight: number;
+  /** A ping that waited this long in the queue is refused rather than left hanging. */
+  timeoutMs: number;
+  /** Queue length at which new pings are refused at once (back-pressure). */
+  maxQueue: number;
+  onBatch?: (s: BatchStats) => void;
+  onError?: (err: Error) => void;
+}
+
+interface Pending {
+  ping: ValidPing;
+  enqueuedAt: number;
+  resolve: (o: InsertOutcome) => void;
+  reject: (e: Error) => void;
+}
+
+export class PingBatcher {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+  private closing = false;
+  private idleWaiters: (() => void)[] = [];
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly db: Db,
+    private readonly opts: BatcherOptions,
+  ) {
+    this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
+  }
+
+  get pending(): number {
+    return this.queue.length + this.inFlight;
+  }
+
+  submit(ping: ValidPing): Promise<InsertOutcome> {
+    if (this.closing) return Promise.reject(new StorageUnavailableError('The server is shutting down; please ping again in a moment.'));
+    if (this.queue.length >= this.opts.maxQueue) {
+      return Promise.reject(new StorageUnavailableError('The server is overloaded; please ping again in a minute.'));
+    }
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ping, enqueuedAt: Date.now(), resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Stops taking pings and resolves once every queued ping has been committed or refused. */
+  async drain(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.sweeper);
+    if (this.queue.length === 0 && this.inFlight === 0) return;
+    await new Promise<void>((r) => this.idleWaiters.push(r));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.opts.maxInFlight || this.queue.length === 0) return;
+    this.scheduled = true;
+    // setImmediate lets every request already read in this turn of the event loop join the batch.
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    if (this.inFlight >= this.opts.maxInFlight || this.queue.length === 0) return;
+    // One row per URL per statement; a second ping for the same URL waits for the next batch, where the
+    // throttle sees the first one.
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const urls = new Set<string>();
+    for (const p of this.queue) {
+      if (batch.length < this.opts.maxBatch && !urls.has(p.ping.url)) {
+        urls.add(p.ping.url);
+        batch.push(p);
+      } else rest.push(p);
+    }
+    this.queue = rest;
+    this.inFlight++;
+    const started = performance.now();
+    insertPingBatch(
+      this.db,
+      batch.map((p) => p.ping),
+      this.opts.minIntervalSec,
+    ).then(
+      (outcomes) => {
+        this.opts.onBatch?.({ size: batch.length, ms: performance.now() - started, ok: true });
+        for (let i = 0; i < batch.length; i++) batch[i].resolve(outcomes[i]);
+        this.done();
+      },
+      (err: Error) => {
+        this.opts.onBatch?.({ size: batch.length, ms: performance.now() - started, ok: false });
+        this.opts.onError?.(err);
+        const refusal = new StorageUnavailableError('The ping could not be stored (database unavailable); please ping again later.', { cause: err });
+        for (const p of batch) p.reject(refusal);
+        this.done();
+      },
+    );
+    // Another batch may start at once when more connections are allowed.
+    this.schedule();
+  }
+
+  private done(): void {
+    this.inFlight--;
+    if (this.queue.length > 0) this.schedule();
+    else if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private expire(): void {
+    const limit = Date.now() - this.opts.timeoutMs;
+    if (this.queue.length === 0 || this.queue[0].enqueuedAt > limit) return;
+    const keep: Pending[] = [];
+    for (const p of this.queue) {
+      if (p.enqueuedAt <= limit) p.reject(new StorageUnavailableError('The database did not answer in time; please ping again later.'));
+      else keep.push(p);
+    }
+    this.queue = keep;
+  }
+}

@@ -1,0 +1,146 @@
+// Owns the validation rules every ping passes, whatever the protocol it came in by: URL normalisation,
+// name cleaning and tag parsing. Pure functions; the refusal messages are what clients see.
+
+export const MAX_URL_LENGTH = 2048;
+export const MAX_NAME_LENGTH = 1024;
+export const MAX_TAGS = 50;
+export const MAX_TAG_LENGTH = 100;
+
+export type PingMethod = 'ping' | 'extendedPing' | 'pingSiteForm' | 'rssPing';
+
+/** A ping as a protocol adapter hands it over, before validation. */
+export interface RawPing {
+  method: PingMethod;
+  name: string | null;
+  url: string | null;
+  changesUrl?: string | null;
+  rssUrl?: string | null;
+  tags?: string | null;
+  clientAddr?: string | null;
+  userAgent?: string | null;
+}
+
+/** A ping that passed validation: what gets stored. */
+export interface ValidPing {
+  method: PingMethod;
+  name: string;
+  url: string;
+  changesUrl: string | null;
+  rssUrl: string | null;
+  tags: string[] | null;
+  clientAddr: string | null;
+  userAgent: string | null;
+}
+
+export class PingValidationError extends Error {
+  readonly code = 'PING_INVALID';
+  constructor(
+    message: string,
+    readonly field: string,
+  ) {
+    super(message);
+  }
+}
+
+// C0/C1 controls, DEL, and the noncharacters/surrogates XML 1.0 cannot carry. Tab, LF and CR are
+// whitespace, folded to a space in names.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+const HAS_CONTROL = new RegExp(CONTROL.source);
+
+/** Removes characters that cannot appear in published XML (controls, lone surrogates, U+FFFE/F). */
+export function stripControls(s: string): string {
+  return s.replace(CONTROL, '');
+}
+
+const HTML_NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };
+
+/**
+ * Decodes ONE level of HTML character references. WordPress sends the blog name through esc_html before
+ * the XML encoder, so "Joe's & Co" arrives as "Joe&#039;s &amp; Co" after XML decoding; a literal
+ * "&amp;" in a name is therefore read as "&". Unknown named references are left as they are.
+ */
+export function decodeHtmlReferences(s: string): string {
+  if (!s.includes('&')) return s;
+  return s.replace(/&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});/g, (m, ref: string) => {
+    if (ref[0] === '#') {
+      const cp = ref[1] === 'x' || ref[1] === 'X' ? parseInt(ref.slice(2), 16) : parseInt(ref.slice(1), 10);
+      if (cp === 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return '';
+      return String.fromCodePoint(cp);
+    }
+    return HTML_NAMED[ref] ?? HTML_NAMED[ref.toLowerCase()] ?? m;
+  });
+}
+
+/** Name rule: HTML references decoded once, controls removed, whitespace folded, trimmed, 1..1024 chars. */
+export function cleanName(raw: string | null | undefined): string {
+  if (raw == null) throw new PingValidationError('The weblog name is missing.', 'name');
+  const name = stripControls(decodeHtmlReferences(raw)).replace(/\s+/g, ' ').trim();
+  if (name === '') throw new PingValidationError('The weblog name is empty.', 'name');
+  if ([...name].length > MAX_NAME_LENGTH) throw new PingValidationError(`The weblog name is longer than ${MAX_NAME_LENGTH} characters.`, 'name');
+  return name;
+}
+
+/**
+ * URL rule: absolute http(s), no credentials, at most 2048 characters; normalised by WHATWG URL
+ * serialisation (scheme and host lower-cased, default port dropped, IDN hosts in punycode, empty path
+ * becomes "/"), fragment removed. Nothing else is changed, so that one weblog is one weblog without
+ * guessing (http and https, or www and bare host, stay distinct).
+ */
+export function normalizeUrl(raw: string | null | undefined, field = 'url'): string {
+  const label = field === 'url' ? 'The weblog URL' : `The ${field}`;
+  if (raw == null || raw.trim() === '') throw new PingValidationError(`${label} is missing.`, field);
+  const s = raw.trim();
+  if (s.length > MAX_URL_LENGTH) throw new PingValidationError(`${label} is longer than ${MAX_URL_LENGTH} characters.`, field);
+  if (HAS_CONTROL.test(s) || /\s/.test(s)) {
+    throw new PingValidationError(`${label} contains whitespace or control characters.`, field);
+  }
+  let u: URL;
+  try {
+    u = new URL(s);
+  } catch {
+    throw new PingValidationError(`${label} is not an absolute URL: it must start with http:// or https://.`, field);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    throw new PingValidationError(`${label} must use http or https, not ${u.protocol.slice(0, -1)}.`, field);
+  }
+  if (u.username || u.password) throw new PingValidationError(`${label} must not contain a user name or password.`, field);
+  if (!u.hostname) throw new PingValidationError(`${label} has no host.`, field);
+  u.hash = '';
+  const out = u.href;
+  if (out.length > MAX_URL_LENGTH) throw new PingValidationError(`${label} is longer than ${MAX_URL_LENGTH} characters.`, field);
+  return out;
+}
+
+function optionalUrl(raw: string | null | undefined, field: string): string | null {
+  if (raw == null || raw.trim() === '') return null;
+  return normalizeUrl(raw, field);
+}
+
+/** Tags rule: `|`-delimited (the extendedPing fifth parameter), trimmed, empties dropped, at most 50. */
+export function parseTags(raw: string | null | undefined): string[] | null {
+  if (raw == null) return null;
+  const tags = stripControls(raw)
+    .split('|')
+    .map((t) => t.replace(/\s+/g, ' ').trim())
+    .filter((t) => t !== '');
+  if (tags.length === 0) return null;
+  if (tags.length > MAX_TAGS) throw new PingValidationError(`More than ${MAX_TAGS} tags.`, 'tags');
+  for (const t of tags) if ([...t].length > MAX_TAG_LENGTH) throw new PingValidationError(`A tag is longer than ${MAX_TAG_LENGTH} characters.`, 'tags');
+  return tags;
+}
+
+/** Applies every rule; throws PingValidationError with the first problem found. */
+export function validatePing(raw: RawPing): ValidPing {
+  return {
+    method: raw.method,
+    name: cleanName(raw.name),
+    url: normalizeUrl(raw.url, 'url'),
+    changesUrl: optionalUrl(raw.changesUrl, 'changesUrl'),
+    rssUrl: optionalUrl(raw.rssUrl, 'rssUrl'),
+    tags: parseTags(raw.tags),
+    clientAddr: raw.clientAddr ?? null,
+    userAgent: raw.userAgent ? stripControls(raw.userAgent).slice(0, 512) : null,
+  };
+}

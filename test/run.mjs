@@ -1,0 +1,76 @@
+#!/usr/bin/env node
+// Runs the whole suite: once on the embedded database (PGlite), then again on a real PostgreSQL when
+// TEST_DATABASE_URL is set. node --test needs an explicit file list to find .ts tests (a glob finds none).
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { tmpdir } from 'node:os';
+
+const root = new URL('..', import.meta.url).pathname;
+
+function findTests(dir) {
+  const out = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...findTests(p));
+    else if (name.endsWith('.test.ts')) out.push(relative(root, p));
+  }
+  return out;
+}
+
+const filter = process.argv.slice(2);
+let files = findTests(join(root, 'test'));
+if (filter.length) files = files.filter((f) => filter.some((x) => f.includes(x)));
+if (files.length === 0) {
+  console.error('no test files found');
+  process.exit(1);
+}
+
+// An initdb'd PGlite directory, made once and copied for each test: initdb takes seconds, a copy doesn't.
+async function pgliteTemplate() {
+  const version = JSON.parse(readFileSync(join(root, 'node_modules/@electric-sql/pglite/package.json'), 'utf8')).version;
+  const dir = join(tmpdir(), `pingd-pglite-template-${version}`);
+  if (existsSync(join(dir, 'PG_VERSION'))) return dir;
+  const { PGlite } = await import('@electric-sql/pglite');
+  const tmp = `${dir}.${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const db = new PGlite(tmp);
+  await db.waitReady;
+  await db.close();
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
+const backends = [['pglite', {}]];
+if (process.env.TEST_DATABASE_URL) backends.push(['postgres', { TEST_DATABASE_URL: process.env.TEST_DATABASE_URL }]);
+else console.log('TEST_DATABASE_URL is not set: running on the embedded database only.');
+
+const template = await pgliteTemplate();
+let passed = 0;
+let failed = 0;
+let failedRuns = 0;
+for (const [backend, extra] of backends) {
+  console.log(`\n=== ${files.length} test files on ${backend} ===`);
+  const r = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 3}`, ...files],
+    {
+      cwd: root,
+      env: { ...process.env, ...extra, TEST_BACKEND: backend, PINGD_PGLITE_TEMPLATE: template, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      maxBuffer: 256 * 1024 * 1024,
+    },
+  );
+  process.stdout.write(r.stdout ?? '');
+  const pass = Number(/^ℹ pass (\d+)/m.exec(r.stdout ?? '')?.[1] ?? 0);
+  const fail = Number(/^ℹ fail (\d+)/m.exec(r.stdout ?? '')?.[1] ?? 0);
+  passed += pass;
+  failed += fail;
+  if (r.status !== 0) failedRuns++;
+  console.log(`=== ${backend}: ${pass} passed, ${fail} failed (exit ${r.status}) ===`);
+}
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(failedRuns > 0 || failed > 0 || passed === 0 ? 1 : 0);
