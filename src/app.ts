@@ -3,6 +3,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { loadConfig, type Config } from './config.js';
 import dbPlugin from './db/plugin.js';
+import metricsPlugin from './metrics/plugin.js';
 import pingPlugin from './ping/plugin.js';
 import xmlrpcRoutes from './xmlrpc/routes.js';
 import httpPingRoutes from './http-ping/routes.js';
@@ -32,6 +33,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     logController: new LogController({ disableRequestLogging: config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace' }),
   });
   app.decorate('config', config);
+  await app.register(metricsPlugin);
   await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
   await app.register(pingPlugin, { config });
   await app.register(xmlrpcRoutes, { config });

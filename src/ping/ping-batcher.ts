@@ -24,7 +24,6 @@ export interface BatcherOptions {
   timeoutMs: number;
   /** Queue length at which new pings are refused at once (back-pressure). */
   maxQueue: number;
-  onBatch?: (s: BatchStats) => void;
   onError?: (err: Error) => void;
 }
 
@@ -42,12 +41,18 @@ export class PingBatcher {
   private closing = false;
   private idleWaiters: (() => void)[] = [];
   private readonly sweeper: NodeJS.Timeout;
+  private readonly batchListeners: ((s: BatchStats) => void)[] = [];
 
   constructor(
     private readonly db: Db,
     private readonly opts: BatcherOptions,
   ) {
     this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
+  }
+
+  /** Registers a listener told of every committed or failed batch (metrics). */
+  onBatch(l: (s: BatchStats) => void): void {
+    this.batchListeners.push(l);
   }
 
   get pending(): number {
@@ -105,12 +110,12 @@ export class PingBatcher {
       this.opts.minIntervalSec,
     ).then(
       (outcomes) => {
-        this.opts.onBatch?.({ size: batch.length, ms: performance.now() - started, ok: true });
+        this.report({ size: batch.length, ms: performance.now() - started, ok: true });
         for (let i = 0; i < batch.length; i++) batch[i].resolve(outcomes[i]);
         this.done();
       },
       (err: Error) => {
-        this.opts.onBatch?.({ size: batch.length, ms: performance.now() - started, ok: false });
+        this.report({ size: batch.length, ms: performance.now() - started, ok: false });
         this.opts.onError?.(err);
         const refusal = new StorageUnavailableError('The ping could not be stored (database unavailable); please ping again later.', { cause: err });
         for (const p of batch) p.reject(refusal);
@@ -119,6 +124,10 @@ export class PingBatcher {
     );
     // Another batch may start at once when more connections are allowed.
     this.schedule();
+  }
+
+  private report(s: BatchStats): void {
+    for (const l of this.batchListeners) l(s);
   }
 
   private done(): void {

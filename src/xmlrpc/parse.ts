@@ -61,7 +61,7 @@ const parser = new XMLParser({
 const FORBIDDEN = /<!DOCTYPE|<!ENTITY|<\s*\/?\s*(?:__proto__|constructor|prototype)\b/i;
 
 export function parseMethodCall(body: Buffer | undefined, contentType?: string): MethodCall {
-  if (!body || body.length === 0) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Empty request: POST an XML-RPC methodCall document.');
+  if (!body || body.length === 0) throw new XmlRpcFault(FAULT.PARSE_ERROR, 'Empty request: POST an XML-RPC methodCall document.');
   let text: string;
   try {
     text = decodeXml(body, contentType);
@@ -69,7 +69,7 @@ export function parseMethodCall(body: Buffer | undefined, contentType?: string):
     if (err instanceof CharsetError) throw new XmlRpcFault(FAULT.UNSUPPORTED_ENCODING, `Unsupported encoding: ${err.message}.`);
     throw err;
   }
-  if (text.trim() === '') throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Empty request: POST an XML-RPC methodCall document.');
+  if (text.trim() === '') throw new XmlRpcFault(FAULT.PARSE_ERROR, 'Empty request: POST an XML-RPC methodCall document.');
   const bad = FORBIDDEN.exec(text);
   if (bad) {
     const what = bad[0].startsWith('<!') ? 'DOCTYPE and entity declarations are' : `The element name ${bad[0].replace(/[<\s/]/g, '')} is`;
