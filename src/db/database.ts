@@ -134,6 +134,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
       return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
     },
     async close() {
+      if (pool.ended || pool.ending) return;
       await pool.end();
     },
   };

@@ -125,6 +125,7 @@ function toValue(v: unknown, depth: number): XmlRpcValue {
   const t = typed[0];
   if (!TYPES.has(t)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, `Invalid request: unknown value type <${t.slice(0, 40)}>.`);
   const inner = o[t];
+  if (Array.isArray(inner)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: a <value> holds more than one element.');
   const text = (): string => {
     if (typeof inner === 'string') return inner;
     if (inner === undefined || inner === null) return '';
