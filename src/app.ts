@@ -7,11 +7,20 @@ import metricsPlugin from './metrics/plugin.js';
 import pingPlugin from './ping/plugin.js';
 import xmlrpcRoutes from './xmlrpc/routes.js';
 import httpPingRoutes from './http-ping/routes.js';
+import publishPlugin from './publish/plugin.js';
+import abusePlugin from './abuse/plugin.js';
+import healthPlugin from './health/plugin.js';
+import { requestIdGenerator } from './health/request-id.js';
+import retentionPlugin from './retention/plugin.js';
+import fetchPlugin from './fetch/plugin.js';
+import rssPingRoutes from './rss-ping/routes.js';
 
 export interface BuildOptions {
   config?: Config;
   logger?: FastifyServerOptions['logger'];
   skipMigrations?: boolean;
+  /** Where the default logger writes (stdout when unset); tests capture the JSON lines. */
+  logStream?: { write(line: string): void };
 }
 
 export const REDACT = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-admin-token"]'];
@@ -19,11 +28,14 @@ export const REDACT = ['req.headers.authorization', 'req.headers.cookie', 'req.h
 export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance> {
   const config = opts.config ?? loadConfig();
   const app = Fastify({
-    logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT },
+    logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(opts.logStream ? { stream: opts.logStream } : {}) },
+    genReqId: requestIdGenerator(config.TRUST_PROXY),
     trustProxy: config.TRUST_PROXY,
     bodyLimit: config.BODY_LIMIT,
     // Slow clients are cut off instead of holding a socket forever.
-    requestTimeout: 30_000,
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    // Node checks those deadlines only every connectionsCheckingInterval (30 s by default).
+    http: { headersTimeout: Math.min(60_000, config.REQUEST_TIMEOUT_MS), connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(config.REQUEST_TIMEOUT_MS / 4))) },
     connectionTimeout: 60_000,
     keepAliveTimeout: 65_000,
     // Requests that arrive while closing reach the handlers, which refuse pings with a clear flerror.
@@ -34,10 +46,17 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   });
   app.decorate('config', config);
   await app.register(metricsPlugin);
+  // Before the database: a BLOCKLIST_FILE that cannot be read stops the start before anything is opened.
+  await app.register(abusePlugin, { config });
   await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
+  await app.register(healthPlugin);
   await app.register(pingPlugin, { config });
+  await app.register(publishPlugin, { config });
+  await app.register(retentionPlugin, { config });
   await app.register(xmlrpcRoutes, { config });
   await app.register(httpPingRoutes);
+  await app.register(fetchPlugin, { config });
+  await app.register(rssPingRoutes, { config });
   return app;
 }
 

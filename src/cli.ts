@@ -1,11 +1,15 @@
 // Owns the `pingd` command line: parses a subcommand and its flags, runs it, returns an exit code
-// (0 ok, 1 failure, 2 usage error, 78 configuration error) that scripts can rely on.
+// (0 ok, 1 failure, 2 usage error, 75 busy: try again later, 78 configuration error) that scripts can rely on.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrate } from './db/migrate.js';
+import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './retention/prune-command.js';
+import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './stats/stats-command.js';
+import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './rss-ping/publisher-command.js';
+import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publish/render-command.js';
 
-export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, CONFIG: 78 } as const;
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
 interface Command {
   summary: string;
@@ -42,6 +46,30 @@ export const COMMANDS: Record<string, Command> = {
         await db.close();
       }
     },
+  },
+  prune: {
+    summary: 'Delete raw pings (and hourly archives) older than the retention limits, now.',
+    usage: PRUNE_USAGE,
+    options: PRUNE_OPTIONS,
+    run: ({ values }, config) => pruneCommand(values, config, { openDb, EXIT }),
+  },
+  stats: {
+    summary: 'Print totals, pings per hour for the last day and the most pinged weblogs.',
+    usage: STATS_USAGE,
+    options: STATS_OPTIONS,
+    run: ({ values }, config) => statsCommand(values, config, { openDb, EXIT }),
+  },
+  publisher: {
+    summary: 'Register, list or remove RSS Ping publishers (publisher-side authentication).',
+    usage: PUBLISHER_USAGE,
+    options: PUBLISHER_OPTIONS,
+    run: ({ values, positionals }, config) => publisherCommand(values, positionals, config, { openDb, EXIT }),
+  },
+  render: {
+    summary: 'Render changes.xml, shortChanges.xml and the hourly archives now (--hour: re-render one archive).',
+    usage: RENDER_USAGE,
+    options: RENDER_OPTIONS,
+    run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT }),
   },
 };
 

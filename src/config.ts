@@ -1,6 +1,8 @@
 // Owns the process configuration: one table of environment variables, read once, validated, frozen.
 // A bad value fails fast with the variable's name so an operator sees exactly what to fix.
 
+import { parseCidrList, type CidrRange } from './fetch/address-policy.js';
+
 export class ConfigError extends Error {
   readonly code = 'CONFIG_INVALID';
 }
@@ -54,6 +56,30 @@ const cronExpr: Parser<string> = (raw, name) => {
   return raw.trim();
 };
 
+// FETCH_ALLOW_ADDRESSES: addresses/CIDR ranges the outbound client may reach despite the private-range guard.
+const cidrList: Parser<readonly CidrRange[]> = (raw, name) => {
+  try {
+    return Object.freeze(parseCidrList(raw));
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message}`);
+  }
+};
+
+// RSSPING_SECRET: the key publisher passwords are encrypted with; long enough to be a real key.
+const secret: Parser<string | undefined> = (raw, name) => {
+  const v = raw.trim();
+  if (v === '') return undefined;
+  if (v.length < 32) throw new ConfigError(`${name} must be at least 32 characters (e.g. \`openssl rand -hex 32\`), got ${v.length}`);
+  return v;
+};
+
+const optionalHttpUrl: Parser<string | undefined> = (raw, name) => {
+  const v = raw.trim();
+  if (v === '') return undefined;
+  if (!/^https?:\/\/[^\s]+$/.test(v) || !URL.canParse(v)) throw new ConfigError(`${name} must be an http(s) URL, got ${JSON.stringify(raw)}`);
+  return v;
+};
+
 /** The table: every variable the service reads, its default (as the raw string) and validator. */
 const SPEC = {
   PORT: { default: '8080', parse: int(0, 65535), doc: 'TCP port to listen on' },
@@ -69,6 +95,26 @@ const SPEC = {
   BODY_LIMIT: { default: '65536', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest request body accepted, in bytes' },
   RENDER_CRON: { default: '*/10 * * * * *', parse: cronExpr, doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)' },
   PUBLISH_DIR: { default: '', parse: optionalStr, doc: 'Also write rendered documents as files under this directory' },
+  RENDER_SCHEDULER: { default: 'true', parse: bool, doc: 'Render on RENDER_CRON in this process; false = only serve what another instance or `pingd render` stored' },
+  PUBLISH_DELTA_WINDOW: { default: '900', parse: int(10, 3600), doc: 'Seconds a rendering stays usable as an RFC 3229 / ?since= delta base; older validators get the full document' },
+  PUBLISH_POINTER_TTL_MS: { default: '1000', parse: int(0, 60000), doc: 'How long an instance reuses its knowledge of the current rendering of a document before asking the database again' },
+  BLOCKLIST_FILE: { default: '', parse: optionalStr, doc: 'File of blocked hosts/domains, URL and name patterns and client addresses; re-read when it changes (see README)' },
+  RATE_LIMIT_PER_IP: { default: '0', parse: int(0, 1_000_000), doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit' },
+  REQUEST_TIMEOUT_MS: { default: '30000', parse: int(1000, 600000), doc: 'Longest a client may take to send a whole request (slow clients are cut off)' },
+  METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`' },
+  RETENTION_DAYS: { default: '30', parse: int(0, 36500), doc: 'Raw pings older than this many days are deleted; 0 keeps them forever' },
+  ARCHIVE_RETENTION_DAYS: { default: '0', parse: int(0, 36500), doc: 'Rendered hourly archives older than this many days are deleted; 0 keeps them forever' },
+  RETENTION_CRON: { default: '17 * * * *', parse: cronExpr, doc: 'When retention runs (UTC; one instance at a time)' },
+  RETENTION_BATCH: { default: '5000', parse: int(10, 100000), doc: 'Most rows one retention statement deletes (each batch is its own short transaction)' },
+  SHUTDOWN_TIMEOUT_MS: { default: '25000', parse: int(1000, 600000), doc: 'Longest a graceful shutdown may take before the process gives up and exits with 1' },
+  RSSPING_REQUIRE_AUTH: { default: 'false', parse: bool, doc: 'Refuse rss_pings that are neither pingserver-side nor publisher-side authenticated (401)' },
+  RSSPING_VERIFY_HASH_URI: { default: 'true', parse: bool, doc: 'Fetch payload_hash_uri to authenticate rss_pings (pingserver-side); false = no outbound request, such pings stay unauthenticated' },
+  RSSPING_BODY_LIMIT: { default: '262144', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest rss_ping request body (payload included), in bytes (larger: 413)' },
+  RSSPING_SECRET: { default: '', parse: secret, doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off' },
+  FETCH_ALLOW_PRIVATE: { default: 'false', parse: bool, doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)' },
+  FETCH_ALLOW_ADDRESSES: { default: '', parse: cidrList, doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)' },
+  FETCH_TIMEOUT_MS: { default: '5000', parse: int(100, 60000), doc: 'Longest one outbound request may take: DNS, connect, redirects and body' },
+  FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: the project homepage' },
 } as const;
 
 type Spec = typeof SPEC;

@@ -1,32 +1,80 @@
 // Owns running the service as a process: build the app, listen, and shut down cleanly on SIGTERM/SIGINT
-// (stop accepting, finish in-flight requests and the pending batch, close the database) within a bound.
+// (stop accepting, finish in-flight requests and the pending batch, stop the scheduled jobs after their
+// current run, close the database) within SHUTDOWN_TIMEOUT_MS, then exit 0.
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 
-export const SHUTDOWN_TIMEOUT_MS = 25_000;
+/** The configuration as it may be logged: passwords in URLs and anything named like a secret masked. */
+export function safeConfig(config: Config): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(config)) {
+    if (v === undefined || v === '') out[k] = v;
+    else if (/TOKEN|SECRET|PASSWORD|KEY/i.test(k)) out[k] = '[redacted]';
+    else if (typeof v === 'string' && /^[a-z][\w+.-]*:\/\//i.test(v)) out[k] = redactUrl(v);
+    else out[k] = v;
+  }
+  return out;
+}
+
+export function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.password) u.password = 'redacted';
+    // Query parameters such as ?password= or ?sslkey= carry secrets too.
+    for (const name of [...u.searchParams.keys()]) if (/pass|secret|key|token/i.test(name)) u.searchParams.set(name, 'redacted');
+    return u.href;
+  } catch {
+    return '[unparseable URL]';
+  }
+}
 
 export async function serve(config: Config, opts: { skipMigrations?: boolean } = {}): Promise<void> {
   const app = await buildApp({ config, skipMigrations: opts.skipMigrations });
+  app.log.info({ config: safeConfig(config), pid: process.pid, node: process.version }, 'starting');
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'shutting down');
+    const started = performance.now();
+    app.log.info({ signal, pendingPings: app.pings.batcher.pending }, 'shutting down');
+    // The bound: whatever hangs (a client that never finishes its request, a database that never
+    // answers), the process is gone before the orchestrator's own kill (compose: stop_grace_period).
     const timer = setTimeout(() => {
-      app.log.error('shutdown took too long; exiting');
+      app.log.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
-    }, SHUTDOWN_TIMEOUT_MS);
+    }, config.SHUTDOWN_TIMEOUT_MS);
     timer.unref();
+    let code = 0;
     try {
+      // Fastify stops accepting, lets in-flight requests finish, then runs the plugins' onClose hooks:
+      // jobs stop after their current run, the batcher commits what it holds, the database closes.
       await app.close();
-      app.log.info('stopped');
-      process.exitCode = 0;
+      app.log.info({ ms: Math.round(performance.now() - started) }, 'stopped');
     } catch (err) {
       app.log.error({ err }, 'error during shutdown');
-      process.exitCode = 1;
+      code = 1;
     }
+    // Exit now rather than wait for stray handles (keep-alive sockets of outbound requests, timers):
+    // everything that matters is committed and closed. Log lines are written synchronously.
+    process.exit(code);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
-  await app.listen({ port: config.PORT, host: config.HOST });
+  // Crash loudly, as one JSON line, and let the orchestrator restart us: acknowledged pings are already
+  // committed, and an exception nobody caught leaves state nobody can vouch for.
+  process.on('uncaughtException', (err) => {
+    app.log.fatal({ err }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
+  process.on('unhandledRejection', (err) => {
+    app.log.fatal({ err }, 'unhandled promise rejection; exiting');
+    process.exit(1);
+  });
+  try {
+    await app.listen({ port: config.PORT, host: config.HOST });
+  } catch (err) {
+    // Port in use, no permission: close the database (and its lock) before reporting the failure.
+    await app.close().catch(() => undefined);
+    throw err;
+  }
 }

@@ -6,8 +6,11 @@ import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 
 export interface Queryable {
-  /** Runs one parameterised statement and returns its rows. */
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /**
+   * Runs one parameterised statement and returns its rows. A `name` keeps a hot statement prepared on each
+   * pooled PostgreSQL connection (parsed and planned once, not per call: issue #7); PGlite ignores it.
+   */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { name?: string }): Promise<T[]>;
   /** Runs a script of several statements without parameters. */
   exec(sql: string): Promise<void>;
 }
@@ -77,8 +80,8 @@ function openPostgres(url: string, opts: DbOptions): Db {
   pool.on('error', (err) => opts.onBackgroundError?.(err));
 
   const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
-    async query<T>(sql: string, params?: unknown[]) {
-      const r = await c.query(sql, params as unknown[]);
+    async query<T>(sql: string, params?: unknown[], opts?: { name?: string }) {
+      const r = opts?.name ? await c.query({ name: opts.name, text: sql, values: params as unknown[] }) : await c.query(sql, params as unknown[]);
       return r.rows as T[];
     },
     async exec(sql: string) {
@@ -86,6 +89,13 @@ function openPostgres(url: string, opts: DbOptions): Db {
     },
   });
   const base = wrap(pool);
+  // A checked-out client has no pool listener: when the server goes away, pg emits 'error' on it (as well
+  // as failing its query), and an 'error' nobody listens to crashes the process. The query's own error
+  // reaches the caller; this only marks the connection as dead so it is not returned to the pool.
+  const lostConnection = (markBroken: () => void) => (err: Error) => {
+    markBroken();
+    opts.onBackgroundError?.(err);
+  };
 
   return {
     kind: 'postgres',
@@ -94,6 +104,8 @@ function openPostgres(url: string, opts: DbOptions): Db {
     async transaction(fn) {
       const client = await pool.connect();
       let broken = false;
+      const onError = lostConnection(() => (broken = true));
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
         const v = await fn(wrap(client));
@@ -107,12 +119,15 @@ function openPostgres(url: string, opts: DbOptions): Db {
         }
         throw err;
       } finally {
+        client.removeListener('error', onError);
         client.release(broken);
       }
     },
     async withTryAdvisoryLock(key, fn) {
       const client = await pool.connect();
       let broken = false;
+      const onError = lostConnection(() => (broken = true));
+      client.on('error', onError);
       try {
         const [row] = (await client.query('select pg_try_advisory_lock($1) as ok', [key])).rows;
         if (!row.ok) return { ran: false };
@@ -127,6 +142,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
         broken = true;
         throw err;
       } finally {
+        client.removeListener('error', onError);
         client.release(broken);
       }
     },

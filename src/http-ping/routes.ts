@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { escapeHtml } from '../xml/escape.js';
 import type { PingResult } from '../ping/ping-service.js';
+import type { RawPing } from '../ping/validate.js';
 
 type Query = Record<string, string | string[] | undefined>;
 
@@ -57,7 +58,7 @@ export default async function httpPingRoutes(app: FastifyInstance): Promise<void
     if (name === null && url === null) {
       return reply.code(200).send(page('Ping this server', `<p>Tell us your weblog has changed: it will appear in <a href="/changes.xml">changes.xml</a> for crawlers to pick up.</p>\n${formHtml()}`));
     }
-    const result = await app.pings.accept({
+    const raw: RawPing = {
       method: 'pingSiteForm',
       name,
       url,
@@ -66,7 +67,8 @@ export default async function httpPingRoutes(app: FastifyInstance): Promise<void
       tags: param(q, 'tags', 'category'),
       clientAddr: req.ip,
       userAgent: req.headers['user-agent'] ?? null,
-    });
+    };
+    const result = app.abuse.screen(raw) ?? (await app.pings.accept(raw));
     const status = result.ok ? 200 : (STATUS[result.reason] ?? 400);
     if (!result.ok && result.retryAfterSec) reply.header('retry-after', String(result.retryAfterSec));
     return reply.code(status).send(resultHtml(result, name, url));

@@ -1,8 +1,10 @@
-// Owns the Prometheus registry every module registers its metrics in, and the ping outcome counters.
-// GET /metrics (text exposition format) is served from here.
+// Owns the Prometheus registry every module registers its metrics in, the ping outcome counters, request
+// latency per route, database pool state and the process metrics (event-loop delay among them).
+// GET /metrics (text exposition format, optionally behind METRICS_TOKEN) is served from here.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Registry, Counter, Histogram, collectDefaultMetrics } from 'prom-client';
+import { timingSafeEqual, createHash } from 'node:crypto';
+import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -44,8 +46,69 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
     });
   });
 
-  app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', registry.contentType);
+  // Per route pattern (never the raw URL: archive paths and 404 probes would make unbounded series).
+  const httpSeconds = new Histogram({
+    name: 'pingd_http_request_duration_seconds',
+    help: 'Time to answer a request, by route pattern ("unmatched" for 404s), method and status code.',
+    labelNames: ['route', 'method', 'status_code'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    httpSeconds.observe({ route: req.routeOptions.url ?? 'unmatched', method: req.method, status_code: reply.statusCode }, reply.elapsedTime / 1000);
+    done();
+  });
+
+  // Read at scrape time, so they show the state when Prometheus asks.
+  new Gauge({
+    name: 'pingd_db_pool_connections',
+    help: 'Database connections by state (total open, idle, and callers waiting for one).',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      if (!app.hasDecorator('db')) return;
+      const s = app.db.poolStats();
+      this.set({ state: 'total' }, s.total);
+      this.set({ state: 'idle' }, s.idle);
+      this.set({ state: 'waiting' }, s.waiting);
+    },
+  });
+  new Gauge({
+    name: 'pingd_db_pool_max',
+    help: 'Most connections the pool may open (1 for the embedded database).',
+    registers: [registry],
+    collect() {
+      if (app.hasDecorator('db')) this.set(app.db.kind === 'pglite' ? 1 : app.config.DB_POOL_MAX);
+    },
+  });
+  new Gauge({
+    name: 'pingd_ping_queue_length',
+    help: 'Pings queued or committing in the group-commit batcher.',
+    registers: [registry],
+    collect() {
+      if (app.hasDecorator('pings')) this.set(app.pings.batcher.pending);
+    },
+  });
+
+  // Optional bearer token: the exposition names routes and counts, not secrets, but operators who
+  // publish the port may not want it readable. Compared by hash so the time taken reveals nothing.
+  const token = app.config.METRICS_TOKEN;
+  const tokenHash = token ? createHash('sha256').update(token).digest() : undefined;
+  const authorised = (header: string | undefined): boolean => {
+    if (!tokenHash) return true;
+    const m = /^Bearer\s+(.+?)\s*$/i.exec(header ?? '');
+    return m !== null && timingSafeEqual(createHash('sha256').update(m[1]).digest(), tokenHash);
+  };
+
+  app.get('/metrics', async (req, reply) => {
+    if (!authorised(req.headers.authorization)) {
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="pingd metrics"')
+        .header('content-type', 'text/plain; charset=utf-8')
+        .send('GET /metrics needs the METRICS_TOKEN: send "Authorization: Bearer <token>".\n');
+    }
+    reply.header('content-type', registry.contentType).header('cache-control', 'no-store');
     return registry.metrics();
   });
 }

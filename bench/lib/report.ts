@@ -1,0 +1,84 @@
+// Owns presenting a benchmark run: the results table (markdown, readable in a terminal too), the results
+// file bench/results/<date>.md, and the latest table in the README's performance section.
+import { readFileSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface Row {
+  scenario: string;
+  backend: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  baselineRps: number;
+  ratio: number;
+  ratioMin: number;
+  ratioMax: number;
+  target?: string;
+  pass?: boolean;
+  serverUsPerReq?: number;
+  baselineUsPerReq?: number;
+  dbUsPerReq?: number;
+  loadgenUsPerReq?: number;
+  batch?: string;
+  failures: number;
+}
+
+export interface RenderRow {
+  case: string;
+  ms?: number;
+  peakMb?: number;
+  target?: string;
+  pass?: boolean;
+  note?: string;
+}
+
+const f0 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toString());
+const pct = (n: number) => `${(100 * n).toFixed(1)}%`;
+const verdict = (r: { target?: string; pass?: boolean }) => (r.target ? `${r.target} ${r.pass ? '✅' : '❌'}` : '');
+
+export function loadTable(rows: Row[]): string {
+  const out = [
+    '| scenario | backend | req/s | p50 ms | p99 ms | baseline req/s | ratio (min–max) | target | CPU µs/req pingd (baseline) | db µs/req | batch (mean size, commit ms) | failures |',
+    '| --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | --- | ---: |',
+  ];
+  for (const r of rows) {
+    out.push(
+      `| ${r.scenario} | ${r.backend} | ${f0(r.rps)} | ${f1(r.p50)} | ${f1(r.p99)} | ${f0(r.baselineRps)} | ${pct(r.ratio)} (${pct(r.ratioMin)}–${pct(r.ratioMax)}) | ${verdict(r)} | ${f0(r.serverUsPerReq)} (${f0(r.baselineUsPerReq)}) | ${f0(r.dbUsPerReq)} | ${r.batch ?? ''} | ${r.failures} |`,
+    );
+  }
+  return out.join('\n');
+}
+
+export function renderTable(rows: RenderRow[]): string {
+  const out = ['| document | render ms | peak MB | target | note |', '| --- | ---: | ---: | --- | --- |'];
+  for (const r of rows) out.push(`| ${r.case} | ${f0(r.ms)} | ${f0(r.peakMb)} | ${verdict(r)} | ${r.note ?? ''} |`);
+  return out.join('\n');
+}
+
+export const RESULTS_START = '<!-- bench:results:start -->';
+export const RESULTS_END = '<!-- bench:results:end -->';
+
+/** Writes bench/results/<date>.md (a second run the same day gets -2, -3…); returns its path. */
+export function writeResultsFile(root: string, date: string, markdown: string): string {
+  const dir = join(root, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  let path = join(dir, `${date}.md`);
+  for (let i = 2; existsSync(path); i++) path = join(dir, `${date}-${i}.md`);
+  writeFileSync(path, markdown);
+  return path;
+}
+
+/**
+ * Replaces the latest results between the markers inside the README's performance section; leaves the
+ * rest of the README alone. Returns false when the markers are missing.
+ */
+export function updateReadme(root: string, markdown: string): boolean {
+  const path = join(root, 'README.md');
+  const text = readFileSync(path, 'utf8');
+  const a = text.indexOf(RESULTS_START);
+  const b = text.indexOf(RESULTS_END);
+  if (a < 0 || b < a) return false;
+  writeFileSync(path, `${text.slice(0, a + RESULTS_START.length)}\n${markdown.trim()}\n${text.slice(b)}`);
+  return true;
+}

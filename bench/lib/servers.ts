@@ -1,0 +1,194 @@
+// Owns the processes a benchmark drives: pingd (`src/cli.ts serve`) and the baseline app, each a child
+// process so that neither shares an event loop with the load generator, and their throwaway databases.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import pg from 'pg';
+
+export const ROOT = new URL('../..', import.meta.url).pathname;
+
+export interface Child {
+  url: string;
+  port: number;
+  proc: ChildProcess;
+  /** Graceful stop (SIGTERM, waits for exit); the server drains its queue first. */
+  stop(): Promise<number | null>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url: string, proc: ChildProcess, stderr: () => string, timeoutMs = 60_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (proc.exitCode !== null) throw new Error(`server exited with ${proc.exitCode} before it was ready:\n${stderr()}`);
+    try {
+      const r = await fetch(url);
+      await r.arrayBuffer();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error(`server at ${url} not ready after ${timeoutMs} ms:\n${stderr()}`);
+}
+
+function wrap(proc: ChildProcess, port: number): Child {
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    proc,
+    async stop() {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      const t = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+      const code = await exited;
+      clearTimeout(t);
+      return code;
+    },
+  };
+}
+
+export interface PingdOptions {
+  env: Record<string, string>;
+  /** Extra node flags (--cpu-prof …). */
+  nodeArgs?: string[];
+}
+
+/** Starts `pingd serve` on a free port and resolves once it answers HTTP. */
+export async function startPingd(opts: PingdOptions): Promise<Child> {
+  const port = await freePort();
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', join(ROOT, 'src/cli.ts'), 'serve'], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  proc.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+    if (err.length > 20_000) err = err.slice(-20_000);
+  });
+  await waitReady(`http://127.0.0.1:${port}/pingSiteForm`, proc, () => err);
+  const c = wrap(proc, port);
+  Object.defineProperty(c, 'stderr', { get: () => err });
+  return c;
+}
+
+/** Starts the baseline app (bench/baseline-server.ts). */
+export async function startBaseline(): Promise<Child> {
+  const port = await freePort();
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/baseline-server.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  await waitReady(`http://127.0.0.1:${port}/`, proc, () => err);
+  return wrap(proc, port);
+}
+
+/** Sets what the baseline answers to every GET and POST until the next call. */
+export async function setBaselineAnswer(base: Child, status: number, headers: Record<string, string>, body: Buffer): Promise<void> {
+  const r = await fetch(`${base.url}/__bench/answer`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ status, headers, bodyBase64: body.toString('base64') }),
+  });
+  if (!r.ok) throw new Error(`baseline refused its answer: ${r.status}`);
+  await r.arrayBuffer();
+}
+
+export interface BenchDatabase {
+  backend: 'postgres' | 'pglite';
+  /** Environment for pingd. */
+  env: Record<string, string>;
+  /** PostgreSQL backends serving this database (none for the embedded one, which runs inside pingd). */
+  backendPids(): Promise<number[]>;
+  /** Rows in `pings` (after pingd has stopped, for the embedded database). */
+  countPings(): Promise<number>;
+  drop(): Promise<void>;
+}
+
+/** A fresh database on BENCH_DATABASE_URL's server, dropped afterwards. */
+export async function createPostgresDatabase(adminUrl: string): Promise<BenchDatabase> {
+  const name = `pingd_bench_${Date.now()}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  return {
+    backend: 'postgres',
+    env: { DATABASE_URL: u.href },
+    async backendPids() {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      try {
+        const r = await c.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+        return r.rows.map((x) => x.pid);
+      } finally {
+        await c.end();
+      }
+    },
+    async countPings() {
+      const c = new pg.Client({ connectionString: u.href });
+      await c.connect();
+      try {
+        const r = await c.query<{ n: string }>('select count(*) as n from pings');
+        return Number(r.rows[0].n);
+      } finally {
+        await c.end();
+      }
+    },
+    async drop() {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+/** A temporary DATA_DIR for the embedded database. */
+export async function createPgliteDatabase(): Promise<BenchDatabase> {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-bench-'));
+  // The test runner's initdb'd template, when there is one, saves the seconds initdb takes.
+  const version = JSON.parse(readFileSync(join(ROOT, 'node_modules/@electric-sql/pglite/package.json'), 'utf8')).version as string;
+  const template = join(tmpdir(), `pingd-pglite-template-${version}`);
+  if (existsSync(join(template, 'PG_VERSION'))) cpSync(template, join(dir, 'pgdata'), { recursive: true });
+  return {
+    backend: 'pglite',
+    env: { DATABASE_URL: '', DATA_DIR: dir },
+    async backendPids() {
+      return [];
+    },
+    async countPings() {
+      // The server must have stopped: PGlite's data directory has one owner.
+      const { PGlite } = await import('@electric-sql/pglite');
+      const db = new PGlite(join(dir, 'pgdata'));
+      try {
+        const r = await db.query<{ n: number }>('select count(*)::int as n from pings');
+        return Number(r.rows[0].n);
+      } finally {
+        await db.close();
+      }
+    },
+    async drop() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,408 @@
+// Owns `npm run bench` (issue #7): pingd measured against this machine's own HTTP limit. It starts pingd
+// on a fresh PostgreSQL database and on a fresh embedded one, and a minimal Fastify app answering the same
+// bytes (the baseline), each in its own process, drives them in turns with autocannon, and prints
+// requests/s, p50/p99 and the ratio to the baseline measured seconds apart, plus the CPU each request cost
+// pingd and PostgreSQL. After the intake runs it checks that every acknowledged ping is a stored row.
+//
+//   npm run bench                  all scenarios, results printed
+//   npm run bench -- --write       also bench/results/<date>.md and the README's performance section
+//   BENCH_SCENARIOS=ping BENCH_BACKENDS=postgres BENCH_PROFILE=1 npm run bench
+//
+// Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres: a database is
+// created and dropped on it), BENCH_DURATION (s per timed run, 4), BENCH_RUNS (3), BENCH_WARMUP (s, 2),
+// BENCH_CONNECTIONS (64), BENCH_BACKENDS (postgres,pglite), BENCH_SCENARIOS (ids below), BENCH_SHORT_WEBLOGS
+// (weblogs in the served shortChanges.xml, 5000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
+// BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>).
+import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { spawn } from 'node:child_process';
+import pg from 'pg';
+import { ROOT, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
+import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
+import { snapshot, diff } from './lib/cpu.js';
+import { pingSpec, extendedPingSpec, pingSiteFormSpec, documentSpec, sample } from './lib/scenarios.js';
+import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type RenderRow } from './lib/report.js';
+import { summarize } from './profile-summary.js';
+
+const env = process.env;
+const num = (name: string, def: number) => {
+  const v = env[name];
+  if (v === undefined || v === '') return def;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
+  return n;
+};
+const OPTS = {
+  databaseUrl: env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
+  duration: num('BENCH_DURATION', 4),
+  runs: Math.round(num('BENCH_RUNS', 3)),
+  warmup: num('BENCH_WARMUP', 2),
+  connections: Math.round(num('BENCH_CONNECTIONS', 64)),
+  backends: (env.BENCH_BACKENDS || 'postgres,pglite').split(',').map((s) => s.trim()) as ('postgres' | 'pglite')[],
+  scenarios: env.BENCH_SCENARIOS ? env.BENCH_SCENARIOS.split(',').map((s) => s.trim()) : undefined,
+  shortWeblogs: Math.round(num('BENCH_SHORT_WEBLOGS', 5000)),
+  profile: env.BENCH_PROFILE === '1',
+  write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
+};
+
+/** pingd's environment: LOG_LEVEL=warn plus every BENCH_PINGD_<VAR>. */
+function pingdEnv(extra: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = { LOG_LEVEL: 'warn', ...extra };
+  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && v !== undefined) out[k.slice(12)] = v;
+  return out;
+}
+
+const wanted = (id: string) => !OPTS.scenarios || OPTS.scenarios.includes(id);
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+interface IntakeScenario {
+  id: string;
+  label: string;
+  spec: () => LoadSpec;
+  target?: Partial<Record<'postgres' | 'pglite', { ratio: number; p99?: number }>>;
+}
+
+const INTAKE: IntakeScenario[] = [
+  { id: 'ping', label: 'XML-RPC weblogUpdates.ping, distinct URLs', spec: pingSpec, target: { postgres: { ratio: 0.25, p99: 50 }, pglite: { ratio: 0.1 } } },
+  { id: 'extendedPing', label: 'XML-RPC extendedPing (WordPress bytes), distinct URLs', spec: extendedPingSpec },
+  { id: 'pingSiteForm', label: 'GET /pingSiteForm, distinct URLs', spec: pingSiteFormSpec },
+];
+
+// Headers the baseline copies from pingd's answer, so both send the same response head and body.
+const COPIED = ['content-type', 'content-encoding', 'etag', 'last-modified', 'cache-control', 'im', 'vary', 'retry-after'];
+
+async function metricsText(url: string): Promise<string> {
+  try {
+    const r = await fetch(`${url}/metrics`);
+    return r.ok ? await r.text() : '';
+  } catch {
+    return '';
+  }
+}
+function metricSum(text: string, name: string): number {
+  const m = new RegExp(`^${name}(?:\\{[^}]*ok="true"[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+interface Measured {
+  row: Row;
+  acks: number;
+}
+
+/**
+ * Warm-up, then `runs` pairs of (pingd run, baseline run) in alternating order; medians of each and of
+ * the per-pair ratios. Intake runs are bounded by a request count (calibrated on the warm-up to last about
+ * BENCH_DURATION) so that every answer is read and the acknowledgements counted are exact.
+ */
+async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child, baseline: Child, db: BenchDatabase | undefined, countAcks: boolean): Promise<Measured> {
+  const { connections, duration, runs, warmup } = OPTS;
+  let acks = 0;
+  const s = await sample(pingd.url, spec);
+  if (countAcks && spec.isAck?.(s.status, s.body.toString('utf8'))) acks++;
+  const headers: Record<string, string> = {};
+  for (const h of COPIED) if (s.headers[h]) headers[h] = s.headers[h];
+  await setBaselineAnswer(baseline, s.status, headers, s.body);
+
+  await runLoad(baseline.url, spec, { connections, duration: warmup });
+  const warm = await runLoad(pingd.url, spec, countAcks ? { connections, amount: connections * 40 } : { connections, duration: warmup });
+  acks += warm.acks;
+  const amount = Math.max(connections * 20, Math.round(warm.rps * duration));
+
+  const t: LoadRun[] = [];
+  const b: LoadRun[] = [];
+  const ratios: number[] = [];
+  const cpu: { server: number; db: number; loadgen: number }[] = [];
+  const baselineCpu: number[] = [];
+  let batchSize = 0;
+  let batchCount = 0;
+  let commitSec = 0;
+  for (let i = 0; i < runs; i++) {
+    const runPingd = async () => {
+      const m0 = countAcks ? await metricsText(pingd.url) : '';
+      const c0 = await snapshot(pingd.proc.pid!, () => db?.backendPids() ?? Promise.resolve([]));
+      const r = await runLoad(pingd.url, spec, countAcks ? { connections, amount } : { connections, duration });
+      const c = diff(c0, await snapshot(pingd.proc.pid!, () => db?.backendPids() ?? Promise.resolve([])));
+      if (countAcks) {
+        const m1 = await metricsText(pingd.url);
+        batchSize += metricSum(m1, 'pingd_commit_batch_size_sum') - metricSum(m0, 'pingd_commit_batch_size_sum');
+        batchCount += metricSum(m1, 'pingd_commit_batch_size_count') - metricSum(m0, 'pingd_commit_batch_size_count');
+        commitSec += metricSum(m1, 'pingd_commit_duration_seconds_sum') - metricSum(m0, 'pingd_commit_duration_seconds_sum');
+      }
+      acks += r.acks;
+      cpu.push({ server: c.serverUs / r.requests, db: c.dbUs / r.requests, loadgen: c.loadgenUs / r.requests });
+      return r;
+    };
+    const runBaseline = async () => {
+      const c0 = await snapshot(baseline.proc.pid!, () => Promise.resolve([]));
+      const r = await runLoad(baseline.url, spec, { connections, duration });
+      const c = diff(c0, await snapshot(baseline.proc.pid!, () => Promise.resolve([])));
+      baselineCpu.push(c.serverUs / r.requests);
+      return r;
+    };
+    let tr: LoadRun;
+    let br: LoadRun;
+    if (i % 2 === 0) {
+      tr = await runPingd();
+      br = await runBaseline();
+    } else {
+      br = await runBaseline();
+      tr = await runPingd();
+    }
+    t.push(tr);
+    b.push(br);
+    ratios.push(tr.rps / br.rps);
+    log(`  ${id}/${backend} run ${i + 1}: pingd ${Math.round(tr.rps)} req/s (p99 ${tr.p99} ms), baseline ${Math.round(br.rps)} req/s, ratio ${(tr.rps / br.rps).toFixed(3)}`);
+  }
+  const failures = t.reduce((a, r) => a + r.bad + r.errors + r.timeouts, 0);
+  return {
+    acks,
+    row: {
+      scenario: id,
+      backend,
+      rps: median(t.map((r) => r.rps)),
+      p50: median(t.map((r) => r.p50)),
+      p99: median(t.map((r) => r.p99)),
+      baselineRps: median(b.map((r) => r.rps)),
+      ratio: median(ratios),
+      ratioMin: Math.min(...ratios),
+      ratioMax: Math.max(...ratios),
+      serverUsPerReq: median(cpu.map((c) => c.server)),
+      baselineUsPerReq: median(baselineCpu),
+      dbUsPerReq: db?.backend === 'postgres' ? median(cpu.map((c) => c.db)) : undefined,
+      loadgenUsPerReq: median(cpu.map((c) => c.loadgen)),
+      batch: batchCount > 0 ? `${(batchSize / batchCount).toFixed(1)}, ${((commitSec / batchCount) * 1000).toFixed(1)}` : undefined,
+      failures,
+    },
+  };
+}
+
+function profileArgs(tag: string): { args: string[]; dir?: string } {
+  if (!OPTS.profile) return { args: [] };
+  const dir = join(ROOT, 'bench', 'profiles', `${new Date().toISOString().replace(/[:.]/g, '-')}-${tag}`);
+  mkdirSync(dir, { recursive: true });
+  return { args: ['--cpu-prof', `--cpu-prof-dir=${dir}`], dir };
+}
+
+function reportProfile(dir: string | undefined): string {
+  if (!dir || !existsSync(dir)) return '';
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  if (!files.length) return '';
+  // The main thread's profile is the largest.
+  const main = files.map((f) => join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];
+  return `profile ${main}\n${summarize(JSON.parse(readFileSync(main, 'utf8')), 25, ['parseMethodCall', 'fastParseMethodCall', 'validatePing', 'insertPingBatch', 'flush'])}`;
+}
+
+interface IntakeResult {
+  rows: Row[];
+  acks: number;
+  stored: number;
+  profile: string;
+}
+
+async function intake(backend: 'postgres' | 'pglite', baseline: Child): Promise<IntakeResult | undefined> {
+  const scenarios = INTAKE.filter((s) => wanted(s.id));
+  if (!scenarios.length) return undefined;
+  const db = backend === 'postgres' ? await createPostgresDatabase(OPTS.databaseUrl) : await createPgliteDatabase();
+  const prof = profileArgs(backend);
+  let pingd: Child | undefined;
+  try {
+    pingd = await startPingd({ env: pingdEnv(db.env), nodeArgs: prof.args });
+    log(`pingd on ${backend} at ${pingd.url}`);
+    const rows: Row[] = [];
+    let acks = 0;
+    for (const sc of scenarios) {
+      const m = await measure(sc.id, backend, sc.spec(), pingd, baseline, db, true);
+      const target = sc.target?.[backend];
+      if (target) {
+        m.row.target = `≥ ${target.ratio * 100}%${target.p99 ? `, p99 ≤ ${target.p99} ms` : ''}`;
+        m.row.pass = m.row.ratio >= target.ratio && (target.p99 === undefined || m.row.p99 <= target.p99);
+      }
+      rows.push(m.row);
+      acks += m.acks;
+    }
+    // A graceful stop drains the queue; every acknowledged ping must then be a row.
+    const code = await pingd.stop();
+    pingd = undefined;
+    if (code !== 0) log(`pingd on ${backend} exited with ${code}`);
+    const stored = await db.countPings();
+    return { rows, acks, stored, profile: reportProfile(prof.dir) };
+  } finally {
+    if (pingd) await pingd.stop();
+    await db.drop();
+  }
+}
+
+/** Pings `n` distinct weblogs through XML-RPC (64 at a time). */
+async function seedPings(url: string, n: number): Promise<void> {
+  await runLoad(url, pingSpec(), { connections: Math.min(64, n), amount: n });
+}
+
+/** Waits until `path` is rendered with a validator different from `not`; returns its ETag (gzip). */
+async function waitRendered(url: string, path: string, not: string | undefined, timeoutMs = 60_000): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await sample(url, documentSpec(path, { 'accept-encoding': 'gzip' }, 200));
+    const etag = s.headers.etag;
+    if (s.status === 200 && etag && etag !== not) return etag;
+    if (Date.now() > until) throw new Error(`${path} was not (re)rendered within ${timeoutMs} ms (last status ${s.status})`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function documents(baseline: Child): Promise<Row[]> {
+  const ids = ['short-200-gzip', 'short-304', 'short-226'].filter(wanted);
+  if (!ids.length) return [];
+  const db = await createPostgresDatabase(OPTS.databaseUrl);
+  let pingd: Child | undefined;
+  try {
+    // Renders every 2 s (instead of 10) only so that seeding is quick; serving is what is measured here.
+    pingd = await startPingd({ env: pingdEnv({ ...db.env, RENDER_CRON: '*/2 * * * * *' }) });
+    const path = '/shortChanges.xml';
+    await seedPings(pingd.url, OPTS.shortWeblogs);
+    // The first rendering may predate the seed: wait for one that has it all.
+    let base = await waitRendered(pingd.url, path, undefined);
+    await new Promise((r) => setTimeout(r, 2500));
+    base = await waitRendered(pingd.url, path, undefined);
+    // A few more pings make the next rendering, so that `base` is a delta base for it.
+    await seedPings(pingd.url, 50);
+    const current = await waitRendered(pingd.url, path, base);
+    const full = await sample(pingd.url, documentSpec(path, { 'accept-encoding': 'gzip' }, 200));
+    log(`shortChanges.xml: ${OPTS.shortWeblogs + 50} weblogs, ${full.body.length} bytes gzip, etag ${current}`);
+    const rows: Row[] = [];
+    const cases: Record<string, { spec: LoadSpec; target?: number; label: string }> = {
+      'short-200-gzip': { spec: documentSpec(path, { 'accept-encoding': 'gzip' }, 200), target: 0.6, label: `GET ${path} 200 gzip (${Math.round(full.body.length / 1024)} KB)` },
+      'short-304': { spec: documentSpec(path, { 'accept-encoding': 'gzip', 'if-none-match': current }, 304), target: 0.85, label: `GET ${path} 304` },
+      'short-226': { spec: documentSpec(path, { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': base }, 226), label: `GET ${path} 226 delta (50 new)` },
+    };
+    for (const id of ids) {
+      const c = cases[id];
+      const probe = await sample(pingd.url, c.spec);
+      if (!c.spec.okStatus?.includes(probe.status)) log(`  warning: ${id} answered ${probe.status}, expected ${c.spec.okStatus?.join('/')}`);
+      const m = await measure(id, 'postgres', c.spec, pingd, baseline, db, false);
+      if (c.target !== undefined) {
+        m.row.target = `≥ ${c.target * 100}%`;
+        m.row.pass = m.row.ratio >= c.target;
+      }
+      rows.push(m.row);
+    }
+    return rows;
+  } finally {
+    if (pingd) await pingd.stop();
+    await db.drop();
+  }
+}
+
+/** Runs bench/publish-render.ts (the publishing helper's) when it exists; reads its JSON lines. */
+async function renders(): Promise<{ rows: RenderRow[]; raw: string } | undefined> {
+  if (!wanted('render')) return undefined;
+  const script = join(ROOT, 'bench', 'publish-render.ts');
+  if (!existsSync(script)) return { rows: [], raw: 'bench/publish-render.ts does not exist yet: render scenarios skipped.' };
+  const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...process.env, BENCH_DATABASE_URL: OPTS.databaseUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+  const rows: RenderRow[] = [];
+  const raw: string[] = [];
+  for (const line of out.stdout.split('\n')) {
+    const l = line.trim();
+    if (!l) continue;
+    try {
+      const j = JSON.parse(l) as Record<string, unknown>;
+      const n = (k: string[]) => k.map((x) => j[x]).find((v) => typeof v === 'number') as number | undefined;
+      const s = (k: string[]) => k.map((x) => j[x]).find((v) => typeof v === 'string') as string | undefined;
+      rows.push({
+        case: s(['case', 'document', 'name', 'label']) ?? l.slice(0, 60),
+        ms: n(['ms', 'renderMs', 'render_ms']),
+        peakMb: n(['peakMb', 'peakMB', 'peak_mb', 'peakRssMb', 'peakHeapMb']),
+        target: s(['target']),
+        pass: typeof j.pass === 'boolean' ? j.pass : undefined,
+        note: s(['note']),
+      });
+    } catch {
+      raw.push(l);
+    }
+  }
+  if (out.code !== 0) raw.push(`publish-render exited with ${out.code}: ${out.stderr.trim().split('\n').slice(-5).join(' / ')}`);
+  return { rows, raw: raw.join('\n') };
+}
+
+async function environment(): Promise<string> {
+  let pgVersion = 'unreachable';
+  try {
+    const c = new pg.Client({ connectionString: OPTS.databaseUrl });
+    await c.connect();
+    pgVersion = (await c.query<{ v: string }>("select current_setting('server_version') as v")).rows[0].v;
+    await c.end();
+  } catch (err) {
+    pgVersion = `unreachable (${(err as Error).message})`;
+  }
+  const cpu = cpus();
+  return `${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL ${pgVersion}; load average at start ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`;
+}
+
+async function main(): Promise<number> {
+  const started = new Date();
+  const envLine = await environment();
+  log(`pingd benchmark: ${envLine}`);
+  log(`${OPTS.connections} connections, warm-up ${OPTS.warmup} s, ${OPTS.runs} runs of ~${OPTS.duration} s each (pingd and baseline in turn)`);
+  const baseline = await startBaseline();
+  const rows: Row[] = [];
+  const checks: string[] = [];
+  const profiles: string[] = [];
+  let ok = true;
+  try {
+    for (const backend of OPTS.backends) {
+      const r = await intake(backend, baseline);
+      if (!r) continue;
+      rows.push(...r.rows);
+      const same = r.acks === r.stored;
+      ok &&= same;
+      checks.push(`${backend}: ${r.acks} pings acknowledged, ${r.stored} rows stored ${same ? '✅' : '❌ MISMATCH'}`);
+      if (r.profile) profiles.push(r.profile);
+    }
+    if (OPTS.backends.includes('postgres')) rows.push(...(await documents(baseline)));
+  } finally {
+    await baseline.stop();
+  }
+  const render = await renders();
+  const finished = new Date();
+  const md = [
+    `### Benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    '',
+    `Machine: ${envLine}, at end ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}. Load generator (autocannon, ${OPTS.connections} connections) on the same machine. ` +
+      `Warm-up ${OPTS.warmup} s, then ${OPTS.runs} runs of ~${OPTS.duration} s of pingd and of the baseline in turn; medians, ratio = median of the per-pair ratios. ` +
+      `Wall time ${Math.round((finished.getTime() - started.getTime()) / 1000)} s.`,
+    '',
+    loadTable(rows),
+    '',
+    ...(checks.length ? ['Acknowledged vs stored: ' + checks.join('; ') + '.', ''] : []),
+    ...(render ? [render.rows.length ? renderTable(render.rows) : '', render.raw ? '```\n' + render.raw + '\n```' : '', ''] : []),
+  ]
+    .filter((l, i, a) => !(l === '' && a[i - 1] === ''))
+    .join('\n');
+  console.log(md);
+  for (const p of profiles) console.log(`\n${p}`);
+  if (OPTS.write) {
+    const file = writeResultsFile(ROOT, started.toISOString().slice(0, 10), `${md}\n`);
+    log(`results written to ${file}`);
+    if (!updateReadme(ROOT, md)) log('README.md has no bench results markers: not updated');
+  }
+  return ok ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    console.error(`bench failed: ${err.stack ?? err.message}`);
+    process.exit(1);
+  },
+);

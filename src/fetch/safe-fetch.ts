@@ -1,0 +1,255 @@
+// Owns every request pingd makes to other hosts: a polite HTTP client (seed 001: clear User-Agent,
+// timeouts, gzip, bounded redirects) that cannot be turned against the server's own network. Each hop's
+// host is resolved once, EVERY resolved address is checked against the address policy, and the connection
+// goes to a checked address (the socket never does a second DNS lookup, so a rebinding answer cannot slip
+// in between the check and the connect). Redirect targets go through the same checks.
+import http from 'node:http';
+import https from 'node:https';
+import { promises as dns, type LookupAddress } from 'node:dns';
+import zlib from 'node:zlib';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { checkAddresses, parseIp, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
+
+export type FetchErrorCode =
+  | 'FETCH_URL_INVALID'
+  | 'FETCH_ADDRESS_BLOCKED'
+  | 'FETCH_DNS_FAILED'
+  | 'FETCH_TIMEOUT'
+  | 'FETCH_TOO_LARGE'
+  | 'FETCH_TOO_MANY_REDIRECTS'
+  | 'FETCH_NETWORK'
+  | 'FETCH_BAD_RESPONSE';
+
+export class FetchError extends Error {
+  constructor(
+    readonly code: FetchErrorCode,
+    message: string,
+    /** The URL of the hop that failed. */
+    readonly url: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Resolves a host name to every address it has (both families). */
+export type LookupFn = (hostname: string) => Promise<string[]>;
+
+export const systemLookup: LookupFn = async (hostname) => {
+  const r = await dns.lookup(hostname, { all: true, verbatim: true });
+  return r.map((a) => a.address);
+};
+
+export interface SafeFetcherOptions {
+  policy?: AddressPolicy;
+  userAgent: string;
+  /** Default deadline for a whole fetch: DNS, every hop, and the body. */
+  timeoutMs: number;
+  /** Injected resolver (tests); the system resolver by default. */
+  lookup?: LookupFn;
+  /** Told of every fetch's outcome ('ok' or an error code), for metrics. */
+  onOutcome?: (outcome: 'ok' | FetchErrorCode) => void;
+}
+
+export interface GetOptions {
+  timeoutMs?: number;
+  /** Largest body accepted, compressed and decompressed (default 1 MiB). */
+  maxBytes?: number;
+  /** Redirects followed before giving up (default 3). */
+  maxRedirects?: number;
+  accept?: string;
+  headers?: Record<string, string>;
+}
+
+export interface FetchResult {
+  /** The URL that answered (after redirects). */
+  url: string;
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** Decompressed body. */
+  body: Buffer;
+  /** Every Location followed, in order. */
+  redirects: string[];
+  /** The address the final connection went to. */
+  address: string;
+}
+
+export const DEFAULT_MAX_BYTES = 1024 * 1024;
+export const DEFAULT_MAX_REDIRECTS = 3;
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+export class SafeFetcher {
+  readonly policy: AddressPolicy;
+  private readonly lookup: LookupFn;
+
+  constructor(private readonly opts: SafeFetcherOptions) {
+    this.policy = opts.policy ?? DEFAULT_POLICY;
+    this.lookup = opts.lookup ?? systemLookup;
+  }
+
+  get userAgent(): string {
+    return this.opts.userAgent;
+  }
+
+  /** GETs a URL. Resolves with any HTTP status (the caller decides); rejects with a FetchError. */
+  async get(url: string, o: GetOptions = {}): Promise<FetchResult> {
+    const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), timeoutMs);
+    try {
+      const r = await this.follow(url, o, ac.signal, timeoutMs);
+      this.opts.onOutcome?.('ok');
+      return r;
+    } catch (err) {
+      const fe =
+        err instanceof FetchError
+          ? err
+          : ac.signal.aborted
+            ? new FetchError('FETCH_TIMEOUT', `no complete answer within ${timeoutMs} ms`, url, { cause: err })
+            : new FetchError('FETCH_NETWORK', (err as Error).message, url, { cause: err });
+      this.opts.onOutcome?.(fe.code);
+      throw fe;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async follow(start: string, o: GetOptions, signal: AbortSignal, timeoutMs: number): Promise<FetchResult> {
+    const maxRedirects = o.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
+    const maxBytes = o.maxBytes ?? DEFAULT_MAX_BYTES;
+    const redirects: string[] = [];
+    let current = parseTarget(start, start);
+    for (;;) {
+      const addresses = await this.resolve(current, signal, timeoutMs);
+      const res = await request(current, addresses, this.headers(o), signal);
+      const location = res.headers.location;
+      if (REDIRECTS.has(res.statusCode ?? 0) && location) {
+        res.resume();
+        if (redirects.length >= maxRedirects) {
+          throw new FetchError('FETCH_TOO_MANY_REDIRECTS', `more than ${maxRedirects} redirects`, current.href);
+        }
+        const next = parseTarget(location, current.href, current);
+        redirects.push(next.href);
+        current = next;
+        continue;
+      }
+      const body = await readBody(res, maxBytes, current.href);
+      return { url: current.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects, address: res.socket?.remoteAddress ?? addresses[0] };
+    }
+  }
+
+  private headers(o: GetOptions): Record<string, string> {
+    return {
+      ...(o.headers ?? {}),
+      'user-agent': this.opts.userAgent,
+      accept: o.accept ?? '*/*',
+      'accept-encoding': 'gzip',
+    };
+  }
+
+  /** The checked addresses for a URL's host: a literal as it is, a name through one DNS lookup. */
+  private async resolve(url: URL, signal: AbortSignal, timeoutMs: number): Promise<string[]> {
+    const host = url.hostname;
+    let addresses: string[];
+    if (parseIp(host)) {
+      addresses = [host.replace(/^\[|\]$/g, '')];
+    } else {
+      // getaddrinfo cannot be cancelled; stop waiting for it at the deadline instead.
+      const aborted = new Promise<never>((_, reject) => {
+        const fail = () => reject(new FetchError('FETCH_TIMEOUT', `no complete answer within ${timeoutMs} ms (DNS lookup of ${host})`, url.href));
+        if (signal.aborted) fail();
+        else signal.addEventListener('abort', fail, { once: true });
+      });
+      aborted.catch(() => undefined);
+      try {
+        addresses = await Promise.race([this.lookup(host), aborted]);
+      } catch (err) {
+        if (err instanceof FetchError) throw err;
+        throw new FetchError('FETCH_DNS_FAILED', `cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, url.href, { cause: err });
+      }
+    }
+    const verdict = checkAddresses(addresses, this.policy);
+    if (!verdict.allowed) {
+      throw new FetchError('FETCH_ADDRESS_BLOCKED', `${host} resolves to ${verdict.address || 'no address'} (${verdict.range}), which this server does not connect to`, url.href);
+    }
+    return addresses;
+  }
+}
+
+/** Parses a URL (or a redirect's Location, relative to the current URL) and checks what we allow to GET. */
+function parseTarget(raw: string, base: string, from?: URL): URL {
+  let u: URL;
+  try {
+    u = new URL(raw, from ?? undefined);
+  } catch {
+    throw new FetchError('FETCH_URL_INVALID', from ? `the redirect to ${JSON.stringify(raw.slice(0, 200))} is not a valid URL` : 'not an absolute URL', base);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new FetchError('FETCH_URL_INVALID', `only http and https URLs are fetched, not ${u.protocol.slice(0, -1)}`, u.href);
+  if (u.username || u.password) throw new FetchError('FETCH_URL_INVALID', 'URLs with a user name or password are not fetched', u.href);
+  if (!u.hostname) throw new FetchError('FETCH_URL_INVALID', 'the URL has no host', u.href);
+  u.hash = '';
+  return u;
+}
+
+function request(url: URL, addresses: string[], headers: Record<string, string>, signal: AbortSignal): Promise<IncomingMessage> {
+  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const family = (a: string) => (a.includes(':') ? 6 : 4);
+  // The socket asks this instead of DNS: it only ever sees the addresses checked above.
+  const pinned = (_host: string, options: { all?: boolean; family?: number }, cb: (...args: unknown[]) => void) => {
+    const usable = addresses.filter((a) => !options.family || family(a) === options.family);
+    const list = usable.length ? usable : addresses;
+    if (options.all) cb(null, list.map((address): LookupAddress => ({ address, family: family(address) })));
+    else cb(null, list[0], family(list[0]));
+  };
+  const mod = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = mod.request(
+      {
+        protocol: url.protocol,
+        hostname,
+        port: url.port || undefined,
+        path: `${url.pathname}${url.search}`,
+        method: 'GET',
+        headers,
+        lookup: pinned as never,
+        // A fresh connection per request: a pooled socket could belong to another (unchecked) address.
+        agent: false,
+        signal,
+      },
+      resolve,
+    );
+    req.on('error', (err) => reject(signal.aborted ? err : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err })));
+    req.end();
+  });
+}
+
+async function readBody(res: IncomingMessage, maxBytes: number, url: string): Promise<Buffer> {
+  const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
+  const declared = Number(res.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    res.destroy();
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      res.destroy();
+      throw tooLarge();
+    }
+    chunks.push(chunk);
+  }
+  const raw = Buffer.concat(chunks);
+  const encoding = String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (encoding === '' || encoding === 'identity') return raw;
+  // The compressed body is already bounded; maxOutputLength bounds what it expands to (gzip bombs).
+  try {
+    if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.gunzipSync(raw, { maxOutputLength: maxBytes });
+    if (encoding === 'deflate') return zlib.inflateSync(raw, { maxOutputLength: maxBytes });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) throw tooLarge();
+    throw new FetchError('FETCH_BAD_RESPONSE', `the ${encoding} body cannot be decompressed`, url, { cause: err });
+  }
+  throw new FetchError('FETCH_BAD_RESPONSE', `unsupported Content-Encoding ${JSON.stringify(encoding.slice(0, 40))}`, url);
+}

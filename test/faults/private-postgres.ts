@@ -1,0 +1,134 @@
+// A PostgreSQL cluster of the test's own, which it may stop and start (the shared one on :5432 must never
+// be touched): initdb into a temporary directory owned by the postgres user, pg_ctl on a free port with
+// the socket in that directory. Needs the PostgreSQL 15 binaries and root (for runuser), as on CI.
+import { mkdtempSync, chownSync, rmSync, existsSync } from 'node:fs';
+import { execFileSync, execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { promisify } from 'node:util';
+
+const BIN = '/usr/lib/postgresql/15/bin';
+const run = promisify(execFile);
+
+export function privatePostgresAvailable(): boolean {
+  return existsSync(join(BIN, 'pg_ctl')) && process.getuid?.() === 0;
+}
+
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+export interface PrivatePostgres {
+  port: number;
+  url: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-pg-'));
+  const { uid, gid } = postgresIds();
+  chownSync(dir, uid, gid);
+  const data = join(dir, 'data');
+  const asPostgres = (cmd: string, args: string[]) => run('runuser', ['-u', 'postgres', '--', join(BIN, cmd), ...args], { cwd: dir });
+  await asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8', '--locale=C']);
+  const port = await freePort();
+  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=30`;
+  let running = false;
+  const pg: PrivatePostgres = {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async start() {
+      await asPostgres('pg_ctl', ['-D', data, '-o', opts, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
+      running = true;
+    },
+    async stop() {
+      await asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']);
+      running = false;
+    },
+    async destroy() {
+      if (running) await pg.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await pg.start();
+  return pg;
+}
+
+function postgresIds(): { uid: number; gid: number } {
+  const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+  const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid, gid };
+}
+
+/**
+ * A TCP proxy in front of a database that a test can break: `blackhole()` keeps every connection open
+ * but forwards nothing (a cut cable, a silent firewall: the worst case, no error ever arrives), `reset()`
+ * drops every connection and refuses new ones, `heal()` forwards again.
+ */
+export interface FaultyProxy {
+  port: number;
+  mode: 'forward' | 'blackhole' | 'reset';
+  blackhole(): void;
+  reset(): void;
+  heal(): void;
+  close(): Promise<void>;
+}
+
+export async function startProxy(targetHost: string, targetPort: number): Promise<FaultyProxy> {
+  const pairs = new Set<[Socket, Socket]>();
+  const proxy: FaultyProxy = {
+    port: 0,
+    mode: 'forward',
+    blackhole() {
+      proxy.mode = 'blackhole';
+    },
+    reset() {
+      proxy.mode = 'reset';
+      for (const [a, b] of pairs) {
+        a.destroy();
+        b.destroy();
+      }
+      pairs.clear();
+    },
+    heal() {
+      proxy.mode = 'forward';
+    },
+    async close() {
+      proxy.reset();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  const server: Server = createServer((client) => {
+    if (proxy.mode === 'reset') {
+      client.resetAndDestroy();
+      return;
+    }
+    const upstream = connect(targetPort, targetHost);
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    const forward = (from: Socket, to: Socket) =>
+      from.on('data', (d) => {
+        if (proxy.mode === 'forward') to.write(d);
+        // blackhole: swallowed; both sides keep waiting
+      });
+    forward(client, upstream);
+    forward(upstream, client);
+    const end = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  proxy.port = (server.address() as { port: number }).port;
+  return proxy;
+}
