@@ -280,6 +280,7 @@ async function documents(baseline: Child): Promise<Row[]> {
       const probe = await sample(pingd.url, c.spec);
       if (!c.spec.okStatus?.includes(probe.status)) log(`  warning: ${id} answered ${probe.status}, expected ${c.spec.okStatus?.join('/')}`);
       const m = await measure(id, 'postgres', c.spec, pingd, baseline, db, false);
+      m.row.scenario = `${id} (${probe.body.length < 1024 ? `${probe.body.length} B` : `${Math.round(probe.body.length / 1024)} KB`})`;
       if (c.target !== undefined) {
         m.row.target = `≥ ${c.target * 100}%`;
         m.row.pass = m.row.ratio >= c.target;

@@ -2,6 +2,7 @@
 // A bad value fails fast with the variable's name so an operator sees exactly what to fix.
 
 import { parseCidrList, type CidrRange } from './fetch/address-policy.js';
+import cron from 'node-cron';
 
 export class ConfigError extends Error {
   readonly code = 'CONFIG_INVALID';
@@ -53,6 +54,8 @@ const postgresUrl: Parser<string | undefined> = (raw, name) => {
 const cronExpr: Parser<string> = (raw, name) => {
   const fields = raw.trim().split(/\s+/);
   if (fields.length < 5 || fields.length > 6) throw new ConfigError(`${name} must be a cron expression of 5 or 6 fields, got ${JSON.stringify(raw)}`);
+  // Field values too (minute 61, day 0…): otherwise the first schedule() fails at start without the name.
+  if (!cron.validate(raw.trim())) throw new ConfigError(`${name} is not a valid cron expression: ${JSON.stringify(raw)}`);
   return raw.trim();
 };
 

@@ -170,7 +170,8 @@ export class SafeFetcher {
     }
     const verdict = checkAddresses(addresses, this.policy);
     if (!verdict.allowed) {
-      throw new FetchError('FETCH_ADDRESS_BLOCKED', `${host} resolves to ${verdict.address || 'no address'} (${verdict.range}), which this server does not connect to`, url.href);
+      const what = parseIp(host) ? `${host} is ${/^(IPv4|unspec)/.test(verdict.range) ? 'an' : 'a'} ${verdict.range} address` : `${host} resolves to ${verdict.address || 'no address'} (${verdict.range})`;
+      throw new FetchError('FETCH_ADDRESS_BLOCKED', `${what}, which this server does not connect to`, url.href);
     }
     return addresses;
   }

@@ -141,3 +141,55 @@ export async function recentPayloads(q: Queryable, sinceSec: number, limit: numb
   );
   return rows.map((r) => ({ ...r, ping_id: Number(r.ping_id) }));
 }
+
+// updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
+// publishing layer hands it over, newest first with a keyset on (received_at, ping_id).
+const TS = (n: number) => `(timestamptz 'epoch' + $${n}::bigint * interval '1 microsecond')`;
+const US = (col: string) => `(extract(epoch from ${col}) * 1000000)::bigint`;
+
+export async function payloadWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
+  try {
+    const [r] = await q.query<{ n: number; max_us: number | null; max_id: number | null }>(
+      `select count(*)::bigint as n, ${US('max(received_at)')} as max_us, max(ping_id) as max_id
+         from rssping_payloads where received_at > ${TS(1)} and received_at <= ${TS(2)}`,
+      [fromUs, toUs],
+    );
+    return { n: Number(r.n), maxUs: Number(r.max_us ?? 0), maxId: Number(r.max_id ?? 0) };
+  } catch (err) {
+    throw new Error(`reading the rss_ping payload window failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+export interface PayloadWindowRow {
+  ping_id: number;
+  at_us: number;
+  site_url: string;
+  site_name: string;
+  feeds: { uri: string; type: string | null }[];
+  auth: AuthLevel;
+  headline: string;
+  item_link: string | null;
+  item_guid: string | null;
+  item_uri: string;
+  summary: string | null;
+}
+
+/** One page of the payloads received in (fromUs, toUs], newest first, after the keyset `after`. */
+export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: number, after: { atUs: number; id: number } | null, limit: number): Promise<PayloadWindowRow[]> {
+  try {
+    const rows = await q.query<PayloadWindowRow>(
+      `select ping_id, ${US('received_at')} as at_us, site_url, site_name, feeds, auth, headline, item_link, item_guid, item_uri, summary
+         from rssping_payloads
+        where received_at > ${TS(1)} and received_at <= ${TS(2)} and (received_at < ${TS(2)} or ping_id < $3)
+        order by received_at desc, ping_id desc limit $4`,
+      [fromUs, after ? after.atUs : toUs, after ? after.id : Number.MAX_SAFE_INTEGER, limit],
+    );
+    for (const r of rows) {
+      r.ping_id = Number(r.ping_id);
+      r.at_us = Number(r.at_us);
+    }
+    return rows;
+  } catch (err) {
+    throw new Error(`reading a page of rss_ping payloads failed: ${(err as Error).message}`, { cause: err });
+  }
+}

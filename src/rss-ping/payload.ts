@@ -162,7 +162,8 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   if (body.trim() === '') throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
   const wrapped = `<payload>${body}</payload>`;
   const valid = XMLValidator.validate(wrapped);
-  if (valid !== true) throw new RssPingError(`The payload is not well-formed XML (${valid.err.msg}, line ${valid.err.line}).`);
+  // The validator's message can quote the whole open-tag stack (as long as the payload): bound it.
+  if (valid !== true) throw new RssPingError(`The payload is not well-formed XML (${valid.err.msg.slice(0, 200)}, line ${valid.err.line}).`);
   let doc: { payload?: El[] };
   try {
     doc = parser.parse(wrapped) as { payload?: El[] };

@@ -16,6 +16,7 @@ import { findPublisher } from './publisher-repository.js';
 import { consumeEndpoint, issueToken } from './token-store.js';
 import { deriveKey, endpointDigests, newToken, openPassword, SecretBoxError } from './secret-box.js';
 import { rssPingResponseXml } from './response.js';
+import { updatesDocument } from './updates-document.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
@@ -223,6 +224,10 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       return sendXml(reply, err.status, true, err.message);
     }
   };
+
+  // /updates.xml is a document of the publishing layer (rendered, cached and delta-encoded like changes.xml).
+  if (app.hasDecorator('publisher')) app.publisher.register(updatesDocument());
+  else app.log.warn('the publishing plugin is not loaded: /updates.xml is not served');
 
   app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);
   app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);

@@ -32,7 +32,6 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
   });
 
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
-    if (process.env.PINGD_EXP_STUB === '1') return sendXml(reply, THANKS_BYTES); // EXPERIMENT
     let call;
     try {
       call = parseMethodCall(req.body as Buffer | undefined, req.headers['content-type']);
@@ -40,7 +39,6 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
         const raw = pingFromCall(call.methodName, call.params);
         raw.clientAddr = req.ip;
         raw.userAgent = req.headers['user-agent'] ?? null;
-        if (process.env.PINGD_EXP_STUB === '2') { app.pings.validate(raw); return sendXml(reply, THANKS_BYTES); } // EXPERIMENT
         const result = app.abuse.screen(raw) ?? (await app.pings.accept(raw));
         if (result.ok) return sendXml(reply, THANKS_BYTES);
         return sendXml(reply, pingResponseXml(true, result.message));

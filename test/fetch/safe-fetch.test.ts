@@ -158,7 +158,7 @@ test('only http(s) URLs without credentials are fetched, redirects included', as
 test('by default a private or loopback URL is refused before any connection is made', async () => {
   const s = await serve((_req, res) => res.end('secret'));
   const f = strict();
-  await refusal(f.get(`${s.url}/`), 'FETCH_ADDRESS_BLOCKED', /127\.0\.0\.1 \(loopback\)/);
+  await refusal(f.get(`${s.url}/`), 'FETCH_ADDRESS_BLOCKED', /^127\.0\.0\.1 is a loopback address, which this server does not connect to$/);
   await refusal(f.get(`http://0x7f000001:${s.port}/`), 'FETCH_ADDRESS_BLOCKED', /loopback/);
   await refusal(f.get(`http://[::ffff:127.0.0.1]:${s.port}/`), 'FETCH_ADDRESS_BLOCKED', /IPv4-mapped loopback/);
   await refusal(f.get(`http://localhost:${s.port}/`), 'FETCH_ADDRESS_BLOCKED', /loopback/);
@@ -202,11 +202,11 @@ test('an allowed first hop that redirects to a private address is refused at the
   });
   const lookup: LookupFn = async (h) => (h === 'metadata.test' ? ['169.254.169.254'] : h === 'localhost' ? ['127.0.0.2'] : ['203.0.113.1']);
   const f = strict({ policy: onlyLoopback1, lookup });
-  const e1 = await refusal(f.get(`${first.url}/to-127.0.0.2`), 'FETCH_ADDRESS_BLOCKED', /127\.0\.0\.2 \(loopback\)/);
+  const e1 = await refusal(f.get(`${first.url}/to-127.0.0.2`), 'FETCH_ADDRESS_BLOCKED', /^127\.0\.0\.2 is a loopback address/);
   assert.equal(e1.url, `${target.url}/admin`, 'the error names the refused hop');
-  await refusal(f.get(`${first.url}/to-10`), 'FETCH_ADDRESS_BLOCKED', /10\.1\.2\.3 \(private\)/);
+  await refusal(f.get(`${first.url}/to-10`), 'FETCH_ADDRESS_BLOCKED', /^10\.1\.2\.3 is a private address/);
   await refusal(f.get(`${first.url}/to-mapped`), 'FETCH_ADDRESS_BLOCKED', /IPv4-mapped loopback/);
-  await refusal(f.get(`${first.url}/to-metadata-name`), 'FETCH_ADDRESS_BLOCKED', /169\.254\.169\.254 \(cloud metadata\)/);
+  await refusal(f.get(`${first.url}/to-metadata-name`), 'FETCH_ADDRESS_BLOCKED', /^metadata\.test resolves to 169\.254\.169\.254 \(cloud metadata\), which this server does not connect to$/);
   await refusal(f.get(`${first.url}/to-localhost`), 'FETCH_ADDRESS_BLOCKED', /loopback/);
   assert.equal(first.requests.length, 5, 'every first hop was allowed');
   assert.equal(target.requests.length, 0, 'no redirect target was contacted');

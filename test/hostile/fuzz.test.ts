@@ -17,7 +17,9 @@ import { validatePing, PingValidationError } from '../../src/ping/validate.js';
 import { decodeXml, CharsetError } from '../../src/xml/decode.js';
 import { escapeXml, escapeHtml } from '../../src/xml/escape.js';
 import { countPings } from '../../src/ping/ping-repository.js';
-import { FUZZ_SEED, runs, seedBodies, anyRpcBody, grammarCall, hostileString, hostileUrl, queryString, hostileHeaderValue, encodeURIComponentLoose } from './generators.js';
+import { FUZZ_SEED, runs, seedBodies, rssSeedBodies, anyRpcBody, anyRssBody, grammarCall, hostileString, hostileUrl, queryString, hostileHeaderValue, encodeURIComponentLoose } from './generators.js';
+import { parseRssPing, RssPingError } from '../../src/rss-ping/parse.js';
+import { extractPayload } from '../../src/rss-ping/payload.js';
 
 const problems: string[] = [];
 const onRejection = (r: unknown) => problems.push(`unhandledRejection: ${String((r as Error)?.stack ?? r)}`);
@@ -31,6 +33,7 @@ const KNOWN_FAULTS = new Set<number>([FAULT.PARSE_ERROR, FAULT.UNSUPPORTED_ENCOD
 const NOT_XML_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 const seeds = seedBodies();
+const rssSeeds = rssSeedBodies();
 let t: TestApp;
 let acked = 0;
 let startCount = 0;
@@ -43,7 +46,17 @@ const blockDir = mkdtempSync(join(tmpdir(), 'pingd-fuzz-'));
 writeFileSync(join(blockDir, 'blocklist.txt'), 'spam.example\nurl:*casino*\nname:*viagra*\nclient:192.0.2.0/24\nhost:10.0.0.0/8\n');
 
 before(async () => {
-  t = await startApp({ BODY_LIMIT: 65536, TRUST_PROXY: true, RATE_LIMIT_PER_IP: 1_000_000, BLOCKLIST_FILE: join(blockDir, 'blocklist.txt') });
+  // No outbound requests from tests: payload_hash_uri is not fetched. A server key, so that the publisher
+  // token endpoint is live.
+  t = await startApp({
+    BODY_LIMIT: 65536,
+    RSSPING_BODY_LIMIT: 65536,
+    RSSPING_VERIFY_HASH_URI: false,
+    RSSPING_SECRET: 'fuzz-secret-fuzz-secret-fuzz-secret-0123',
+    TRUST_PROXY: true,
+    RATE_LIMIT_PER_IP: 1_000_000,
+    BLOCKLIST_FILE: join(blockDir, 'blocklist.txt'),
+  });
   startCount = await countPings(t.app.db);
 });
 after(async () => {
@@ -152,6 +165,43 @@ test('POST /RPC2: every body gets HTTP 200 and well-formed XML holding a known f
   ctx.diagnostic(`${n} requests: ${JSON.stringify(Object.fromEntries(Object.entries(tally).filter(([k]) => k.startsWith('rpc:'))))}`);
 });
 
+test('RSS Ping parser: generated and mutated rss_pings give a document or an RssPingError, nothing else', (ctx) => {
+  const n = runs(3000);
+  let docs = 0;
+  fc.assert(
+    fc.property(anyRssBody(rssSeeds), (body) => {
+      try {
+        const d = parseRssPing(body, 'text/xml');
+        extractPayload(d.payload.text, d.siteUri, d.payload.type);
+        docs++;
+      } catch (e) {
+        if (!(e instanceof RssPingError)) throw e;
+        assert.ok(e.message.length > 0 && e.message.length <= 400, `message of ${e.message.length} characters`);
+      }
+    }),
+    { seed: FUZZ_SEED + 6, numRuns: n },
+  );
+  ctx.diagnostic(`${n} rss_pings parsed, ${docs} with a usable payload`);
+});
+
+test('POST /rssping: every body gets a well-formed rss_ping_response, 200/400/401/403/413/429, with a reason', async (ctx) => {
+  const n = runs(1500);
+  await fc.assert(
+    fc.asyncProperty(anyRssBody(rssSeeds), fc.constantFrom('/rssping', '/rssping/0123456789abcdef0123456789abcdef01234567', '/rssping/zz'), fc.constantFrom('text/xml', 'application/xml', 'text/xml; charset=utf-16', ''), async (body, path, ct) => {
+      const res = await t.app.inject({ method: 'POST', url: path, payload: body, headers: ct ? { 'content-type': ct } : {} });
+      assert.ok([200, 400, 401, 403, 413, 429].includes(res.statusCode), `HTTP ${res.statusCode}: ${res.body.slice(0, 300)}`);
+      assert.equal(XMLValidator.validate(res.body), true, 'well-formed reply');
+      const fl = /<flerror>([01])<\/flerror><message>([^<]+)<\/message>/.exec(res.body);
+      assert.ok(fl, res.body.slice(0, 300));
+      assert.equal(fl[1] === '0', res.statusCode === 200);
+      if (res.statusCode === 200) acked++;
+      count(`rss:${res.statusCode}`);
+    }),
+    { seed: FUZZ_SEED + 7, numRuns: n },
+  );
+  ctx.diagnostic(`${n} requests: ${JSON.stringify(Object.fromEntries(Object.entries(tally).filter(([k]) => k.startsWith('rss:'))))}`);
+});
+
 test('GET /pingSiteForm and /ping: hostile query strings and headers get 200/400/403/429 HTML, never raw markup', async (ctx) => {
   const n = runs(2000);
   const marker = '<i data-fz="1">';
@@ -180,7 +230,7 @@ test('any method, path and headers: never a 5xx', async (ctx) => {
   const n = runs(600);
   const methods = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'] as const;
   const paths = fc.oneof(
-    fc.constantFrom('/', '/RPC2', '/rpc2', '/ping', '/pingSiteForm', '/rssping', '/changes.xml', '/shortChanges.xml', '/2024/01/01/00.xml', '/metrics', '/health', '/ready', '/%ff', '/..%2f..%2fetc%2fpasswd', '/RPC2/', '//RPC2', '/RPC2?x=%00', '/9999/99/99/99.xml', '/changes.xml?since=-1&a=%zz'),
+    fc.constantFrom('/', '/RPC2', '/rpc2', '/ping', '/pingSiteForm', '/rssping', '/changes.xml', '/shortChanges.xml', '/2024/01/01/00.xml', '/metrics', '/healthz', '/readyz', '/rssping/token?site_uri=%ff', '/rssping/token?site_uri=http%3A%2F%2F127.0.0.1%2F', '/rssping/token', '/%ff', '/..%2f..%2fetc%2fpasswd', '/RPC2/', '//RPC2', '/RPC2?x=%00', '/9999/99/99/99.xml', '/changes.xml?since=-1&a=%zz'),
     fc.string({ unit: 'binary-ascii', maxLength: 40 }).map((s) => `/${encodeURIComponentLoose(s)}`),
   );
   await fc.assert(

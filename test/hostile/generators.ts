@@ -209,3 +209,62 @@ export const hostileHeaderValue = fc.oneof(
   fc.string({ unit: 'binary-ascii', maxLength: 200 }).map((s) => s.replace(/[\r\n\0]/g, '')),
   fc.constantFrom('', ' ', '"', 'W/"x"', '*', 'Thu, 01 Jan 1970 00:00:00 GMT', 'not a date', '99999999999', 'gzip;q=2, br;q=-1, *;q=nan', 'feed, gzip', 'bytes=0-', 'bytes=9-1', '127.0.0.1, ::1, garbage', '__proto__'),
 );
+
+/** The RSS Ping seed documents (test/fixtures/rss-ping) and the hostile corpus's rss_pings. */
+export function rssSeedBodies(): Buffer[] {
+  const out: Buffer[] = [];
+  for (const sub of ['rss-ping', join('hostile', 'rss-ping')]) {
+    const d = join(FIXTURES, sub);
+    if (existsSync(d)) for (const f of readdirSync(d).sort()) if (!f.endsWith('.json')) out.push(readFileSync(join(d, f)));
+  }
+  return out;
+}
+
+const rssItem = fc
+  .record({
+    title: hostileString(30),
+    link: fc.oneof({ weight: 3, arbitrary: fc.webUrl() }, { weight: 1, arbitrary: hostileUrl }),
+    description: hostileString(60),
+    kind: fc.constantFrom('item', 'entry', 'rss', 'other'),
+  })
+  .map(({ title, link, description, kind }) => {
+    const e = (s: string) => esc(s).replace(/>/g, '&gt;');
+    if (kind === 'entry') return `<entry xmlns="http://www.w3.org/2005/Atom"><title type="html">${e(title)}</title><link href="${e(link).replace(/"/g, '&quot;')}"/><summary>${e(description)}</summary><id>${e(link)}</id></entry>`;
+    if (kind === 'rss') return `<rss version="2.0"><channel><title>C</title><item><title>${e(title)}</title><link>${e(link)}</link><description>${e(description)}</description></item></channel></rss>`;
+    if (kind === 'other') return `<${['post', 'x:item', '__proto__', 'constructor'][title.length % 4]}>${e(title)}</x>`;
+    return `<item><title>${e(title)}</title><link>${e(link)}</link><description><![CDATA[${description.replace(/]]>/g, '')}]]></description><guid>${e(link)}</guid></item>`;
+  });
+
+/** An rss_ping from the grammar (seed 003), loose as real senders are, with hostile content. */
+export const rssPingDoc = fc
+  .record({
+    version: fc.constantFrom('version=2', 'version="2.0"', "version='2'", '', 'version=3', 'version="2" version="2"'),
+    name: hostileString(30),
+    site: fc.oneof({ weight: 3, arbitrary: fc.webUrl() }, { weight: 1, arbitrary: hostileUrl }),
+    feeds: fc.array(fc.oneof({ weight: 3, arbitrary: fc.webUrl() }, { weight: 1, arbitrary: hostileUrl }), { minLength: 0, maxLength: 4 }),
+    hash: fc.option(fc.tuple(fc.constantFrom('', ' algorithm="SHA1"', ' algorithm="md5"', ' algorithm="sha256"', ' type=sha1'), fc.stringMatching(/^[0-9a-fA-F]{0,40}$/))),
+    payloadAttrs: fc.constantFrom(' type="RSS 2.0" encoding="utf-8"', '', ' type=atom', ' encoding="iso-8859-1"', ' encoding="utf-16"', ' encoding="x-bogus"', ' xmlns:a="http://a/"'),
+    decl: fc.constantFrom('', '<?xml version="1.0" encoding="utf-8"?>\n', '<?xml version="1.0" encoding="iso-8859-1"?>'),
+    innerDecl: fc.boolean(),
+    item: rssItem,
+  })
+  .map(({ version, name, site, feeds, hash, payloadAttrs, decl, innerDecl, item }) =>
+    [
+      `${decl}<rss_ping ${version}>`,
+      `<site_name>${esc(name)}</site_name>`,
+      `<site_uri>${esc(site)}</site_uri>`,
+      ...feeds.map((f) => `<feed_uri type="RSS 2.0">${esc(f)}</feed_uri>`),
+      hash ? `<payload_hash${hash[0]}>${hash[1]}</payload_hash>` : '',
+      `<payload${payloadAttrs}>${innerDecl ? '<?xml version="1.0"?>' : ''}${item}</payload>`,
+      '</rss_ping>',
+    ].join('\n'),
+  );
+
+export const anyRssBody = (seeds: Buffer[]) =>
+  fc
+    .oneof(
+      { weight: 4, arbitrary: rssPingDoc.map((s) => Buffer.from(s)) },
+      { weight: 5, arbitrary: mutatedBody(seeds) },
+      { weight: 1, arbitrary: fc.uint8Array({ maxLength: 300 }).map((a) => Buffer.from(a)) },
+    )
+    .map(printable);

@@ -12,6 +12,7 @@ import { archivePath, hourStart } from '../../src/publish/documents.js';
 import { ARCHIVES_CLOSED_WATERMARK } from '../../src/retention/prune.js';
 import { BACKEND, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
 import type { FastifyInstance } from 'fastify';
+import { ConfigError, loadConfig } from '../../src/config.js';
 
 const apps: TestApp[] = [];
 after(async () => {
@@ -274,4 +275,14 @@ test('intake goes on during a long pass, and closing the app ends the pass after
   assert.ok(r.ran, JSON.stringify(r));
   assert.equal(r.result.complete, false, 'stopped early');
   assert.ok(r.result.pingsDeleted < 3000 && r.result.pingsDeleted % 50 === 0, `whole batches only: ${r.result.pingsDeleted}`);
+});
+
+test('retention settings are validated at start, naming the variable', () => {
+  assert.throws(() => loadConfig({ RETENTION_CRON: '61 * * * *' }), (e: unknown) => e instanceof ConfigError && e.message === 'RETENTION_CRON is not a valid cron expression: "61 * * * *"');
+  assert.throws(() => loadConfig({ RETENTION_CRON: 'hourly' }), /RETENTION_CRON must be a cron expression of 5 or 6 fields/);
+  assert.throws(() => loadConfig({ RETENTION_DAYS: '-1' }), /RETENTION_DAYS must be between 0 and 36500, got -1/);
+  assert.throws(() => loadConfig({ RETENTION_BATCH: '5' }), /RETENTION_BATCH must be between 10 and 100000, got 5/);
+  assert.throws(() => loadConfig({ ARCHIVE_RETENTION_DAYS: 'forever' }), /ARCHIVE_RETENTION_DAYS must be an integer/);
+  const c = loadConfig({});
+  assert.deepEqual([c.RETENTION_DAYS, c.ARCHIVE_RETENTION_DAYS, c.RETENTION_CRON, c.RETENTION_BATCH], [30, 0, '17 * * * *', 5000]);
 });

@@ -187,6 +187,11 @@ test('the ping and its payload commit together: when the payload cannot be store
   }
 });
 
+test('without RSSPING_SECRET publisher-side authentication is off: the token endpoint says so (503)', async () => {
+  const res = await open.app.inject({ method: 'GET', url: '/rssping/token?site_uri=http%3A%2F%2Fexample.com%2F' });
+  assert.deepEqual([res.statusCode, res.headers['content-type'], res.body], [503, 'text/plain; charset=utf-8', 'Publisher-side authentication is not enabled on this server (RSSPING_SECRET is not set).\n']);
+});
+
 test('outcomes are counted in /metrics', async () => {
   const res = await open.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(res.body, /pingd_rssping_total\{outcome="accepted",auth="none"\} [1-9]/);
