@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { ROOT, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
+import { ROOT, dropStaleDatabases, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
 import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
 import { snapshot, diff } from './lib/cpu.js';
 import { pingSpec, extendedPingSpec, pingSiteFormSpec, documentSpec, sample } from './lib/scenarios.js';
@@ -353,6 +353,10 @@ async function main(): Promise<number> {
   const envLine = await environment();
   log(`pingd benchmark: ${envLine}`);
   log(`${OPTS.connections} connections, warm-up ${OPTS.warmup} s, ${OPTS.runs} runs of ~${OPTS.duration} s each (pingd and baseline in turn)`);
+  if (OPTS.backends.includes('postgres')) {
+    const stale = await dropStaleDatabases(OPTS.databaseUrl);
+    if (stale.length) log(`dropped databases left by killed runs: ${stale.join(', ')}`);
+  }
   const baseline = await startBaseline();
   const rows: Row[] = [];
   const checks: string[] = [];

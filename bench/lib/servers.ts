@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import pg from 'pg';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
+const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;
 
 export interface Child {
   url: string;
@@ -45,7 +46,21 @@ async function waitReady(url: string, proc: ChildProcess, stderr: () => string, 
   throw new Error(`server at ${url} not ready after ${timeoutMs} ms:\n${stderr()}`);
 }
 
+const live = new Set<ChildProcess>();
+// Interrupted (Ctrl-C) or failing: stop the servers first (each also stops by itself when orphaned).
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    for (const p of live) p.kill('SIGTERM');
+    process.exit(130);
+  });
+}
+process.once('exit', () => {
+  for (const p of live) p.kill('SIGTERM');
+});
+
 function wrap(proc: ChildProcess, port: number): Child {
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   return {
     url: `http://127.0.0.1:${port}`,
@@ -70,7 +85,7 @@ export interface PingdOptions {
 /** Starts `pingd serve` on a free port and resolves once it answers HTTP. */
 export async function startPingd(opts: PingdOptions): Promise<Child> {
   const port = await freePort();
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', join(ROOT, 'src/cli.ts'), 'serve'], {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', '--import', GUARD, join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -89,7 +104,7 @@ export async function startPingd(opts: PingdOptions): Promise<Child> {
 /** Starts the baseline app (bench/baseline-server.ts). */
 export async function startBaseline(): Promise<Child> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/baseline-server.ts')], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', '--import', GUARD, join(ROOT, 'bench/baseline-server.ts')], {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port) },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -120,6 +135,34 @@ export interface BenchDatabase {
   /** Rows in `pings` (after pingd has stopped, for the embedded database). */
   countPings(): Promise<number>;
   drop(): Promise<void>;
+}
+
+/** Drops databases left by a bench run that was killed (their name carries the pid of a dead process). */
+export async function dropStaleDatabases(adminUrl: string): Promise<string[]> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  const dropped: string[] = [];
+  try {
+    const r = await admin.query<{ datname: string }>("select datname from pg_database where datname ~ '^pingd_bench_[0-9]+_[0-9]+$'");
+    for (const { datname } of r.rows) {
+      const pid = Number(datname.split('_').pop());
+      if (pid === process.pid || isAlive(pid)) continue;
+      await admin.query(`drop database if exists ${datname} with (force)`);
+      dropped.push(datname);
+    }
+  } finally {
+    await admin.end();
+  }
+  return dropped;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** A fresh database on BENCH_DATABASE_URL's server, dropped afterwards. */

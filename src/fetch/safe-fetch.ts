@@ -18,7 +18,8 @@ export type FetchErrorCode =
   | 'FETCH_TOO_LARGE'
   | 'FETCH_TOO_MANY_REDIRECTS'
   | 'FETCH_NETWORK'
-  | 'FETCH_BAD_RESPONSE';
+  | 'FETCH_BAD_RESPONSE'
+  | 'FETCH_BUSY';
 
 export class FetchError extends Error {
   constructor(
@@ -49,6 +50,8 @@ export interface SafeFetcherOptions {
   lookup?: LookupFn;
   /** Told of every fetch's outcome ('ok' or an error code), for metrics. */
   onOutcome?: (outcome: 'ok' | FetchErrorCode) => void;
+  /** Fetches in flight at once; more are refused at once with FETCH_BUSY (default 32). */
+  maxConcurrent?: number;
 }
 
 export interface GetOptions {
@@ -76,11 +79,13 @@ export interface FetchResult {
 
 export const DEFAULT_MAX_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_REDIRECTS = 3;
+export const DEFAULT_MAX_CONCURRENT = 32;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 export class SafeFetcher {
   readonly policy: AddressPolicy;
   private readonly lookup: LookupFn;
+  private inFlight = 0;
 
   constructor(private readonly opts: SafeFetcherOptions) {
     this.policy = opts.policy ?? DEFAULT_POLICY;
@@ -94,6 +99,12 @@ export class SafeFetcher {
   /** GETs a URL. Resolves with any HTTP status (the caller decides); rejects with a FetchError. */
   async get(url: string, o: GetOptions = {}): Promise<FetchResult> {
     const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
+    // Requests from the outside make us fetch: a bound on sockets held open by slow servers.
+    if (this.inFlight >= (this.opts.maxConcurrent ?? DEFAULT_MAX_CONCURRENT)) {
+      this.opts.onOutcome?.('FETCH_BUSY');
+      throw new FetchError('FETCH_BUSY', 'too many outbound requests in progress; not fetched', url);
+    }
+    this.inFlight++;
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), timeoutMs);
     try {
@@ -111,6 +122,7 @@ export class SafeFetcher {
       throw fe;
     } finally {
       clearTimeout(timer);
+      this.inFlight--;
     }
   }
 

@@ -5,6 +5,10 @@ import type { Db } from '../db/database.js';
 import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
 import type { ValidPing } from './validate.js';
 
+/** See schedule(): a second batch while one commits needs this many pings waiting, or a commit this slow. */
+const PARALLEL_BATCH_MIN = 64;
+const STALL_MS = 10;
+
 export class StorageUnavailableError extends Error {
   readonly code = 'STORAGE_UNAVAILABLE';
 }
@@ -24,6 +28,8 @@ export interface BatcherOptions {
   timeoutMs: number;
   /** Queue length at which new pings are refused at once (back-pressure). */
   maxQueue: number;
+  /** Pings that must be waiting before a batch starts while another is still committing (default 64). */
+  parallelBatchMin?: number;
   onError?: (err: Error) => void;
 }
 
@@ -40,6 +46,8 @@ export class PingBatcher {
   /** The batches committing now (to refuse their callers at the deadline, see expire). */
   private readonly flying = new Set<Pending[]>();
   private scheduled = false;
+  private lastFlushAt = 0;
+  private stallTimer: NodeJS.Timeout | undefined;
   private closing = false;
   private idleWaiters: (() => void)[] = [];
   private readonly sweeper: NodeJS.Timeout;
@@ -49,7 +57,7 @@ export class PingBatcher {
     private readonly db: Db,
     private readonly opts: BatcherOptions,
   ) {
-    if (process.env.PINGD_EXP_INFLIGHT) this.opts = { ...opts, maxInFlight: Number(process.env.PINGD_EXP_INFLIGHT) }; // EXPERIMENT
+    if (process.env.PINGD_EXP_PMIN) this.opts = { ...opts, parallelBatchMin: Number(process.env.PINGD_EXP_PMIN) }; // EXPERIMENT
     this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
   }
 
@@ -77,12 +85,26 @@ export class PingBatcher {
   async drain(): Promise<void> {
     this.closing = true;
     clearInterval(this.sweeper);
+    clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
     if (this.queue.length === 0 && this.inFlight === 0) return;
     await new Promise<void>((r) => this.idleWaiters.push(r));
   }
 
   private schedule(): void {
     if (this.scheduled || this.inFlight >= this.opts.maxInFlight || this.queue.length === 0) return;
+    if (this.inFlight > 0 && this.queue.length < (this.opts.parallelBatchMin ?? PARALLEL_BATCH_MIN) && performance.now() - this.lastFlushAt < STALL_MS) {
+      // Sized by load: while a batch commits, what arrives waits for the next one, started as soon as it
+      // is done, so batches grow with load instead of splitting it into many small ones (each has a fixed
+      // cost of a round trip and a commit: issue #7 measured ~0.3 ms of pingd CPU and more of PostgreSQL's
+      // per batch on a 2-core machine). A parallel batch starts anyway when enough pings wait, or when
+      // the committing one is slow (a row lock, a slow disk), so one stuck statement never holds up the rest.
+      this.stallTimer ??= setTimeout(() => {
+        this.stallTimer = undefined;
+        this.schedule();
+      }, STALL_MS).unref();
+      return;
+    }
     this.scheduled = true;
     // setImmediate lets every request already read in this turn of the event loop join the batch.
     setImmediate(() => {
@@ -106,6 +128,7 @@ export class PingBatcher {
     }
     this.queue = rest;
     this.inFlight++;
+    this.lastFlushAt = performance.now();
     this.flying.add(batch);
     const started = performance.now();
     insertPingBatch(

@@ -143,6 +143,21 @@ test('a server that never answers is given up at the deadline', async () => {
   await refusal(open({ lookup: slowDns }).get('http://slow-dns.test/', { timeoutMs: 200 }), 'FETCH_TIMEOUT', /DNS lookup of slow-dns\.test/);
 });
 
+test('fetches beyond the concurrency bound are refused at once, and the slot is given back', async () => {
+  let release: () => void = () => undefined;
+  const s = await serve((req, res) => {
+    if (req.url === '/slow') release = () => res.end('slow');
+    else res.end('fast');
+  });
+  const f = open({ maxConcurrent: 1 });
+  const slow = f.get(`${s.url}/slow`);
+  while (s.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+  await refusal(f.get(`${s.url}/fast`), 'FETCH_BUSY', /too many outbound requests/);
+  release();
+  assert.equal((await slow).body.toString(), 'slow');
+  assert.equal((await f.get(`${s.url}/fast`)).body.toString(), 'fast');
+});
+
 test('only http(s) URLs without credentials are fetched, redirects included', async () => {
   await refusal(open().get('ftp://example.com/x'), 'FETCH_URL_INVALID', /not ftp/);
   await refusal(open().get('not a url'), 'FETCH_URL_INVALID');
