@@ -11,7 +11,8 @@
 // Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres: a database is
 // created and dropped on it), BENCH_DURATION (s per timed run, 4), BENCH_RUNS (3), BENCH_WARMUP (s, 2),
 // BENCH_CONNECTIONS (64), BENCH_BACKENDS (postgres,pglite), BENCH_SCENARIOS (ids below), BENCH_SHORT_WEBLOGS
-// (weblogs in the served shortChanges.xml, 5000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
+// (weblogs in the served shortChanges.xml, 5000), BENCH_HOUR_WEBLOGS (weblogs in the hour the renderer re-renders
+// during the ping+render row, 100000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
 // BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>).
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,6 +43,7 @@ const OPTS = {
   backends: (env.BENCH_BACKENDS || 'postgres,pglite').split(',').map((s) => s.trim()) as ('postgres' | 'pglite')[],
   scenarios: env.BENCH_SCENARIOS ? env.BENCH_SCENARIOS.split(',').map((s) => s.trim()) : undefined,
   shortWeblogs: Math.round(num('BENCH_SHORT_WEBLOGS', 5000)),
+  hourWeblogs: Math.round(num('BENCH_HOUR_WEBLOGS', 100_000)),
   profile: env.BENCH_PROFILE === '1',
   write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
 };
@@ -69,6 +71,27 @@ const INTAKE: IntakeScenario[] = [
   { id: 'pingSiteForm', label: 'GET /pingSiteForm, distinct URLs', spec: pingSiteFormSpec },
 ];
 
+/**
+ * Intake is measured with the renderer stopped: what it costs depends on how many pings the hour holds,
+ * and a benchmark minute holds far more than a real hour (issue #7: ~200 pings/s at Spinn3r's peak, the
+ * bench sends thousands a second). Its cost is measured by the render scenarios; the `ping+render` row
+ * measures intake while the renderer re-renders an hour of BENCH_HOUR_WEBLOGS weblogs on its schedule.
+ */
+function intakeGroups(): IntakeGroup[] {
+  const groups: IntakeGroup[] = [];
+  for (const backend of OPTS.backends) groups.push({ backend, label: backend, scenarios: INTAKE, env: { RENDER_SCHEDULER: 'false' } });
+  if (OPTS.backends.includes('postgres')) {
+    groups.push({
+      backend: 'postgres',
+      label: `postgres, rendering ${Math.round(OPTS.hourWeblogs / 1000)}k weblogs/h`,
+      scenarios: [{ id: 'ping+render', label: 'weblogUpdates.ping while rendering', spec: pingSpec }],
+      env: {},
+      seed: OPTS.hourWeblogs,
+    });
+  }
+  return groups;
+}
+
 // Headers the baseline copies from pingd's answer, so both send the same response head and body.
 const COPIED = ['content-type', 'content-encoding', 'etag', 'last-modified', 'cache-control', 'im', 'vary', 'retry-after'];
 
@@ -88,6 +111,7 @@ function metricSum(text: string, name: string): number {
 interface Measured {
   row: Row;
   acks: number;
+  unsure: number;
 }
 
 /**
@@ -98,6 +122,7 @@ interface Measured {
 async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child, baseline: Child, db: BenchDatabase | undefined, countAcks: boolean): Promise<Measured> {
   const { connections, duration, runs, warmup } = OPTS;
   let acks = 0;
+  let unsure = 0;
   const s = await sample(pingd.url, spec);
   if (countAcks && spec.isAck?.(s.status, s.body.toString('utf8'))) acks++;
   const headers: Record<string, string> = {};
@@ -107,6 +132,7 @@ async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child
   await runLoad(baseline.url, spec, { connections, duration: warmup });
   const warm = await runLoad(pingd.url, spec, countAcks ? { connections, amount: connections * 40 } : { connections, duration: warmup });
   acks += warm.acks;
+  unsure += warm.unsure;
   const amount = Math.max(connections * 20, Math.round(warm.rps * duration));
 
   const t: LoadRun[] = [];
@@ -130,6 +156,7 @@ async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child
         commitSec += metricSum(m1, 'pingd_commit_duration_seconds_sum') - metricSum(m0, 'pingd_commit_duration_seconds_sum');
       }
       acks += r.acks;
+      unsure += r.unsure;
       cpu.push({ server: c.serverUs / r.requests, db: c.dbUs / r.requests, loadgen: c.loadgenUs / r.requests });
       return r;
     };
@@ -157,6 +184,7 @@ async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child
   const failures = t.reduce((a, r) => a + r.bad + r.errors + r.timeouts, 0);
   return {
     acks,
+    unsure,
     row: {
       scenario: id,
       backend,
@@ -195,24 +223,47 @@ function reportProfile(dir: string | undefined): string {
 
 interface IntakeResult {
   rows: Row[];
-  acks: number;
-  stored: number;
+  check: string;
+  ok: boolean;
   profile: string;
 }
 
-async function intake(backend: 'postgres' | 'pglite', baseline: Child): Promise<IntakeResult | undefined> {
-  const scenarios = INTAKE.filter((s) => wanted(s.id));
+interface IntakeGroup {
+  backend: 'postgres' | 'pglite';
+  /** Shown in the backend column. */
+  label: string;
+  scenarios: IntakeScenario[];
+  env: Record<string, string>;
+  /** Distinct weblogs pinged before measuring (so that the renderer has a realistic hour to render). */
+  seed?: number;
+}
+
+/**
+ * Intake on a fresh database: the scenarios in turn on one pingd, then a graceful stop (which drains the
+ * queue) and the check that every acknowledged ping is a stored row. A refusal for a database that answered
+ * too late may still have committed, so rows may exceed acknowledgements by those, never fall short.
+ */
+async function intake(group: IntakeGroup, baseline: Child): Promise<IntakeResult | undefined> {
+  const { backend, label } = group;
+  const scenarios = group.scenarios.filter((s) => wanted(s.id));
   if (!scenarios.length) return undefined;
   const db = backend === 'postgres' ? await createPostgresDatabase(OPTS.databaseUrl) : await createPgliteDatabase();
-  const prof = profileArgs(backend);
+  const prof = profileArgs(label.replace(/\W+/g, '-'));
   let pingd: Child | undefined;
   try {
-    pingd = await startPingd({ env: pingdEnv(db.env), nodeArgs: prof.args });
-    log(`pingd on ${backend} at ${pingd.url}`);
-    const rows: Row[] = [];
+    pingd = await startPingd({ env: pingdEnv({ ...group.env, ...db.env }), nodeArgs: prof.args });
+    log(`pingd on ${label} at ${pingd.url}`);
     let acks = 0;
+    let unsure = 0;
+    if (group.seed) {
+      const r = await runLoad(pingd.url, pingSpec(), { connections: OPTS.connections, amount: group.seed });
+      acks += r.acks;
+      unsure += r.unsure;
+      log(`  seeded ${r.acks} weblogs`);
+    }
+    const rows: Row[] = [];
     for (const sc of scenarios) {
-      const m = await measure(sc.id, backend, sc.spec(), pingd, baseline, db, true);
+      const m = await measure(sc.id, label, sc.spec(), pingd, baseline, db, true);
       const target = sc.target?.[backend];
       if (target) {
         m.row.target = `≥ ${target.ratio * 100}%${target.p99 ? `, p99 ≤ ${target.p99} ms` : ''}`;
@@ -220,13 +271,15 @@ async function intake(backend: 'postgres' | 'pglite', baseline: Child): Promise<
       }
       rows.push(m.row);
       acks += m.acks;
+      unsure += m.unsure;
     }
-    // A graceful stop drains the queue; every acknowledged ping must then be a row.
     const code = await pingd.stop();
     pingd = undefined;
-    if (code !== 0) log(`pingd on ${backend} exited with ${code}`);
+    if (code !== 0) log(`pingd on ${label} exited with ${code}`);
     const stored = await db.countPings();
-    return { rows, acks, stored, profile: reportProfile(prof.dir) };
+    const ok = stored >= acks && stored <= acks + unsure;
+    const check = `${label}: ${acks} pings acknowledged, ${stored} rows stored${unsure ? ` (${unsure} refused as the database answered too late)` : ''} ${ok ? '✅' : stored < acks ? '❌ ACKNOWLEDGED PINGS MISSING' : '❌ MISMATCH'}`;
+    return { rows, check, ok, profile: reportProfile(prof.dir) };
   } finally {
     if (pingd) await pingd.stop();
     await db.drop();
@@ -363,13 +416,12 @@ async function main(): Promise<number> {
   const profiles: string[] = [];
   let ok = true;
   try {
-    for (const backend of OPTS.backends) {
-      const r = await intake(backend, baseline);
+    for (const group of intakeGroups()) {
+      const r = await intake(group, baseline);
       if (!r) continue;
       rows.push(...r.rows);
-      const same = r.acks === r.stored;
-      ok &&= same;
-      checks.push(`${backend}: ${r.acks} pings acknowledged, ${r.stored} rows stored ${same ? '✅' : '❌ MISMATCH'}`);
+      ok &&= r.ok;
+      checks.push(r.check);
       if (r.profile) profiles.push(r.profile);
     }
     if (OPTS.backends.includes('postgres')) rows.push(...(await documents(baseline)));

@@ -12,6 +12,8 @@ export interface LoadSpec {
   makePath?: () => string;
   /** Told of every response; returns true when it counts as an acknowledgement. */
   isAck?: (status: number, body: string) => boolean;
+  /** A refusal after which the ping may still have been stored (the database answered too late). */
+  isUnsure?: (status: number, body: string) => boolean;
   /** Status codes that count as success for requests/s (default 2xx). */
   okStatus?: number[];
 }
@@ -26,6 +28,7 @@ export interface LoadRun {
   errors: number;
   timeouts: number;
   acks: number;
+  unsure: number;
   seconds: number;
 }
 
@@ -36,6 +39,7 @@ export interface LoadRun {
  */
 export async function runLoad(baseUrl: string, spec: LoadSpec, opts: { connections: number; amount?: number; duration?: number }): Promise<LoadRun> {
   let acks = 0;
+  let unsure = 0;
   let ok = 0;
   let last = 0;
   let bad = 0;
@@ -50,6 +54,7 @@ export async function runLoad(baseUrl: string, spec: LoadSpec, opts: { connectio
       if (good) ok++;
       else bad++;
       if (spec.isAck?.(status, body)) acks++;
+      else if (spec.isUnsure?.(status, body)) unsure++;
     },
   };
   if (spec.body) req.body = spec.body;
@@ -81,6 +86,7 @@ export async function runLoad(baseUrl: string, spec: LoadSpec, opts: { connectio
     errors: res.errors,
     timeouts: res.timeouts,
     acks,
+    unsure,
     seconds,
   };
 }

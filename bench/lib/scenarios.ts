@@ -16,6 +16,9 @@ const ACK = '<boolean>0</boolean>';
 /** An XML-RPC ping reply with flerror 0 (the reply's exact bytes are fixed by serialize.ts). */
 export const isRpcAck = (status: number, body: string) => status === 200 && body.includes(ACK);
 
+/** A refusal given when the database was too slow: the ping may still commit afterwards (not acknowledged). */
+export const isUnsure = (_status: number, body: string) => body.includes('did not answer in time') || body.includes('database unavailable');
+
 /** `weblogUpdates.ping(name, url)` as WordPress's IXR client writes it. */
 export function pingSpec(): LoadSpec {
   const head = Buffer.from('<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://');
@@ -26,6 +29,7 @@ export function pingSpec(): LoadSpec {
     headers: { 'content-type': 'text/xml', 'user-agent': UA },
     makeBody: () => Buffer.concat([head, Buffer.from(nextHost('p')), tail]),
     isAck: isRpcAck,
+    isUnsure,
   };
 }
 
@@ -43,6 +47,7 @@ export function extendedPingSpec(): LoadSpec {
       return Buffer.concat([head, Buffer.from(`${host}/</string></value></param>\n<param><value><string>http://${host}/feed/</string></value></param>\n</params></methodCall>\n`)]);
     },
     isAck: isRpcAck,
+    isUnsure,
   };
 }
 
@@ -54,6 +59,7 @@ export function pingSiteFormSpec(): LoadSpec {
     headers: { 'user-agent': 'Mozilla/5.0 (bench)' },
     makePath: () => `/pingSiteForm?name=Bench+Blog&url=${encodeURIComponent(`http://${nextHost('f')}/`)}`,
     isAck: (status, body) => status === 200 && body.includes('<title>Ping received'),
+    isUnsure,
   };
 }
 

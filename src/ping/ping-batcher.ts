@@ -57,7 +57,6 @@ export class PingBatcher {
     private readonly db: Db,
     private readonly opts: BatcherOptions,
   ) {
-    if (process.env.PINGD_EXP_PMIN) this.opts = { ...opts, parallelBatchMin: Number(process.env.PINGD_EXP_PMIN) }; // EXPERIMENT
     this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
   }
 

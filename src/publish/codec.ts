@@ -1,0 +1,72 @@
+// Owns the content codings we publish (identity, gzip, brotli): compression settings by size, and the
+// byte-level trick that lets a feed delta be served without compressing anything per request.
+//
+// A delta is always a PREFIX of the current rendering's entries (entries are newest first), followed by the
+// document's footer. While rendering, a second gzip and brotli stream is written with a sync/flush point
+// at every delta boundary; the compressed bytes up to a flush point are a valid unterminated stream for
+// exactly that prefix. Serving a delta = those bytes + the footer as an uncompressed block + the stream's
+// end marker (and, for gzip, the CRC-32 and length trailer, from a CRC stored at the boundary).
+import zlib from 'node:zlib';
+
+export type Encoding = 'identity' | 'gzip' | 'br';
+export const ENCODINGS: readonly Encoding[] = ['br', 'gzip', 'identity'];
+
+/** Smaller documents get the slower, tighter settings: they are rendered often and fetched far more. */
+export function gzipOptions(expectedBytes: number): zlib.ZlibOptions {
+  return { level: expectedBytes <= 1 << 20 ? 9 : 6, memLevel: 9 };
+}
+
+export function brotliOptions(expectedBytes: number): zlib.BrotliOptions {
+  const quality = expectedBytes <= 256 << 10 ? 11 : expectedBytes <= 4 << 20 ? 7 : 5;
+  return {
+    params: {
+      [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+      [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
+      ...(expectedBytes > 0 ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) } : {}),
+    },
+  };
+}
+
+export function createCompressor(enc: 'gzip' | 'br', expectedBytes: number): zlib.Gzip | zlib.BrotliCompress {
+  return enc === 'gzip' ? zlib.createGzip(gzipOptions(expectedBytes)) : zlib.createBrotliCompress(brotliOptions(expectedBytes));
+}
+
+export function flushKind(enc: 'gzip' | 'br'): number {
+  return enc === 'gzip' ? zlib.constants.Z_SYNC_FLUSH : zlib.constants.BROTLI_OPERATION_FLUSH;
+}
+
+/**
+ * Bytes that end a gzip stream cut at a sync-flush point: the footer as a final stored deflate block
+ * (RFC 1951 §3.2.4), then CRC-32 and length of everything uncompressed (RFC 1952 §2.3).
+ * `prefixCrc`/`prefixLength` describe the uncompressed bytes before the cut.
+ */
+export function gzipTail(footer: Buffer, prefixCrc: number, prefixLength: number): Buffer {
+  if (footer.length > 0xffff) throw new Error('a delta footer must be under 64 KiB');
+  const out = Buffer.alloc(5 + footer.length + 8);
+  out[0] = 0x01; // BFINAL=1, BTYPE=00 (stored); the flush left us byte-aligned
+  out.writeUInt16LE(footer.length, 1);
+  out.writeUInt16LE(~footer.length & 0xffff, 3);
+  footer.copy(out, 5);
+  const crc = zlib.crc32(footer, prefixCrc >>> 0);
+  out.writeUInt32LE(crc >>> 0, 5 + footer.length);
+  out.writeUInt32LE((prefixLength + footer.length) >>> 0, 9 + footer.length);
+  return out;
+}
+
+/**
+ * Bytes that end a brotli stream cut at a flush point (RFC 7932): the footer as an uncompressed meta-block
+ * (ISLAST=0, MNIBBLES=4, MLEN-1, ISUNCOMPRESSED=1, padding to the byte), then an empty last meta-block.
+ */
+export function brotliTail(footer: Buffer): Buffer {
+  if (footer.length === 0) return Buffer.from([0x03]);
+  if (footer.length > 0x10000) throw new Error('a delta footer must be at most 64 KiB');
+  // Bits, least significant first: ISLAST(1)=0, MNIBBLES(2)=0 (four nibbles), MLEN-1(16), ISUNCOMPRESSED(1)=1.
+  const bits = ((footer.length - 1) << 3) | (1 << 19);
+  const head = Buffer.from([bits & 0xff, (bits >>> 8) & 0xff, (bits >>> 16) & 0xff]);
+  return Buffer.concat([head, footer, Buffer.from([0x03])]);
+}
+
+/** Length of the tail added to a delta cut of the given coding. */
+export function tailLength(enc: 'gzip' | 'br', footerLength: number): number {
+  return enc === 'gzip' ? 5 + footerLength + 8 : footerLength === 0 ? 1 : 3 + footerLength + 1;
+}
