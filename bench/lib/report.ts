@@ -27,6 +27,7 @@ export interface RenderRow {
   case: string;
   ms?: number;
   peakMb?: number;
+  bytes?: number;
   target?: string;
   pass?: boolean;
   note?: string;
@@ -51,8 +52,8 @@ export function loadTable(rows: Row[]): string {
 }
 
 export function renderTable(rows: RenderRow[]): string {
-  const out = ['| document | render ms | peak MB | target | note |', '| --- | ---: | ---: | --- | --- |'];
-  for (const r of rows) out.push(`| ${r.case} | ${f0(r.ms)} | ${f0(r.peakMb)} | ${verdict(r)} | ${r.note ?? ''} |`);
+  const out = ['| publishing case | render ms | peak MB | bytes | target | note |', '| --- | ---: | ---: | ---: | --- | --- |'];
+  for (const r of rows) out.push(`| ${r.case} | ${f0(r.ms)} | ${f0(r.peakMb)} | ${f0(r.bytes)} | ${verdict(r)} | ${r.note ?? ''} |`);
   return out.join('\n');
 }
 

@@ -58,9 +58,14 @@ process.once('exit', () => {
   for (const p of live) p.kill('SIGTERM');
 });
 
-function wrap(proc: ChildProcess, port: number): Child {
+/** Stopped (SIGTERM) if the bench is interrupted or exits before stopping it. */
+export function track(proc: ChildProcess): void {
   live.add(proc);
   proc.once('exit', () => live.delete(proc));
+}
+
+function wrap(proc: ChildProcess, port: number): Child {
+  track(proc);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   return {
     url: `http://127.0.0.1:${port}`,

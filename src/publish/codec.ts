@@ -11,7 +11,10 @@ import zlib from 'node:zlib';
 export type Encoding = 'identity' | 'gzip' | 'br';
 export const ENCODINGS: readonly Encoding[] = ['br', 'gzip', 'identity'];
 
-/** Smaller documents get the slower, tighter settings: they are rendered often and fetched far more. */
+/**
+ * Smaller documents get the slower, tighter settings: they are rendered often and fetched far more. An
+ * unknown size must be passed as Infinity: brotli's best quality on a 100 MB archive takes minutes.
+ */
 export function gzipOptions(expectedBytes: number): zlib.ZlibOptions {
   return { level: expectedBytes <= 1 << 20 ? 9 : 6, memLevel: 9 };
 }
@@ -22,7 +25,9 @@ export function brotliOptions(expectedBytes: number): zlib.BrotliOptions {
     params: {
       [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
       [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
-      ...(expectedBytes > 0 ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) } : {}),
+      // A 1 MiB window instead of 4 MiB for big archives: ~10 MB less memory for ~8% more bytes.
+      ...(expectedBytes > 16 << 20 ? { [zlib.constants.BROTLI_PARAM_LGWIN]: 20 } : {}),
+      ...(expectedBytes > 0 && Number.isFinite(expectedBytes) ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) } : {}),
     },
   };
 }

@@ -9,6 +9,8 @@ import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } f
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
 export const PAGE_ROWS = 5000;
+/** Archives are read in smaller pages: a page's rows live across the database round trip. */
+export const ARCHIVE_PAGE_ROWS = 2000;
 
 /** The time frame of one rendering. */
 export interface RenderWindow {
@@ -82,7 +84,8 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
       return `${await shared.total()}:${s.n}:${s.maxUs}`;
     },
     async source(q, w, shared) {
-      return { head: weblogUpdatesHead(new Date(w.updatedMs), await shared.total()), pages: weblogPages(q, w), foot: WEBLOG_UPDATES_FOOT };
+      const { n } = await weblogWindowStats(q, w.fromUs, w.toUs);
+      return { head: weblogUpdatesHead(new Date(w.updatedMs), await shared.total()), pages: weblogPages(q, w), foot: WEBLOG_UPDATES_FOOT, entries: n };
     },
   };
 }
@@ -145,13 +148,18 @@ export function archiveSource(q: Queryable, startMs: number, toUs: number, updat
     if (stats.n === 0) return;
     let after: { atUs: number; id: number } | null = null;
     for (;;) {
-      const rows = await hourPage(q, startMs * 1000, toUs, stats.maxId, after, PAGE_ROWS);
+      const rows = await hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS);
       if (rows.length === 0) return;
-      yield rows.map((r) => ({ xml: weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, updatedMs), atUs: r.at_us }));
-      if (rows.length < PAGE_ROWS) return;
       const last = rows[rows.length - 1];
+      // No deltas on archives: one string per page (see Entry.count).
+      let xml = '';
+      for (const r of rows) xml += weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, updatedMs);
+      const n = rows.length;
       after = { atUs: last.at_us, id: last.id };
+      rows.length = 0;
+      yield [{ xml, atUs: last.at_us, count: n }];
+      if (n < ARCHIVE_PAGE_ROWS) return;
     }
   }
-  return { head: weblogUpdatesHead(new Date(updatedMs), stats.n), pages: pages(), foot: WEBLOG_UPDATES_FOOT };
+  return { head: weblogUpdatesHead(new Date(updatedMs), stats.n), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: stats.n };
 }

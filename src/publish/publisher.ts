@@ -20,6 +20,7 @@ import {
 } from './documents.js';
 import {
   CHUNK_BYTES,
+  analyzeSources,
   beginSnapshot,
   completeRendering,
   createRendering,
@@ -51,6 +52,8 @@ export const RENDER_LOCK = 0x70756221; // 'pub!'
 /** Most delta bases kept per rendering (bounds the flush points written). */
 export const MAX_DELTA_BASES = 256;
 const CLOSED_WATERMARK = 'archives_closed_before';
+/** The embedded database's statistics are refreshed this often (it has no autovacuum). */
+const ANALYZE_EVERY_MS = 10 * 60_000;
 /** The current hour is re-rendered every tick until one rendering takes this long; then ~10% of the time. */
 const THROTTLE_FROM_MS = 1000;
 /** Superseded renderings keep their bytes this long, for responses still streaming them. */
@@ -154,6 +157,7 @@ export class Publisher {
   private readonly pointerLoads = new Map<string, Promise<RenderingMeta | undefined>>();
   private readonly deltaCuts = new Map<string, DeltaCut | null>();
   private readonly bodies = new LruBytes(CACHE_TOTAL_MAX);
+  private analyzedAt = -Infinity;
 
   constructor(readonly opts: PublisherOptions) {}
 
@@ -239,6 +243,14 @@ export class Publisher {
     const report: TickReport = { rendered: [], unchanged: [], closedHours: 0, failed: [] };
     const clock = await readClock(q);
     const t: RenderTime = { nowUs: opts.now ? opts.now.getTime() * 1000 : clock.nowUs, injected: Boolean(opts.now), clock };
+    if (this.opts.db.kind === 'pglite' && performance.now() - this.analyzedAt > ANALYZE_EVERY_MS) {
+      try {
+        await analyzeSources(q);
+        this.analyzedAt = performance.now();
+      } catch (err) {
+        this.opts.log.warn({ err: { message: (err as Error).message } }, 'analyzing the tables failed');
+      }
+    }
     let total: Promise<number> | null = null;
     const shared: TickShared = { total: () => (total ??= totalPings(q)) };
     const note = (path: string, document: string, o: Outcome) => {

@@ -15,6 +15,11 @@ export interface Entry {
   xml: string;
   /** The entry's time in µs; entries of a delta-capable document come newest first. */
   atUs: number;
+  /**
+   * How many entries `xml` holds (default 1). A document without deltas may hand over a whole page as one
+   * string: fewer, short-lived objects keep the heap of a 1M-entry render small.
+   */
+  count?: number;
 }
 
 /** A document as its renderer produces it. */
@@ -22,7 +27,12 @@ export interface RenderSource {
   head: string;
   pages: AsyncIterable<Entry[]>;
   foot: string;
+  /** How many entries are coming, when known: sizes the compressors (small documents compress harder). */
+  entries?: number;
 }
+
+/** Bytes per entry assumed when sizing the compressors from an entry count (a <weblog/> is ~100-130). */
+const BYTES_PER_ENTRY_ESTIMATE = 128;
 
 /** Identity bytes above this are not stored: clients that refuse gzip get the stored gzip decompressed. */
 export const IDENTITY_STORE_MAX = 4 << 20;
@@ -187,8 +197,8 @@ export interface PipelineOptions {
   /** Where chunks are written (autocommit statements; the rendering is published later in one transaction). */
   q: Queryable;
   renderingId: number;
-  /** Size hint for the compressors (the previous rendering's identity length). */
-  expectedBytes: number;
+  /** Size hint for the compressors when the source gives no entry count (the previous rendering's size). */
+  expectedBytes?: number;
   /** Delta bases, newest cursor first; empty for documents without deltas. */
   bases: BaseRow[];
   /** Also write identity/.gz/.br files under this directory at `relPath` (atomically, on commit). */
@@ -227,12 +237,14 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
     for (const f of files) rmSync(f.tmp, { force: true });
   };
 
+  // Unknown size: assume big (fast settings) rather than small (brotli 11 on 100 MB takes minutes).
+  const expected = source.entries !== undefined ? source.head.length + source.foot.length + source.entries * BYTES_PER_ENTRY_ESTIMATE : opts.expectedBytes || Infinity;
   const identity = new ChunkWriter(q, renderingId, 'identity', fileFor(''), IDENTITY_STORE_MAX);
-  const gzip = new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'gzip', fileFor('.gz')), opts.expectedBytes);
-  const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), opts.expectedBytes);
+  const gzip = new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'gzip', fileFor('.gz')), expected);
+  const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), expected);
   const withDeltas = opts.bases.length > 0;
-  let dgzip: CompressedSink | null = withDeltas ? new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'dgzip', null), opts.expectedBytes) : null;
-  let dbr: CompressedSink | null = withDeltas ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), opts.expectedBytes) : null;
+  let dgzip: CompressedSink | null = withDeltas ? new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'dgzip', null), expected) : null;
+  let dbr: CompressedSink | null = withDeltas ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), expected) : null;
 
   const sha = createHash('sha256');
   let crc = 0;
@@ -278,11 +290,12 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
       for (const e of page) {
         if (withDeltas) {
           if (e.atUs > lastAt) throw new StoreError('entries of a document with deltas must come newest first');
+          if ((e.count ?? 1) !== 1) throw new StoreError('entries of a document with deltas must come one by one (cut points fall between them)');
           lastAt = e.atUs;
           await cutBefore(e.atUs);
         }
         pending += e.xml;
-        entries++;
+        entries += e.count ?? 1;
         if (pending.length >= BATCH_CHARS) {
           await write(pending);
           pending = '';

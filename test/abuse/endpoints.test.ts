@@ -16,7 +16,7 @@ writeFileSync(blocklistPath, '# test list\nspam.example\nurl:*casino*\nname:*che
 
 let t: TestApp;
 before(async () => {
-  t = await startApp({ BLOCKLIST_FILE: blocklistPath, RATE_LIMIT_PER_IP: 3 });
+  t = await startApp({ BLOCKLIST_FILE: blocklistPath, RATE_LIMIT_PER_IP: 3, RSSPING_VERIFY_HASH_URI: false });
 });
 after(async () => {
   await t.close();
@@ -105,6 +105,25 @@ test('rate limit: an IPv6 /64 is one client, the next /64 another', async () => 
   }
   assert.match((await xmlrpc(methodCall('weblogUpdates.ping', ['V6', uniqueUrl('v6')]), '2001:db8:77:1:ffff::9')).body, /Too many pings/);
   assert.match((await xmlrpc(methodCall('weblogUpdates.ping', ['V6', uniqueUrl('v6')]), '2001:db8:77:2::1')).body, /Thanks for the ping\./);
+});
+
+test('RSS Ping: blocked (any feed_uri counts) → 403, over the rate → 429 with Retry-After, both counted', async () => {
+  const rss = (site: string, feeds: string[]) =>
+    `<rss_ping version=2><site_name>R</site_name><site_uri>${site}</site_uri>${feeds.map((f) => `<feed_uri type="RSS 2.0">${f}</feed_uri>`).join('')}<payload type="RSS 2.0"><item><title>T</title><link>${site}p</link></item></payload></rss_ping>`;
+  const post = (body: string, remoteAddress: string) => t.app.inject({ method: 'POST', url: '/rssping', payload: body, headers: { 'content-type': 'text/xml' }, remoteAddress });
+  const site = uniqueUrl('rss-abuse');
+  const blocked = await post(rss(site, [`${site}feed`, 'http://feeds.spam.example/x']), nextAddr());
+  assert.equal(blocked.statusCode, 403);
+  assert.ok(blocked.body.includes(`<flerror>1</flerror><message>${BLOCKED_WEBLOG}</message>`), blocked.body);
+  assert.equal((await findPingsByUrl(t.app.db, site)).length, 0);
+  assert.equal(await metric('pingd_pings_total', 'method="rssPing",outcome="blocked"'), 1);
+  const ip = nextAddr();
+  for (let i = 0; i < 3; i++) assert.equal((await post(rss(uniqueUrl('rss-rl'), [`${site}feed`]), ip)).statusCode, 200);
+  const limited = await post(rss(uniqueUrl('rss-rl'), [`${site}feed`]), ip);
+  assert.equal(limited.statusCode, 429);
+  assert.match(String(limited.headers['retry-after']), /^(1\d|20)$/);
+  assert.match(limited.body, /<flerror>1<\/flerror><message>Too many pings from your address/);
+  assert.equal(await metric('pingd_pings_total', 'method="rssPing",outcome="rate_limited"'), 1);
 });
 
 test('the blocklist file is re-read without a restart', async () => {

@@ -6,6 +6,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import zlib from 'node:zlib';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { XMLValidator } from 'fast-xml-parser';
@@ -17,6 +19,7 @@ import { validatePing, PingValidationError } from '../../src/ping/validate.js';
 import { decodeXml, CharsetError } from '../../src/xml/decode.js';
 import { escapeXml, escapeHtml } from '../../src/xml/escape.js';
 import { countPings } from '../../src/ping/ping-repository.js';
+import { strictParse } from '../publish/helpers.js';
 import { FUZZ_SEED, runs, seedBodies, rssSeedBodies, anyRpcBody, anyRssBody, grammarCall, hostileString, hostileUrl, queryString, hostileHeaderValue, encodeURIComponentLoose } from './generators.js';
 import { parseRssPing, RssPingError } from '../../src/rss-ping/parse.js';
 import { extractPayload } from '../../src/rss-ping/payload.js';
@@ -56,6 +59,8 @@ before(async () => {
     TRUST_PROXY: true,
     RATE_LIMIT_PER_IP: 1_000_000,
     BLOCKLIST_FILE: join(blockDir, 'blocklist.txt'),
+    // Documents are rendered when the test says (the fuzzed pings are in them).
+    RENDER_SCHEDULER: false,
   });
   startCount = await countPings(t.app.db);
 });
@@ -226,6 +231,52 @@ test('GET /pingSiteForm and /ping: hostile query strings and headers get 200/400
   ctx.diagnostic(`${n} requests: ${JSON.stringify(Object.fromEntries(Object.entries(tally).filter(([k]) => k.startsWith('get:'))))}`);
 });
 
+test('published documents: hostile query strings and validators get 200/226/304/400/404 and well-formed XML', async (ctx) => {
+  const n = runs(1500);
+  await t.app.publisher.tick({ force: true });
+  const etags: string[] = [];
+  for (const p of ['/changes.xml', '/shortChanges.xml']) {
+    const r = await t.app.inject({ method: 'GET', url: p });
+    assert.equal(r.statusCode, 200);
+    etags.push(String(r.headers.etag));
+  }
+  const hour = `/${new Date().toISOString().slice(0, 13).replace(/-/g, '/').replace('T', '/')}.xml`;
+  const validator = fc.oneof(
+    hostileHeaderValue,
+    fc.constantFrom(...etags, ...etags.map((e) => `W/${e}`), etags.join(', '), `${etags[0]}-gz`, '"1.zz"', '"999999999.abc"', '"-1.0"', '"1.' + 'z'.repeat(300) + '"'),
+  );
+  const query = fc.oneof(
+    fc.constant(''),
+    fc.constantFrom('since=', 'since=%ff', 'since=1.0', 'since=-5.x', 'since[]=1', 'since=1&since=2', '__proto__=1', 'since=' + 'a'.repeat(5000)),
+    fc.constantFrom(...etags).map((e) => `since=${encodeURIComponent(e.replace(/"/g, ''))}`),
+    queryString,
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom('/changes.xml', '/shortChanges.xml', '/updates.xml', hour, '/1999/01/01/00.xml', '/2024/13/40/25.xml'),
+      query,
+      fc.record({ 'if-none-match': validator, 'if-modified-since': hostileHeaderValue, 'a-im': fc.constantFrom('feed', 'feed, gzip', 'FEED', '', 'x'), 'accept-encoding': fc.constantFrom('gzip', 'br', 'br;q=0, gzip;q=0', '*', 'identity;q=0', 'gzip;q=nan', ''), range: hostileHeaderValue }, { requiredKeys: [] }),
+      fc.constantFrom('GET', 'HEAD'),
+      async (path, q, headers, method) => {
+        const res = await t.app.inject({ method: method as 'GET' | 'HEAD', url: q ? `${path}?${q}` : path, headers });
+        assert.ok([200, 226, 304, 400, 404, 503].includes(res.statusCode), `HTTP ${res.statusCode} for ${path}?${q} ${JSON.stringify(headers)}: ${res.body.slice(0, 200)}`);
+        if (res.statusCode === 503) assert.match(res.body, /has not been rendered yet/);
+        if ((res.statusCode === 200 || res.statusCode === 226) && method === 'GET') {
+          const ce = res.headers['content-encoding'];
+          const raw = res.rawPayload;
+          const xml = (ce === 'gzip' ? zlib.gunzipSync(raw) : ce === 'br' ? zlib.brotliDecompressSync(raw) : raw).toString('utf8');
+          assert.equal(XMLValidator.validate(xml), true, `${path}: well-formed`);
+          assert.doesNotMatch(xml, NOT_XML_CHAR, `${path}: only XML 1.0 characters`);
+          assert.equal(Number(res.headers['content-length']), raw.length);
+        }
+        count(`doc:${res.statusCode}`);
+      },
+    ),
+    { seed: FUZZ_SEED + 8, numRuns: n },
+  );
+  ctx.diagnostic(`${n} requests: ${JSON.stringify(Object.fromEntries(Object.entries(tally).filter(([k]) => k.startsWith('doc:'))))}`);
+});
+
 test('any method, path and headers: never a 5xx', async (ctx) => {
   const n = runs(600);
   const methods = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'] as const;
@@ -251,6 +302,18 @@ test('afterwards: every acknowledged ping was stored, stored text is valid XML t
     'select name, url, changes_url, rss_url, tags, user_agent from pings',
   );
   for (const r of rows) for (const s of [r.name, r.url, r.changes_url ?? '', r.rss_url ?? '', r.user_agent ?? '', ...(r.tags ?? [])]) assert.doesNotMatch(s, NOT_XML_CHAR, JSON.stringify(s));
+  // Everything the fuzzing got stored, published: an independent strict parser (expat) reads every document.
+  await t.app.publisher.tick({ force: true });
+  for (const p of ['/changes.xml', '/shortChanges.xml']) {
+    const r = await t.app.inject({ method: 'GET', url: p });
+    assert.equal(r.statusCode, 200, p);
+    const doc = strictParse(r.rawPayload);
+    assert.ok(doc.children.length > 0, `${p}: the fuzzed pings are published`);
+  }
+  const updates = await t.app.inject({ method: 'GET', url: '/updates.xml' });
+  assert.equal(updates.statusCode, 200);
+  const expat = spawnSync('python3', ['-c', 'import sys, xml.parsers.expat; xml.parsers.expat.ParserCreate().Parse(sys.stdin.buffer.read(), True)'], { input: updates.rawPayload });
+  assert.equal(expat.status, 0, `/updates.xml: ${expat.stderr}`);
   await t.listen();
   const res = await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Still here', uniqueUrl('after-fuzz')]) });
   assert.equal(readReply(res.status, await res.text()).flerror, false);

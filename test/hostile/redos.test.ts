@@ -26,6 +26,16 @@ test('XML-RPC: a megabyte of whitespace after "<" (the DOCTYPE/prototype pre-che
   }
 });
 
+test('XML-RPC: 200,000 entity and character references without a DTD are decoded in linear time, then refused by the name rule', { timeout: 60_000 }, async () => {
+  // A name of no-break spaces only is whitespace: "missing".
+  for (const [ref, message] of [['&amp;', 'longer'], ['&#x1F600;', 'longer'], ['&amp;amp;', 'longer'], ['&lt;', 'longer'], ['&nbsp;', 'missing']]) {
+    const res = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['x', 'http://refs.example.com/']).replace('<string>x</string>', `<string>${ref.repeat(200_000)}</string>`) });
+    const r = readReply(res.statusCode, res.body);
+    assert.equal(r.flerror, true, ref);
+    assert.equal(r.message, message === 'longer' ? 'The weblog name is longer than 1024 characters.' : 'The weblog name is missing.', ref);
+  }
+});
+
 test('RSS Ping: 40 processing instructions before the root (the first-element regex backtracked exponentially)', { timeout: 60_000 }, async () => {
   const res = await t.app.inject({ method: 'POST', url: '/rssping', headers: { 'content-type': 'text/xml' }, payload: '<?a?>'.repeat(40) + '!' });
   assert.equal(res.statusCode, 400);
