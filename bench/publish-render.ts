@@ -144,7 +144,8 @@ async function renderCase(t: Target, id: CaseId): Promise<void> {
       peakMb: mb(peak),
       target: c.kind === 'archive' ? `< ${MEMORY_TARGET_MB} MB peak` : undefined,
       pass: c.kind === 'archive' ? mb(peak) < MEMORY_TARGET_MB : undefined,
-      note: `${entries} entries; ${sizes}; RSS before rendering ${mb(rssBefore)} MB (process peak includes it${t.backend === 'pglite' ? ' and the embedded database' : ''})`,
+      growthMb: mb(peak - rssBefore),
+      note: `${entries} entries; ${sizes}; RSS ${mb(rssBefore)} MB before rendering, +${mb(peak - rssBefore)} MB at the peak${t.backend === 'pglite' ? ' (the embedded database runs in this process)' : ''}`,
     });
   } finally {
     await db.close();

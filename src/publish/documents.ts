@@ -8,7 +8,7 @@ import type { Entry, RenderSource } from './render-pipeline.js';
 import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
-export const PAGE_ROWS = 5000;
+export const PAGE_ROWS = 2000;
 /** Archives are read in smaller pages: a page's rows live across the database round trip. */
 export const ARCHIVE_PAGE_ROWS = 2000;
 

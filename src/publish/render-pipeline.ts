@@ -239,7 +239,9 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
 
   // Unknown size: assume big (fast settings) rather than small (brotli 11 on 100 MB takes minutes).
   const expected = source.entries !== undefined ? source.head.length + source.foot.length + source.entries * BYTES_PER_ENTRY_ESTIMATE : opts.expectedBytes || Infinity;
+  // Identity that will clearly be too big is not written at all (estimate at twice the limit, to be safe).
   const identity = new ChunkWriter(q, renderingId, 'identity', fileFor(''), IDENTITY_STORE_MAX);
+  if (Number.isFinite(expected) && expected > 2 * IDENTITY_STORE_MAX) identity.dropped = true;
   const gzip = new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'gzip', fileFor('.gz')), expected);
   const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), expected);
   const withDeltas = opts.bases.length > 0;

@@ -72,7 +72,7 @@ after(async () => {
 });
 
 test('parser: generated and mutated bodies give a method call or a known fault with a bounded reason', (ctx) => {
-  const n = runs(6000);
+  const n = runs(4000);
   fc.assert(
     fc.property(anyRpcBody(seeds), (body) => {
       try {
@@ -101,7 +101,7 @@ test('parser: generated and mutated bodies give a method call or a known fault w
 
 test('parser: the fast path never disagrees with the full parser', (ctx) => {
   let hits = 0;
-  const n = runs(4000);
+  const n = runs(3000);
   fc.assert(
     fc.property(fc.oneof(anyRpcBody(seeds), grammarCall.map((s) => Buffer.from(s))), (body) => {
       let text: string;
@@ -135,7 +135,7 @@ test('escapers: any string gives well-formed XML text and attributes, and inert 
 });
 
 test('POST /RPC2: every body gets HTTP 200 and well-formed XML holding a known fault or a ping reply with a reason', async (ctx) => {
-  const n = runs(3000);
+  const n = runs(2000);
   const paths = ['/RPC2', '/rpc2', '/'];
   const contentTypes = ['text/xml', 'application/xml', 'text/xml; charset=iso-8859-1', 'text/plain', 'application/x-www-form-urlencoded', 'text/xml; charset=utf-16', 'text/xml; charset=x-nonsense', ''];
   await fc.assert(
@@ -171,7 +171,7 @@ test('POST /RPC2: every body gets HTTP 200 and well-formed XML holding a known f
 });
 
 test('RSS Ping parser: generated and mutated rss_pings give a document or an RssPingError, nothing else', (ctx) => {
-  const n = runs(3000);
+  const n = runs(2000);
   let docs = 0;
   fc.assert(
     fc.property(anyRssBody(rssSeeds), (body) => {
@@ -190,7 +190,7 @@ test('RSS Ping parser: generated and mutated rss_pings give a document or an Rss
 });
 
 test('POST /rssping: every body gets a well-formed rss_ping_response, 200/400/401/403/413/429, with a reason', async (ctx) => {
-  const n = runs(1500);
+  const n = runs(1000);
   await fc.assert(
     fc.asyncProperty(anyRssBody(rssSeeds), fc.constantFrom('/rssping', '/rssping/0123456789abcdef0123456789abcdef01234567', '/rssping/zz'), fc.constantFrom('text/xml', 'application/xml', 'text/xml; charset=utf-16', ''), async (body, path, ct) => {
       const res = await t.app.inject({ method: 'POST', url: path, payload: body, headers: ct ? { 'content-type': ct } : {} });
@@ -208,7 +208,7 @@ test('POST /rssping: every body gets a well-formed rss_ping_response, 200/400/40
 });
 
 test('GET /pingSiteForm and /ping: hostile query strings and headers get 200/400/403/429 HTML, never raw markup', async (ctx) => {
-  const n = runs(2000);
+  const n = runs(1500);
   const marker = '<i data-fz="1">';
   const target = fc.oneof(
     { weight: 3, arbitrary: queryString },
@@ -232,7 +232,7 @@ test('GET /pingSiteForm and /ping: hostile query strings and headers get 200/400
 });
 
 test('published documents: hostile query strings and validators get 200/226/304/400/404 and well-formed XML', async (ctx) => {
-  const n = runs(1500);
+  const n = runs(1000);
   await t.app.publisher.tick({ force: true });
   const etags: string[] = [];
   for (const p of ['/changes.xml', '/shortChanges.xml']) {
