@@ -45,18 +45,25 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     logController: new LogController({ disableRequestLogging: config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace' }),
   });
   app.decorate('config', config);
-  await app.register(metricsPlugin);
-  // Before the database: a BLOCKLIST_FILE that cannot be read stops the start before anything is opened.
-  await app.register(abusePlugin, { config });
-  await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
-  await app.register(healthPlugin);
-  await app.register(pingPlugin, { config });
-  await app.register(publishPlugin, { config });
-  await app.register(retentionPlugin, { config });
-  await app.register(xmlrpcRoutes, { config });
-  await app.register(httpPingRoutes);
-  await app.register(fetchPlugin, { config });
-  await app.register(rssPingRoutes, { config });
+  try {
+    await app.register(metricsPlugin);
+    // Before the database: a BLOCKLIST_FILE that cannot be read stops the start before anything is opened.
+    await app.register(abusePlugin, { config });
+    await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
+    await app.register(healthPlugin);
+    await app.register(pingPlugin, { config });
+    await app.register(publishPlugin, { config });
+    await app.register(retentionPlugin, { config });
+    await app.register(xmlrpcRoutes, { config });
+    await app.register(httpPingRoutes);
+    await app.register(fetchPlugin, { config });
+    await app.register(rssPingRoutes, { config });
+  } catch (err) {
+    // A plugin that failed to start must not leave the ones before it open (the embedded database keeps
+    // its lock file, a pool keeps the process alive).
+    await app.close().catch(() => {});
+    throw err;
+  }
   return app;
 }
 

@@ -2,7 +2,7 @@
 // process so that neither shares an event loop with the load generator, and their throwaway databases.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
@@ -209,6 +209,26 @@ export async function createPostgresDatabase(adminUrl: string): Promise<BenchDat
       await c.end();
     },
   };
+}
+
+/** Removes embedded-database directories left by killed runs (over an hour old, no live owner). */
+export function removeStaleDataDirs(): string[] {
+  const removed: string[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    if (!/^pingd-bench-[A-Za-z0-9]{6}$/.test(name)) continue;
+    const dir = join(tmpdir(), name);
+    try {
+      if (Date.now() - statSync(dir).mtimeMs < 3_600_000) continue;
+      const lock = join(dir, 'pingd.lock');
+      const pid = existsSync(lock) ? Number(readFileSync(lock, 'utf8').trim().split(/\s+/)[0]) : 0;
+      if (pid > 0 && isAlive(pid)) continue;
+      rmSync(dir, { recursive: true, force: true });
+      removed.push(dir);
+    } catch {
+      /* raced with its owner: leave it */
+    }
+  }
+  return removed;
 }
 
 /** A temporary DATA_DIR for the embedded database. */

@@ -5,8 +5,13 @@ import type { Db } from '../db/database.js';
 import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
 import type { ValidPing } from './validate.js';
 
-/** See schedule(): a second batch while one commits needs this many pings waiting, or a commit this slow. */
+/**
+ * See schedule(): while a batch commits, the next one starts early when this many pings wait, when no ping
+ * has arrived for QUIET_MS (every client that will ping soon has), or when the committing batch has taken
+ * STALL_MS.
+ */
 const PARALLEL_BATCH_MIN = 64;
+const QUIET_MS = 1;
 const STALL_MS = 10;
 
 export class StorageUnavailableError extends Error {
@@ -47,6 +52,7 @@ export class PingBatcher {
   private readonly flying = new Set<Pending[]>();
   private scheduled = false;
   private lastFlushAt = 0;
+  private lastSubmitAt = 0;
   private stallTimer: NodeJS.Timeout | undefined;
   private closing = false;
   private idleWaiters: (() => void)[] = [];
@@ -74,6 +80,7 @@ export class PingBatcher {
     if (this.queue.length >= this.opts.maxQueue) {
       return Promise.reject(new StorageUnavailableError('The server is overloaded; please ping again in a minute.'));
     }
+    this.lastSubmitAt = performance.now();
     return new Promise((resolve, reject) => {
       this.queue.push({ ping, enqueuedAt: Date.now(), resolve, reject });
       this.schedule();
@@ -92,16 +99,23 @@ export class PingBatcher {
 
   private schedule(): void {
     if (this.scheduled || this.inFlight >= this.opts.maxInFlight || this.queue.length === 0) return;
-    if (this.inFlight > 0 && this.queue.length < (this.opts.parallelBatchMin ?? PARALLEL_BATCH_MIN) && performance.now() - this.lastFlushAt < STALL_MS) {
-      // Sized by load: while a batch commits, what arrives waits for the next one, started as soon as it
-      // is done, so batches grow with load instead of splitting it into many small ones (each has a fixed
-      // cost of a round trip and a commit: issue #7 measured ~0.3 ms of pingd CPU and more of PostgreSQL's
-      // per batch on a 2-core machine). A parallel batch starts anyway when enough pings wait, or when
-      // the committing one is slow (a row lock, a slow disk), so one stuck statement never holds up the rest.
+    const now = performance.now();
+    if (
+      this.inFlight > 0 &&
+      this.queue.length < (this.opts.parallelBatchMin ?? PARALLEL_BATCH_MIN) &&
+      now - this.lastSubmitAt < QUIET_MS &&
+      now - this.lastFlushAt < STALL_MS
+    ) {
+      // Sized by load: while a batch commits and pings keep arriving, they wait for one next batch instead
+      // of going out in many small ones: each batch has a fixed cost (a round trip and a commit; issue #7
+      // measured ~0.3 ms of pingd CPU and more of PostgreSQL's per batch on a 2-core machine). Once arrivals
+      // pause, the waiting pings go at once: when commits rather than CPU are the limit (a slow disk, a
+      // shared WAL), clients would otherwise idle for the whole commit. And a batch stuck on a lock never
+      // holds up the rest for more than STALL_MS.
       this.stallTimer ??= setTimeout(() => {
         this.stallTimer = undefined;
         this.schedule();
-      }, STALL_MS).unref();
+      }, QUIET_MS).unref();
       return;
     }
     this.scheduled = true;
