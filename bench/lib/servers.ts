@@ -6,6 +6,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, sta
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
+import { describeConfig } from '../../src/config.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;
@@ -87,12 +88,18 @@ export interface PingdOptions {
   nodeArgs?: string[];
 }
 
-/** Starts `pingd serve` on a free port and resolves once it answers HTTP. */
+/**
+ * Starts `pingd serve` on a free port and resolves once it answers HTTP. pingd runs with its defaults plus
+ * opts.env: configuration variables in the bench's own environment (a DATABASE_URL, a RATE_LIMIT_PER_IP…)
+ * are not passed on, so that every run measures the same configuration.
+ */
 export async function startPingd(opts: PingdOptions): Promise<Child> {
   const port = await freePort();
+  const inherited: Record<string, string | undefined> = { ...process.env };
+  for (const { name } of describeConfig()) delete inherited[name];
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', '--import', GUARD, join(ROOT, 'src/cli.ts'), 'serve'], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...inherited, LOG_LEVEL: 'warn', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
