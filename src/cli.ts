@@ -8,6 +8,8 @@ import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './retention/prune-comm
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './stats/stats-command.js';
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publish/render-command.js';
+import { defaultDocuments } from './publish/documents.js';
+import { updatesDocument } from './rss-ping/updates-document.js';
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
@@ -69,7 +71,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'Render changes.xml, shortChanges.xml and the hourly archives now (--hour: re-render one archive).',
     usage: RENDER_USAGE,
     options: RENDER_OPTIONS,
-    run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT }),
+    run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT, documents: () => [...defaultDocuments(), updatesDocument()] }),
   },
 };
 

@@ -54,8 +54,18 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+  // One labelled child per (route, method, status), looked up by a flat key: prom-client would otherwise
+  // hash the label object on every request (a measurable share of a 304's cost, issue #7).
+  const httpChildren = new Map<string, ReturnType<typeof httpSeconds.labels>>();
   app.addHook('onResponse', (req, reply, done) => {
-    httpSeconds.observe({ route: req.routeOptions.url ?? 'unmatched', method: req.method, status_code: reply.statusCode }, reply.elapsedTime / 1000);
+    const route = req.routeOptions.url ?? 'unmatched';
+    const key = `${route} ${req.method} ${reply.statusCode}`;
+    let child = httpChildren.get(key);
+    if (!child) {
+      child = httpSeconds.labels({ route, method: req.method, status_code: reply.statusCode });
+      httpChildren.set(key, child);
+    }
+    child.observe(reply.elapsedTime / 1000);
     done();
   });
 

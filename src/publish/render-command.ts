@@ -4,7 +4,7 @@ import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { pendingMigrations } from '../db/migrate.js';
-import { defaultDocuments, parseHourArg } from './documents.js';
+import { defaultDocuments, parseHourArg, type LiveDocument } from './documents.js';
 import { cadenceSeconds } from './plugin.js';
 import { Publisher, type RenderReport } from './publisher.js';
 
@@ -17,6 +17,8 @@ const LOCK_WAIT_MS = 30_000;
 interface Deps {
   openDb(config: Config): Promise<Db>;
   EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY?: number };
+  /** Every live document the server publishes (the CLI adds those other modules register, like /updates.xml). */
+  documents?: () => LiveDocument[];
 }
 
 function describe(r: RenderReport): string {
@@ -57,7 +59,7 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       pointerTtlMs: 0,
       publishDir: config.PUBLISH_DIR,
     });
-    for (const doc of defaultDocuments()) publisher.register(doc);
+    for (const doc of deps.documents?.() ?? defaultDocuments()) publisher.register(doc);
 
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {

@@ -43,6 +43,8 @@ test('pingd render: renders everything now; --hour renders one archive again; ba
     assert.equal(all.status, 0, all.stderr);
     assert.match(all.stdout, /^rendered \/changes\.xml: 1 entries, \d+ bytes \(gzip \d+, br \d+\) in \d+ ms$/m);
     assert.match(all.stdout, /^rendered \/shortChanges\.xml: 1 entries/m);
+    // Everything the server publishes, /updates.xml (RSS Ping) included.
+    assert.match(all.stdout, /^rendered \/updates\.xml: 0 entries/m);
     assert.match(all.stdout, new RegExp(`^rendered ${archivePath(H).replace(/\//g, '\\/')} \\(closed\\): 2 entries`, 'm'));
     assert.match(all.stdout, new RegExp(`^rendered ${archivePath(hourStart(Date.now())).replace(/\//g, '\\/')}: 1 entries`, 'm'));
 
