@@ -5,8 +5,23 @@
 import type { Encoding } from './codec.js';
 
 /** Which coding to send: the highest q among those we store; ties prefer br, then gzip, then identity. */
+// Clients send a handful of distinct Accept-Encoding values; parsing each request's anew was a visible share
+// of a 304's cost (issue #7). Bounded: past the limit the cache starts over.
+const negotiated = new Map<string, Encoding>();
+const NEGOTIATED_MAX = 256;
+
 export function negotiateEncoding(acceptEncoding: string | undefined): Encoding {
   if (acceptEncoding === undefined) return 'identity';
+  let enc = negotiated.get(acceptEncoding);
+  if (enc === undefined) {
+    enc = negotiateEncodingUncached(acceptEncoding);
+    if (negotiated.size >= NEGOTIATED_MAX) negotiated.clear();
+    negotiated.set(acceptEncoding, enc);
+  }
+  return enc;
+}
+
+function negotiateEncodingUncached(acceptEncoding: string): Encoding {
   const q: Partial<Record<string, number>> = {};
   for (const part of acceptEncoding.split(',')) {
     const [rawName, ...params] = part.split(';');
