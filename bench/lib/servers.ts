@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { describeConfig } from '../../src/config.js';
+import { isAlive } from '../../src/db/database.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;
@@ -166,15 +167,6 @@ export async function dropStaleDatabases(adminUrl: string): Promise<string[]> {
     await admin.end();
   }
   return dropped;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** A fresh database on BENCH_DATABASE_URL's server, dropped afterwards. */

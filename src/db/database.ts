@@ -250,7 +250,8 @@ function acquireDirLock(path: string): () => void {
   throw new DatabaseError(`cannot lock ${path}`, 'DB_LOCKED');
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, owned by someone else). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
