@@ -47,6 +47,31 @@ const backends = [['pglite', {}]];
 if (process.env.TEST_DATABASE_URL) backends.push(['postgres', { TEST_DATABASE_URL: process.env.TEST_DATABASE_URL }]);
 else console.log('TEST_DATABASE_URL is not set: running on the embedded database only.');
 
+// Test databases are dropped by the tests that made them; a test process that was killed (or a test that
+// kills its own server) can leave one behind. Drop those whose creating process is gone.
+async function dropStaleTestDatabases(url) {
+  const { default: pg } = await import('pg');
+  const admin = new pg.Client({ connectionString: url });
+  try {
+    await admin.connect();
+    const { rows } = await admin.query("select datname from pg_database where datname ~ '^pingd_test_[0-9]+_[0-9a-f]+$'");
+    for (const { datname } of rows) {
+      const pid = Number(datname.split('_')[2]);
+      let alive = true;
+      try {
+        process.kill(pid, 0);
+      } catch (err) {
+        alive = err.code === 'EPERM';
+      }
+      if (!alive) await admin.query(`drop database if exists ${datname} with (force)`);
+    }
+  } catch (err) {
+    console.log(`(could not clean up stale test databases: ${err.message})`);
+  } finally {
+    await admin.end().catch(() => {});
+  }
+}
+
 const template = await pgliteTemplate();
 let passed = 0;
 let failed = 0;
@@ -71,6 +96,7 @@ for (const [backend, extra] of backends) {
   failed += fail;
   if (r.status !== 0) failedRuns++;
   console.log(`=== ${backend}: ${pass} passed, ${fail} failed (exit ${r.status}) ===`);
+  if (backend === 'postgres') await dropStaleTestDatabases(extra.TEST_DATABASE_URL);
 }
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failedRuns > 0 || failed > 0 || passed === 0 ? 1 : 0);
