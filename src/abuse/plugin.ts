@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../config.js';
 import type { PingResult } from '../ping/ping-service.js';
-import { normalizeUrl, validatePing, type RawPing } from '../ping/validate.js';
+import { normalizeUrl, type RawPing, type ValidPing } from '../ping/validate.js';
 import { Blocklist, type BlockMatch, type RuleKind } from './blocklist.js';
 import { BlocklistFile } from './blocklist-file.js';
 import { RateLimiter, clientKey } from './rate-limit.js';
@@ -17,10 +17,16 @@ export const BLOCKED_WEBLOG = 'Pings for this weblog are not accepted by this se
 
 export interface AbuseScreen {
   /**
-   * The refusal for a ping that must not reach intake (already reported), or undefined to go on.
-   * `extraUrls`: more URLs the request carries (an rss_ping's further feed_uris), screened like the ping's.
+   * Before validation: the refusal (already reported) for a blocked client address or one over its rate
+   * limit, or undefined to go on.
    */
-  screen(raw: RawPing, extraUrls?: readonly string[]): PingResult | undefined;
+  screenClient(raw: RawPing): PingResult | undefined;
+  /**
+   * After validation, on the cleaned ping (normalised URLs, decoded name, as it would be stored): the
+   * blocklist's refusal (already reported), or undefined. `extraUrls`: more URLs the request carries (an
+   * rss_ping's further feed_uris), screened like the ping's.
+   */
+  screenPing(ping: ValidPing, extraUrls?: readonly string[]): PingResult | undefined;
   /** The blocklist in force (empty without BLOCKLIST_FILE). */
   readonly blocklist: Blocklist;
   /** Re-reads BLOCKLIST_FILE now if it changed (the watcher does this by itself). */
@@ -37,7 +43,7 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
   const { config } = opts;
   let blocklist = new Blocklist();
 
-  const rules = new Gauge({
+  new Gauge({
     name: 'pingd_blocklist_rules',
     help: 'Rules in the blocklist in force, by kind (host, url, name, client).',
     labelNames: ['kind'] as const,
@@ -46,7 +52,6 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
       for (const [k, n] of Object.entries(blocklist.counts())) this.set({ kind: k }, n);
     },
   });
-  void rules;
   const reloads = new Counter({
     name: 'pingd_blocklist_reloads_total',
     help: 'Times BLOCKLIST_FILE was (re)loaded, by result; a failed reload keeps the previous list.',
@@ -89,7 +94,7 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
     });
   }
 
-  const refuse = (raw: RawPing, r: PingResult, match?: BlockMatch): PingResult => {
+  const refuse = (raw: RawPing | ValidPing, r: PingResult, match?: BlockMatch): PingResult => {
     if (match) {
       hits.inc({ kind: match.kind satisfies RuleKind });
       app.log.debug({ rule: match.rule, clientAddr: raw.clientAddr, url: raw.url }, 'ping refused by the blocklist');
@@ -97,7 +102,7 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
     return app.pings.emit(raw.method, r);
   };
 
-  const screen = (raw: RawPing, extraUrls: readonly string[] = []): PingResult | undefined => {
+  const screenClient = (raw: RawPing): PingResult | undefined => {
     const list = blocklist;
     // A blocked client is refused before it costs a rate-limit entry.
     if (list.clientRules > 0 && raw.clientAddr) {
@@ -115,15 +120,14 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
         });
       }
     }
+    return undefined;
+  };
+
+  // Matched on the validated ping, so the rules see what would be stored; intake validates each ping once
+  // and calls this in between (an invalid ping is refused by intake with the exact reason first).
+  const screenPing = (ping: ValidPing, extraUrls: readonly string[] = []): PingResult | undefined => {
+    const list = blocklist;
     if (list.size === list.clientRules) return undefined;
-    // Matched on the cleaned ping, so that the rules see what would be stored (normalised URLs, the
-    // decoded name). An invalid ping is left to intake, which refuses it with the exact reason.
-    let ping;
-    try {
-      ping = validatePing(raw);
-    } catch {
-      return undefined;
-    }
     const urls = [ping.url];
     if (ping.changesUrl) urls.push(ping.changesUrl);
     if (ping.rssUrl) urls.push(ping.rssUrl);
@@ -135,12 +139,13 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
       }
     }
     const m = list.match({ urls, name: ping.name });
-    if (m) return refuse(raw, { ok: false, reason: 'blocked', message: BLOCKED_WEBLOG }, m);
+    if (m) return refuse(ping, { ok: false, reason: 'blocked', message: BLOCKED_WEBLOG }, m);
     return undefined;
   };
 
   app.decorate('abuse', {
-    screen,
+    screenClient,
+    screenPing,
     get blocklist() {
       return blocklist;
     },

@@ -68,7 +68,7 @@ export default async function httpPingRoutes(app: FastifyInstance): Promise<void
       clientAddr: req.ip,
       userAgent: req.headers['user-agent'] ?? null,
     };
-    const result = app.abuse.screen(raw) ?? (await app.pings.accept(raw));
+    const result = app.abuse.screenClient(raw) ?? (await app.pings.accept(raw, app.abuse.screenPing));
     const status = result.ok ? 200 : (STATUS[result.reason] ?? 400);
     if (!result.ok && result.retryAfterSec) reply.header('retry-after', String(result.retryAfterSec));
     return reply.code(status).send(resultHtml(result, name, url));

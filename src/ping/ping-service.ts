@@ -40,10 +40,14 @@ export class PingService {
     }
   }
 
-  async accept(raw: RawPing): Promise<PingResult> {
+  /**
+   * Validates (once), lets `screen` refuse the cleaned ping (the blocklist), then commits it. A screen's
+   * refusal must already have been reported through emit().
+   */
+  async accept(raw: RawPing, screen?: (ping: ValidPing) => PingResult | undefined): Promise<PingResult> {
     const v = this.validate(raw);
     if (!v.ok) return v.result;
-    return this.store(v.ping);
+    return screen?.(v.ping) ?? this.store(v.ping);
   }
 
   /** Commits an already validated ping; resolves only after the commit (or the refusal). */

@@ -150,14 +150,18 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
           userAgent: req.headers['user-agent'] ?? null,
         };
         // The abuse screen (blocklist, per-address rate), as for the other protocols.
-        const screened = app.hasDecorator('abuse') ? app.abuse.screen(raw, doc.feeds.slice(1).map((f) => f.uri)) : undefined;
-        if (screened && !screened.ok) {
-          const [status, outcome] = STATUS_OF[screened.reason] ?? [403, 'blocked'];
-          throw new Refusal(status, screened.message, outcome, screened.retryAfterSec);
-        }
+        const abuse = app.hasDecorator('abuse') ? app.abuse : undefined;
+        const refuse = (r: PingResult | undefined) => {
+          if (r && !r.ok) {
+            const [status, outcome] = STATUS_OF[r.reason] ?? [403, 'blocked'];
+            throw new Refusal(status, r.message, outcome, r.retryAfterSec);
+          }
+        };
+        refuse(abuse?.screenClient(raw));
         const v = app.pings.validate(raw);
         if (!v.ok) throw new Refusal(400, v.result.message, 'invalid');
         ping = v.ping;
+        refuse(abuse?.screenPing(ping, doc.feeds.slice(1).map((f) => f.uri)));
         for (const f of doc.feeds) normalizeUrl(f.uri, 'feed_uri');
         item = extractPayload(doc.payload.text, ping.url, doc.payload.type);
       } catch (err) {
