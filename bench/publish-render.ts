@@ -16,11 +16,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import net from 'node:net';
 import pg from 'pg';
-import { openDatabase, type Db } from '../src/db/database.js';
-import { migrate } from '../src/db/migrate.js';
-import { loadConfig } from '../src/config.js';
-import { Publisher } from '../src/publish/publisher.js';
-import { CHANGES, HOUR_MS, hourStart } from '../src/publish/documents.js';
+import { openDatabase, type Db } from '../src/platform/db/database.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { loadConfig } from '../src/platform/config.js';
+import { Publisher } from '../src/publishing/render/renderer.js';
+import { CHANGES, HOUR_MS, hourStart } from '../src/publishing/documents/documents.js';
 
 type Backend = 'postgres' | 'pglite';
 const env = process.env;

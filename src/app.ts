@@ -1,19 +1,19 @@
 // Owns assembling the service: plugins and routes on one Fastify instance. It never listens; the CLI's
 // `serve` (src/server.ts) does, and tests build it in-process.
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { loadConfig, type Config } from './config.js';
-import dbPlugin from './db/plugin.js';
-import metricsPlugin from './metrics/plugin.js';
-import pingPlugin from './ping/plugin.js';
-import xmlrpcRoutes from './xmlrpc/routes.js';
-import httpPingRoutes from './http-ping/routes.js';
-import publishPlugin from './publish/plugin.js';
-import abusePlugin from './abuse/plugin.js';
-import healthPlugin from './health/plugin.js';
-import { requestIdGenerator } from './health/request-id.js';
-import retentionPlugin from './retention/plugin.js';
-import fetchPlugin from './fetch/plugin.js';
-import rssPingRoutes from './rss-ping/routes.js';
+import { loadConfig, type Config } from './platform/config.js';
+import dbPlugin from './platform/db/plugin.js';
+import metricsPlugin from './operations/metrics/plugin.js';
+import pingPlugin from './intake/ping/plugin.js';
+import xmlrpcRoutes from './intake/xmlrpc/routes.js';
+import httpPingRoutes from './intake/http-ping/routes.js';
+import publishPlugin from './publishing/plugin.js';
+import abusePlugin from './intake/abuse/plugin.js';
+import healthPlugin from './operations/health/plugin.js';
+import { requestIdGenerator } from './operations/health/request-id.js';
+import retentionPlugin from './operations/retention/plugin.js';
+import fetchPlugin from './platform/fetch/plugin.js';
+import rssPingRoutes from './intake/rss-ping/routes.js';
 
 export interface BuildOptions {
   config?: Config;

@@ -1,15 +1,15 @@
 // Owns the `pingd` command line: parses a subcommand and its flags, runs it, returns an exit code
 // (0 ok, 1 failure, 2 usage error, 75 busy: try again later, 78 configuration error) that scripts can rely on.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, type Config } from './config.js';
-import { openDatabase } from './db/database.js';
-import { migrate } from './db/migrate.js';
-import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './retention/prune-command.js';
-import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './stats/stats-command.js';
-import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './rss-ping/publisher-command.js';
-import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publish/render-command.js';
-import { defaultDocuments } from './publish/documents.js';
-import { updatesDocument } from './rss-ping/updates-document.js';
+import { ConfigError, loadConfig, type Config } from './platform/config.js';
+import { openDatabase } from './platform/db/database.js';
+import { migrate } from './platform/db/migrate.js';
+import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './operations/retention/prune-command.js';
+import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './operations/stats/stats-command.js';
+import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './intake/rss-ping/publisher-command.js';
+import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publishing/render/render-command.js';
+import { defaultDocuments } from './publishing/documents/documents.js';
+import { updatesDocument } from './publishing/documents/updates.js';
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 

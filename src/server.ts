@@ -2,7 +2,7 @@
 // (stop accepting, finish in-flight requests and the pending batch, stop the scheduled jobs after their
 // current run, close the database) within SHUTDOWN_TIMEOUT_MS, then exit 0.
 import { buildApp } from './app.js';
-import type { Config } from './config.js';
+import type { Config } from './platform/config.js';
 
 /** The configuration as it may be logged: passwords in URLs and anything named like a secret masked. */
 export function safeConfig(config: Config): Record<string, unknown> {

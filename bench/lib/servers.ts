@@ -6,8 +6,8 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, sta
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
-import { describeConfig } from '../../src/config.js';
-import { isAlive } from '../../src/db/database.js';
+import { describeConfig } from '../../src/platform/config.js';
+import { isAlive } from '../../src/platform/db/database.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;

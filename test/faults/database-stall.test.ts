@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, startApp, createTestDatabase, methodCall, readReply, uniqueUrl, type TestApp, type TestDatabase } from '../helpers/app.js';
-import { findPingsByUrl } from '../../src/ping/ping-repository.js';
+import { findPingsByUrl } from '../../src/intake/ping/ping-repository.js';
 import { startProxy, type FaultyProxy } from './private-postgres.js';
 
 const TIMEOUT_MS = 1000;

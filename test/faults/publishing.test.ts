@@ -12,7 +12,7 @@ import { XMLValidator } from 'fast-xml-parser';
 import type { FastifyInstance } from 'fastify';
 import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueUrl, type TestDatabase } from '../helpers/app.js';
 import { buildApp } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/platform/config.js';
 import { privatePostgresAvailable, startPrivatePostgres } from './private-postgres.js';
 
 interface Harness {

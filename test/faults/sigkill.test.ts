@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request } from 'node:http';
 import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueUrl } from '../helpers/app.js';
-import { openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/platform/db/database.js';
 import { freePort } from './private-postgres.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/platform/config.js';
 
 export const BACKEND = (process.env.TEST_BACKEND ?? 'pglite') as 'pglite' | 'postgres';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { XMLValidator } from 'fast-xml-parser';
 import { startApp, readReply, unescapeXml, type TestApp } from '../helpers/app.js';
-import { findPingsByUrl } from '../../src/ping/ping-repository.js';
+import { findPingsByUrl } from '../../src/intake/ping/ping-repository.js';
 
 interface Expect {
   status: number;
@@ -125,9 +125,9 @@ test('every XML-RPC and RSS Ping fixture parses within 64 MB of heap: nothing is
     eval: true,
     workerData: {
       files,
-      parse: new URL('../../src/xmlrpc/parse.ts', import.meta.url).href,
-      rssParse: new URL('../../src/rss-ping/parse.ts', import.meta.url).href,
-      rssPayload: new URL('../../src/rss-ping/payload.ts', import.meta.url).href,
+      parse: new URL('../../src/intake/xmlrpc/parse.ts', import.meta.url).href,
+      rssParse: new URL('../../src/intake/rss-ping/parse.ts', import.meta.url).href,
+      rssPayload: new URL('../../src/intake/rss-ping/payload.ts', import.meta.url).href,
     },
     resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 16 },
   });

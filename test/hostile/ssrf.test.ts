@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BlockList } from 'node:net';
 import fc from 'fast-check';
-import { checkAddress, checkAddresses } from '../../src/fetch/address-policy.js';
-import { SafeFetcher, FetchError } from '../../src/fetch/safe-fetch.js';
+import { checkAddress, checkAddresses } from '../../src/platform/fetch/address-policy.js';
+import { SafeFetcher, FetchError } from '../../src/platform/fetch/safe-fetch.js';
 import { FUZZ_SEED, runs } from './generators.js';
 
 // What the issue names, at least: loopback, private, link-local, CGNAT, multicast, cloud metadata,

@@ -4,8 +4,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { startApp, type TestApp } from '../helpers/app.js';
-import { addPublisher, findPublisher } from '../../src/rss-ping/publisher-repository.js';
-import { deriveKey, openPassword, sealPassword, SecretBoxError } from '../../src/rss-ping/secret-box.js';
+import { addPublisher, findPublisher } from '../../src/intake/rss-ping/publisher-repository.js';
+import { deriveKey, openPassword, sealPassword, SecretBoxError } from '../../src/intake/rss-ping/secret-box.js';
 
 const SECRET = 'surface-test-secret-0123456789abcdef';
 let t: TestApp;

@@ -1,0 +1,33 @@
+// Owns the intake pipeline as a Fastify resource: the group-commit batcher and the ping service, drained
+// on shutdown so that every ping already queued is committed (or refused) before the database closes.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { PingBatcher } from './ping-batcher.js';
+import { PingService } from './ping-service.js';
+import type { Config } from '../../platform/config.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    pings: PingService;
+  }
+}
+
+async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  const batcher = new PingBatcher(app.db, {
+    minIntervalSec: config.PING_MIN_INTERVAL,
+    maxBatch: config.BATCH_MAX,
+    maxInFlight: app.db.kind === 'pglite' ? 1 : Math.max(1, Math.min(4, config.DB_POOL_MAX - 1)),
+    timeoutMs: config.DB_TIMEOUT_MS,
+    maxQueue: 50_000,
+    onError: (err) => app.log.error({ err: { message: err.message } }, 'ping batch failed'),
+  });
+  app.decorate('pings', new PingService(batcher, config.PING_MIN_INTERVAL));
+  // onClose hooks run in reverse order of registration: this one (registered after the db plugin)
+  // drains the queue before the database closes, and after the server stopped taking requests.
+  app.addHook('onClose', async () => {
+    await batcher.drain();
+  });
+}
+
+export default fp(pingPlugin, { name: 'pings', dependencies: ['db'] });

@@ -1,0 +1,54 @@
+// Owns the XML-RPC endpoint (POST /RPC2, /rpc2 and /): body bytes in, methodResponse out. Every answer is
+// HTTP 200 (a refused ping is flerror 1, a bad call a <fault>), because WordPress reads a fault or a
+// non-200 on extendedPing as "unsupported" and pings again.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../../platform/config.js';
+import { FAULT, XmlRpcFault, parseMethodCall } from './parse.js';
+import { faultXml, pingResponseXml, responseXml } from './serialize.js';
+import { pingFromCall, systemCall } from './methods.js';
+import { THANKS } from '../ping/ping-service.js';
+
+const XML_TYPE = 'text/xml; charset=utf-8';
+// The success reply never varies: build its bytes once.
+const THANKS_BYTES = Buffer.from(pingResponseXml(false, THANKS));
+
+export const RPC_PATHS = ['/RPC2', '/rpc2', '/'];
+
+function sendXml(reply: FastifyReply, body: string | Buffer, status = 200): FastifyReply {
+  return reply.code(status).header('content-type', XML_TYPE).send(body);
+}
+
+export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  // Clients send text/xml, application/xml, form types, or no Content-Type at all (Ghost, davexmlrpc):
+  // take every body as bytes and decode it by its XML declaration ourselves.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.config.BODY_LIMIT }, (_req, body, done) => done(null, body));
+
+  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 200;
+    if (status === 200) req.log.error({ err }, 'xml-rpc handler failed');
+    const msg = status === 413 ? `Request body larger than ${opts.config.BODY_LIMIT} bytes.` : status === 200 ? 'Internal error; please try again later.' : err.message;
+    return sendXml(reply, faultXml(status === 200 ? FAULT.INTERNAL_ERROR : FAULT.INVALID_REQUEST, msg), status);
+  });
+
+  const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    let call;
+    try {
+      call = parseMethodCall(req.body as Buffer | undefined, req.headers['content-type']);
+      if (call.methodName === 'weblogUpdates.ping' || call.methodName === 'weblogUpdates.extendedPing') {
+        const raw = pingFromCall(call.methodName, call.params);
+        raw.clientAddr = req.ip;
+        raw.userAgent = req.headers['user-agent'] ?? null;
+        const result = app.abuse.screenClient(raw) ?? (await app.pings.accept(raw, app.abuse.screenPing));
+        if (result.ok) return sendXml(reply, THANKS_BYTES);
+        return sendXml(reply, pingResponseXml(true, result.message));
+      }
+      return sendXml(reply, responseXml(systemCall(call.methodName, call.params)));
+    } catch (err) {
+      if (err instanceof XmlRpcFault) return sendXml(reply, faultXml(err.faultCode, err.faultString));
+      throw err;
+    }
+  };
+
+  for (const url of RPC_PATHS) app.post(url, handler);
+}

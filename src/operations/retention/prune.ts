@@ -1,0 +1,102 @@
+// Owns one retention pass: raw pings (with their RSS Ping payloads) older than RETENTION_DAYS, and rendered
+// archives older than ARCHIVE_RETENTION_DAYS, are deleted in bounded batches, each its own short
+// transaction, with a pause between batches so intake (and the embedded database's single session) is
+// never held up for long.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Queryable } from '../../platform/db/database.js';
+import { countPingsBefore, countRssPingPayloadsBefore, deletePingsBefore, deleteRssPingPayloadsBefore } from './retention-repository.js';
+// Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
+import { countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
+
+/** Session advisory lock key: one instance prunes at a time ('prun'). */
+export const RETENTION_LOCK = 0x7072756e;
+
+const DAY_MS = 86_400_000;
+
+/** An archive is one rendering per coding in chunks of up to 1 MiB: a day of hours per statement is plenty. */
+export const ARCHIVE_BATCH = 24;
+
+/**
+ * The publishing module's mark: every hour before it has its archive closed. Raw pings of an hour not yet
+ * closed are kept whatever their age, so an archive is never rendered from a pruned hour (after a long
+ * outage the publisher catches up on those hours first).
+ */
+export const ARCHIVES_CLOSED_WATERMARK = 'archives_closed_before';
+
+export interface PruneOptions {
+  /** Days of raw pings to keep; 0 keeps them forever. */
+  pingDays: number;
+  /** Days of rendered hourly archives to keep; 0 keeps them forever. */
+  archiveDays: number;
+  /** Most rows one statement deletes. */
+  batchSize: number;
+  /** Most batches in one pass (per table): a huge backlog is worked off over several passes. */
+  maxBatches?: number;
+  /** Pause between batches, so queued pings get the database in between. */
+  pauseMs?: number;
+  /** Count what would go instead of deleting it. */
+  dryRun?: boolean;
+  now?: Date;
+  /** Checked between batches: a shutdown ends the pass after the batch in progress. */
+  shouldStop?: () => boolean;
+}
+
+export interface PruneResult {
+  /** Pings received before this were deleted (RETENTION_DAYS, held back to the last closed hour). */
+  pingCutoff: Date | null;
+  archiveCutoff: Date | null;
+  pingsDeleted: number;
+  /** RSS Ping payloads (kept exactly as long as the raw pings they came with). */
+  payloadsDeleted: number;
+  archivesDeleted: number;
+  batches: number;
+  /** False when the pass stopped early (shutdown or maxBatches) with rows still to delete. */
+  complete: boolean;
+  dryRun: boolean;
+}
+
+export function cutoffFor(days: number, now: Date): Date | null {
+  return days > 0 ? new Date(now.getTime() - days * DAY_MS) : null;
+}
+
+export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResult> {
+  const now = opts.now ?? new Date();
+  const maxBatches = opts.maxBatches ?? Number.POSITIVE_INFINITY;
+  const pauseMs = opts.pauseMs ?? 20;
+  const result: PruneResult = {
+    pingCutoff: cutoffFor(opts.pingDays, now),
+    archiveCutoff: cutoffFor(opts.archiveDays, now),
+    pingsDeleted: 0,
+    payloadsDeleted: 0,
+    archivesDeleted: 0,
+    batches: 0,
+    complete: true,
+    dryRun: Boolean(opts.dryRun),
+  };
+
+  const drain = async (cutoff: Date, del: (q: Queryable, c: Date, n: number) => Promise<number>, batchSize = opts.batchSize): Promise<number> => {
+    let total = 0;
+    for (let i = 0; ; i++) {
+      if (i >= maxBatches || opts.shouldStop?.()) {
+        result.complete = false;
+        return total;
+      }
+      if (i > 0 && pauseMs > 0) await sleep(pauseMs);
+      const n = await del(q, cutoff, batchSize);
+      result.batches++;
+      total += n;
+      if (n < batchSize) return total;
+    }
+  };
+
+  if (result.pingCutoff) {
+    const closedUs = await getWatermark(q, ARCHIVES_CLOSED_WATERMARK);
+    if (closedUs !== null && closedUs / 1000 < result.pingCutoff.getTime()) result.pingCutoff = new Date(Math.floor(closedUs / 1000));
+    result.pingsDeleted = opts.dryRun ? await countPingsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deletePingsBefore);
+    result.payloadsDeleted = opts.dryRun ? await countRssPingPayloadsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteRssPingPayloadsBefore);
+  }
+  if (result.archiveCutoff) {
+    result.archivesDeleted = opts.dryRun ? await countArchivesBefore(q, result.archiveCutoff) : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));
+  }
+  return result;
+}

@@ -1,0 +1,64 @@
+// Owns schema migrations: numbered .sql files under migrations/, each applied with its version row in one
+// transaction, serialised across instances by a transaction-level advisory lock.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Db } from './database.js';
+
+export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'migrations');
+const MIGRATION_LOCK = 0x70696e67; // 'ping'
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export function listMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d+_[\w-]+\.sql$/.test(f))
+    .map((f) => ({ version: Number(f.split('_')[0]), name: f, sql: readFileSync(join(dir, f), 'utf8') }))
+    .sort((a, b) => a.version - b.version);
+}
+
+const CREATE_VERSIONS = `create table if not exists schema_migrations (
+  version integer primary key,
+  name text not null,
+  applied_at timestamptz not null default now()
+)`;
+
+/** Applies every pending migration; returns the names applied. Safe to run from several instances at once. */
+export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const applied: string[] = [];
+  for (const m of listMigrations(dir)) {
+    const done = await db.transaction(async (tx) => {
+      await tx.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await tx.exec(CREATE_VERSIONS);
+      const rows = await tx.query('select 1 from schema_migrations where version = $1', [m.version]);
+      if (rows.length > 0) return false;
+      try {
+        await tx.exec(m.sql);
+      } catch (err) {
+        throw new Error(`migration ${m.name} failed: ${(err as Error).message}`, { cause: err });
+      }
+      await tx.query('insert into schema_migrations (version, name) values ($1, $2)', [m.version, m.name]);
+      return true;
+    });
+    if (done) applied.push(m.name);
+  }
+  return applied;
+}
+
+/** The migrations not yet applied (for readiness checks). */
+export async function pendingMigrations(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const rows = await db
+    .query<{ version: number }>('select version from schema_migrations')
+    .catch((err) => {
+      if (/schema_migrations/.test(String(err?.message))) return [];
+      throw err;
+    });
+  const have = new Set(rows.map((r) => Number(r.version)));
+  return listMigrations(dir)
+    .filter((m) => !have.has(m.version))
+    .map((m) => m.name);
+}

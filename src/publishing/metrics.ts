@@ -1,0 +1,81 @@
+// Owns the publishing metrics, registered in the app's registry: render durations, document sizes and
+// outcomes per document, and responses on published documents by status with the bytes sent.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { PublishMetricsSink, RenderReport } from './render/renderer.js';
+import type { ResponseSink } from './read/serve.js';
+
+export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; responses: ResponseSink } {
+  const renderSeconds = new Histogram({
+    name: 'pingd_publish_render_duration_seconds',
+    help: 'Time to render and store one document (all codings and delta cut points).',
+    labelNames: ['document'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const docBytes = new Gauge({
+    name: 'pingd_publish_document_bytes',
+    help: 'Size of the latest rendering of each document, by content coding (archives: the latest hour rendered).',
+    labelNames: ['document', 'encoding'] as const,
+    registers: [registry],
+  });
+  const docEntries = new Gauge({
+    name: 'pingd_publish_document_entries',
+    help: 'Entries (<weblog/> elements) in the latest rendering of each document.',
+    labelNames: ['document'] as const,
+    registers: [registry],
+  });
+  const renders = new Counter({
+    name: 'pingd_publish_renders_total',
+    help: 'Render attempts by document and outcome (rendered, unchanged, identical, throttled, failed).',
+    labelNames: ['document', 'outcome'] as const,
+    registers: [registry],
+  });
+  const lockBusy = new Counter({
+    name: 'pingd_publish_render_lock_busy_total',
+    help: 'Render ticks skipped because another instance held the render lock.',
+    registers: [registry],
+  });
+  const responses = new Counter({
+    name: 'pingd_publish_responses_total',
+    help: 'Responses on published documents by status (200, 226, 304, 404, 503).',
+    labelNames: ['document', 'status'] as const,
+    registers: [registry],
+  });
+  const bytes = new Counter({
+    name: 'pingd_publish_response_bytes_total',
+    help: 'Body bytes sent for published documents (as sent, i.e. compressed), by status.',
+    labelNames: ['document', 'status'] as const,
+    registers: [registry],
+  });
+  const responseChildren = new Map<string, { count: ReturnType<typeof responses.labels>; bytes: ReturnType<typeof bytes.labels> }>();
+  return {
+    sink: {
+      rendered(r: RenderReport) {
+        renderSeconds.observe({ document: r.document }, r.ms / 1000);
+        docBytes.set({ document: r.document, encoding: 'identity' }, r.identityLength);
+        docBytes.set({ document: r.document, encoding: 'gzip' }, r.gzipLength);
+        docBytes.set({ document: r.document, encoding: 'br' }, r.brLength);
+        docEntries.set({ document: r.document }, r.entries);
+      },
+      outcome(document, outcome) {
+        renders.inc({ document, outcome });
+      },
+      lockBusy() {
+        lockBusy.inc();
+      },
+    },
+    // Labelled children cached by a flat key: prom-client would hash the label object on every request,
+    // a measurable share of a 304's cost (issue #7).
+    responses(document, status, n) {
+      const key = `${document} ${status}`;
+      let c = responseChildren.get(key);
+      if (!c) {
+        const labels = { document, status: String(status) };
+        c = { count: responses.labels(labels), bytes: bytes.labels(labels) };
+        responseChildren.set(key, c);
+      }
+      c.count.inc();
+      if (n > 0) c.bytes.inc(n);
+    },
+  };
+}

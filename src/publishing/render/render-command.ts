@@ -1,0 +1,90 @@
+// Owns `pingd render`: render every document now (live documents, the current hour, finished hours not yet
+// closed), or re-render one hourly archive with `--hour 2026-11-22T08`. Same code and lock as the server.
+import type { ParseArgsConfig } from 'node:util';
+import type { Config } from '../../platform/config.js';
+import type { Db } from '../../platform/db/database.js';
+import { pendingMigrations } from '../../platform/db/migrate.js';
+import { defaultDocuments, parseHourArg, type LiveDocument } from '../documents/documents.js';
+import { cadenceSeconds } from '../plugin.js';
+import { Publisher, type RenderReport } from './renderer.js';
+
+export const RENDER_USAGE = 'pingd render [--hour YYYY-MM-DDTHH]';
+export const RENDER_OPTIONS: ParseArgsConfig['options'] = { hour: { type: 'string' } };
+
+/** How long `render` waits for a running server to finish its own render before giving up. */
+const LOCK_WAIT_MS = 30_000;
+
+interface Deps {
+  openDb(config: Config): Promise<Db>;
+  EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY?: number };
+  /** Every live document the server publishes (the CLI adds those other modules register, like /updates.xml). */
+  documents?: () => LiveDocument[];
+}
+
+function describe(r: RenderReport): string {
+  return `rendered ${r.path}${r.closed ? ' (closed)' : ''}: ${r.entries} entries, ${r.identityLength} bytes (gzip ${r.gzipLength}, br ${r.brLength}) in ${Math.round(r.ms)} ms`;
+}
+
+export async function renderCommand(values: Record<string, unknown>, config: Config, deps: Deps): Promise<number> {
+  const { EXIT } = deps;
+  let hourMs: number | null = null;
+  if (values.hour !== undefined) {
+    hourMs = parseHourArg(String(values.hour));
+    if (hourMs === null) {
+      console.error(`pingd render: --hour must be a UTC hour like 2026-11-22T08, got ${JSON.stringify(values.hour)}\nUsage: ${RENDER_USAGE}`);
+      return EXIT.USAGE;
+    }
+    if (hourMs > Date.now()) {
+      console.error(`pingd render: the hour ${String(values.hour)} has not begun yet`);
+      return EXIT.USAGE;
+    }
+  }
+  const db = await deps.openDb(config);
+  try {
+    const pending = await pendingMigrations(db);
+    if (pending.length) {
+      console.error(`pingd render: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
+      return EXIT.FAILURE;
+    }
+    const log = {
+      info: () => undefined,
+      warn: (o: object, m?: string) => console.error(`warning: ${m ?? ''} ${JSON.stringify(o)}`),
+      error: (o: object, m?: string) => console.error(`error: ${m ?? ''} ${JSON.stringify(o)}`),
+    };
+    const publisher = new Publisher({
+      db,
+      log,
+      cadenceSec: cadenceSeconds(config.RENDER_CRON),
+      deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
+      pointerTtlMs: 0,
+      publishDir: config.PUBLISH_DIR,
+    });
+    for (const doc of deps.documents?.() ?? defaultDocuments()) publisher.register(doc);
+
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    for (;;) {
+      if (hourMs !== null) {
+        const r = await publisher.renderHour(hourMs);
+        if (r !== null) {
+          console.log(r === 'identical' ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)` : describe(r));
+          return EXIT.OK;
+        }
+      } else {
+        const r = await publisher.tick({ force: true });
+        if (r !== null) {
+          for (const x of r.rendered) console.log(describe(x));
+          for (const f of r.failed) console.error(`failed ${f.path}: ${f.error}`);
+          if (r.rendered.length === 0 && r.failed.length === 0) console.log('nothing to render');
+          return r.failed.length ? EXIT.FAILURE : EXIT.OK;
+        }
+      }
+      if (Date.now() > deadline) {
+        console.error('pingd render: another instance is rendering (the render lock stayed busy for 30 s); try again later');
+        return EXIT.BUSY ?? EXIT.FAILURE;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await db.close();
+  }
+}

@@ -1,0 +1,101 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, cpSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { openDatabase, DatabaseError } from '../../../src/platform/db/database.js';
+import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
+import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
+
+async function open(cfg: ReturnType<typeof testConfig>) {
+  return openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 5000 });
+}
+
+test('migrations apply once, record their versions, and a second run applies nothing', async () => {
+  const tdb = await createTestDatabase();
+  const db = await open(testConfig(tdb));
+  try {
+    const all = listMigrations().map((m) => m.name);
+    assert.deepEqual(await pendingMigrations(db), all);
+    assert.deepEqual(await migrate(db), all);
+    assert.deepEqual(await migrate(db), []);
+    assert.deepEqual(await pendingMigrations(db), []);
+    const rows = await db.query<{ version: number }>('select version from schema_migrations order by version');
+    assert.deepEqual(rows.map((r) => Number(r.version)), listMigrations().map((m) => m.version));
+  } finally {
+    await db.close();
+    await tdb.drop();
+  }
+});
+
+test('a failing migration rolls back with its version row and names the file', async () => {
+  const tdb = await createTestDatabase();
+  const db = await open(testConfig(tdb));
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-mig-'));
+  try {
+    writeFileSync(join(dir, '001_ok.sql'), 'create table ok_t (id int);');
+    writeFileSync(join(dir, '002_bad.sql'), 'create table bad_t (id int); select * from no_such_table;');
+    await assert.rejects(migrate(db, dir), /migration 002_bad\.sql failed: .*no_such_table/);
+    const versions = (await db.query<{ version: number }>('select version from schema_migrations')).map((r) => Number(r.version));
+    assert.deepEqual(versions, [1]);
+    const bad = await db.query(`select 1 from information_schema.tables where table_name = 'bad_t'`);
+    assert.equal(bad.length, 0, 'the failed migration left nothing behind');
+  } finally {
+    await db.close();
+    await tdb.drop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('instances starting together do not race their migrations', async () => {
+  const tdb = await createTestDatabase();
+  const cfg = testConfig(tdb);
+  if (BACKEND === 'postgres') {
+    const dbs = await Promise.all([open(cfg), open(cfg), open(cfg)]);
+    try {
+      const results = await Promise.all(dbs.map((d) => migrate(d)));
+      const applied = results.flat();
+      assert.deepEqual(applied.sort(), listMigrations().map((m) => m.name).sort(), 'each migration applied exactly once overall');
+    } finally {
+      await Promise.all(dbs.map((d) => d.close()));
+      await tdb.drop();
+    }
+  } else {
+    // Embedded: the data directory has one owner; a second opener is refused instead of racing.
+    const a = await open(cfg);
+    try {
+      await assert.rejects(open(cfg), (e: unknown) => e instanceof DatabaseError && e.code === 'DB_LOCKED' && /already open in this process/.test(e.message));
+      assert.equal((await migrate(a)).length, listMigrations().length);
+    } finally {
+      await a.close();
+      await tdb.drop();
+    }
+  }
+});
+
+// The lock file guards the embedded database only; a server backend has no data directory of ours.
+if (BACKEND === 'pglite') test('embedded: a second process on the same data directory is refused with a clear message; a stale lock is taken over', async () => {
+  const tdb = await createTestDatabase();
+  const cfg = testConfig(tdb);
+  const db = await open(cfg);
+  try {
+    const lock = join(cfg.DATA_DIR, 'pingd.lock');
+    assert.equal(readFileSync(lock, 'utf8'), String(process.pid));
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
+      env: { ...process.env, DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR },
+      encoding: 'utf8',
+    });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`in use by another pingd process \\(pid ${process.pid}\\)`));
+  } finally {
+    await db.close();
+  }
+  assert.equal(existsSync(join(cfg.DATA_DIR, 'pingd.lock')), false, 'closing releases the lock');
+  // A lock left by a process that no longer exists (crash, SIGKILL) does not block the next start.
+  writeFileSync(join(cfg.DATA_DIR, 'pingd.lock'), '999999');
+  const again = await open(cfg);
+  assert.equal((await again.query<{ one: number }>('select 1 as one'))[0].one, 1);
+  await again.close();
+  await tdb.drop();
+});

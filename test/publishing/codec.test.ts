@@ -1,0 +1,75 @@
+// The delta trick at byte level: a gzip/brotli stream flushed at a cut point, plus our tail, is a valid
+// compressed stream of (prefix + footer) for decoders other than the one that wrote it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import zlib from 'node:zlib';
+import { brotliTail, createCompressor, flushKind, gzipTail, tailLength } from '../../src/publishing/codec.js';
+
+async function cutStream(enc: 'gzip' | 'br', head: string, entries: string[], cuts: number[]): Promise<{ bytes: Buffer; at: Map<number, number> }> {
+  const z = createCompressor(enc, 0);
+  const out: Buffer[] = [];
+  let n = 0;
+  z.on('data', (d: Buffer) => {
+    out.push(d);
+    n += d.length;
+  });
+  const at = new Map<number, number>();
+  const write = (s: string) => new Promise<void>((res) => z.write(Buffer.from(s), () => res()));
+  const flush = () => new Promise<void>((res) => z.flush(flushKind(enc), () => res()));
+  await write(head);
+  for (let i = 0; i <= entries.length; i++) {
+    if (cuts.includes(i)) {
+      await flush();
+      await new Promise((r) => setImmediate(r));
+      at.set(i, n);
+    }
+    if (i < entries.length) await write(entries[i]);
+  }
+  z.destroy();
+  return { bytes: Buffer.concat(out), at };
+}
+
+const head = '<?xml version="1.0" encoding="utf-8"?>\n<weblogUpdates version="2" updated="Sun, 22 Nov 2026 08:00:00 GMT" count="9">\n';
+const foot = Buffer.from('</weblogUpdates>\n');
+const entries = Array.from({ length: 400 }, (_, i) => ` <weblog name="Blog ${i} ünï" url="http://b${i}.example.com/" when="${i}"/>\n`);
+const cuts = [0, 1, 17, 200, 400];
+
+test('gzip: every cut + tail is a complete gzip stream, for zlib and for the gzip program', async () => {
+  const { bytes, at } = await cutStream('gzip', head, entries, cuts);
+  for (const k of cuts) {
+    const prefix = Buffer.from(head + entries.slice(0, k).join(''));
+    const body = Buffer.concat([bytes.subarray(0, at.get(k)), gzipTail(foot, zlib.crc32(prefix), prefix.length)]);
+    assert.equal(body.length, (at.get(k) as number) + tailLength('gzip', foot.length));
+    const want = Buffer.concat([prefix, foot]);
+    assert.deepEqual(zlib.gunzipSync(body), want, `zlib, cut ${k}`);
+    const ext = spawnSync('gzip', ['-dc'], { input: body });
+    assert.equal(ext.status, 0, `gzip -dc, cut ${k}: ${ext.stderr}`);
+    assert.deepEqual(ext.stdout, want, `gzip -dc, cut ${k}`);
+  }
+});
+
+test('gzip: a wrong CRC is caught by the decoder (the trailer is really checked)', async () => {
+  const { bytes, at } = await cutStream('gzip', head, entries, [17]);
+  const prefix = Buffer.from(head + entries.slice(0, 17).join(''));
+  const body = Buffer.concat([bytes.subarray(0, at.get(17)), gzipTail(foot, (zlib.crc32(prefix) ^ 1) >>> 0, prefix.length)]);
+  assert.throws(() => zlib.gunzipSync(body), /incorrect data check|unexpected end/i);
+});
+
+test('brotli: every cut + tail is a complete brotli stream', async () => {
+  const { bytes, at } = await cutStream('br', head, entries, cuts);
+  for (const k of cuts) {
+    const prefix = Buffer.from(head + entries.slice(0, k).join(''));
+    const body = Buffer.concat([bytes.subarray(0, at.get(k)), brotliTail(foot)]);
+    assert.equal(body.length, (at.get(k) as number) + tailLength('br', foot.length));
+    assert.deepEqual(zlib.brotliDecompressSync(body), Buffer.concat([prefix, foot]), `cut ${k}`);
+  }
+  // An empty footer ends the stream with the empty last meta-block alone.
+  const body = Buffer.concat([bytes.subarray(0, at.get(1)), brotliTail(Buffer.alloc(0))]);
+  assert.deepEqual(zlib.brotliDecompressSync(body), Buffer.from(head + entries[0]));
+});
+
+test('tails refuse footers they cannot encode in one block', () => {
+  assert.throws(() => gzipTail(Buffer.alloc(70_000), 0, 0), /64 KiB/);
+  assert.throws(() => brotliTail(Buffer.alloc(70_000)), /64 KiB/);
+});

@@ -1,0 +1,131 @@
+// Test helpers for publishing: rows with chosen times (the only way to test hours and windows without
+// sleeping), a strict XML parse by an independent parser (Python's expat), and decoding of responses.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import zlib from 'node:zlib';
+import { XMLValidator } from 'fast-xml-parser';
+import type { Queryable } from '../../src/platform/db/database.js';
+
+export interface TestPing {
+  name: string;
+  url: string;
+  rssUrl?: string | null;
+  /** When the ping was received. */
+  at: Date | number;
+  method?: string;
+}
+
+/**
+ * Inserts accepted pings as intake would have at `at` (weblog upserted, ping_count incremented, a ping row),
+ * bypassing validation on purpose: publishing must stay well-formed whatever is in the database.
+ */
+export async function insertPings(q: Queryable, pings: TestPing[]): Promise<void> {
+  for (const p of pings) {
+    const at = new Date(p.at);
+    const [w] = await q.query<{ id: number }>(
+      `insert into weblogs as w (url, name, rss_url, first_ping_at, last_ping_at) values ($1, $2, $3, $4, $4)
+       on conflict (url) do update set name = excluded.name, rss_url = coalesce(excluded.rss_url, w.rss_url),
+         last_ping_at = greatest(w.last_ping_at, excluded.last_ping_at), ping_count = w.ping_count + 1
+       returning id`,
+      [p.url, p.name, p.rssUrl ?? null, at],
+    );
+    await q.query(
+      `insert into pings (weblog_id, received_at, method, name, url, rss_url) values ($1, $2, $3, $4, $5, $6)`,
+      [w.id, at, p.method ?? 'ping', p.name, p.url, p.rssUrl ?? null],
+    );
+  }
+}
+
+/**
+ * `n` pings of `n` distinct weblogs, spread evenly over [fromMs, toMs), in one statement (bulk data for
+ * multi-chunk documents). Names and URLs are `Weblog <i>` and `http://w<i>.example.com/`.
+ */
+export async function bulkPings(q: Queryable, n: number, fromMs: number, toMs: number, prefix = 'w'): Promise<void> {
+  await q.query(
+    `with s as (
+       select i, timestamptz 'epoch' + ($2::bigint + ((i - 1) * ($3::bigint - $2::bigint) / $1)) * interval '1 millisecond' as at
+         from generate_series(1, $1::int) i
+     ), w as (
+       insert into weblogs (url, name, first_ping_at, last_ping_at)
+       select 'http://' || $4 || i || '.example.com/', 'Weblog ' || i, at, at from s
+       returning id, url, name, last_ping_at
+     )
+     insert into pings (weblog_id, received_at, method, name, url)
+     select w.id, w.last_ping_at, 'ping', w.name, w.url from w`,
+    [n, fromMs, toMs, prefix],
+  );
+}
+
+export interface Parsed {
+  declaration: { version: string; encoding: string | null };
+  root: { name: string; attrs: Record<string, string> };
+  children: { name: string; attrs: Record<string, string> }[];
+}
+
+// The system interpreter when there is one: version-manager shims add latency and locks to every call.
+const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+
+const EXPAT = `
+import sys, json, xml.parsers.expat
+data = sys.stdin.buffer.read()
+out = {"declaration": None, "root": None, "children": [], "text": ""}
+depth = [0]
+p = xml.parsers.expat.ParserCreate()
+p.ordered_attributes = False
+def decl(version, encoding, standalone):
+    out["declaration"] = {"version": version, "encoding": encoding}
+def start(name, attrs):
+    if depth[0] == 0:
+        out["root"] = {"name": name, "attrs": attrs}
+    elif depth[0] == 1:
+        out["children"].append({"name": name, "attrs": attrs})
+    else:
+        raise ValueError("unexpected nesting: " + name)
+    depth[0] += 1
+def end(name):
+    depth[0] -= 1
+def chars(s):
+    if s.strip():
+        raise ValueError("unexpected text: " + repr(s))
+p.XmlDeclHandler = decl
+p.StartElementHandler = start
+p.EndElementHandler = end
+p.CharacterDataHandler = chars
+try:
+    p.Parse(data, True)
+except Exception as e:
+    sys.stderr.write("NOT WELL-FORMED: " + str(e))
+    sys.exit(3)
+print(json.dumps(out))
+`;
+
+/**
+ * Parses a document with Python's expat, a strict XML 1.0 parser (it refuses control characters, bad
+ * UTF-8, undefined entities, unescaped `<` or `&`, duplicate attributes, text where none belongs), and
+ * with fast-xml-parser's validator; throws with the parser's message when it is not well-formed.
+ */
+export function strictParse(xml: Buffer | string): Parsed {
+  const buf = Buffer.isBuffer(xml) ? xml : Buffer.from(xml, 'utf8');
+  const r = spawnSync(PYTHON, ['-c', EXPAT], { input: buf, encoding: 'utf8', maxBuffer: 512 * 1024 * 1024, timeout: 60_000 });
+  if (r.status !== 0) throw new Error(r.stderr || `python3 exited with ${r.status}`);
+  const v = XMLValidator.validate(buf.toString('utf8'));
+  if (v !== true) throw new Error(`fast-xml-parser: ${JSON.stringify(v)}`);
+  const out = JSON.parse(r.stdout) as Parsed;
+  if (!out.declaration) throw new Error('no XML declaration');
+  return out;
+}
+
+/** The body of a response as bytes, decoded according to its Content-Encoding. */
+export function decodeBody(raw: Buffer, contentEncoding: string | string[] | undefined): Buffer {
+  if (contentEncoding === 'gzip') return zlib.gunzipSync(raw);
+  if (contentEncoding === 'br') return zlib.brotliDecompressSync(raw);
+  if (contentEncoding === undefined) return raw;
+  throw new Error(`unexpected content-encoding ${String(contentEncoding)}`);
+}
+
+/** ms of a UTC date-time, for readable fixtures. */
+export function utc(iso: string): number {
+  const ms = Date.parse(iso.endsWith('Z') ? iso : `${iso}Z`);
+  if (!Number.isFinite(ms)) throw new Error(`bad date ${iso}`);
+  return ms;
+}

@@ -1,0 +1,59 @@
+// The render schedule: node-cron on RENDER_CRON in UTC, its cadence as the live documents' max-age, a ping
+// visible at the next tick, and the task gone when the app closes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import cron from 'node-cron';
+import { startApp, uniqueUrl } from '../../helpers/app.js';
+import { cadenceSeconds } from '../../../src/publishing/plugin.js';
+import { ConfigError, loadConfig } from '../../../src/platform/config.js';
+
+test('the cadence of RENDER_CRON: the gap between runs, in seconds', () => {
+  assert.equal(cadenceSeconds('*/10 * * * * *'), 10);
+  assert.equal(cadenceSeconds('* * * * * *'), 1);
+  assert.equal(cadenceSeconds('*/30 * * * * *'), 30);
+  assert.equal(cadenceSeconds('* * * * *'), 60);
+  assert.equal(cadenceSeconds('*/5 * * * *'), 300);
+  assert.equal(cadenceSeconds('0 * * * *'), 3600);
+  assert.equal(cadenceSeconds('0,30 * * * * *'), 30);
+  assert.throws(() => cadenceSeconds('61 * * * * *'), /RENDER_CRON "61 \* \* \* \* \*" is not a valid cron expression/);
+});
+
+test('publishing configuration is validated', () => {
+  assert.equal(loadConfig({}).RENDER_SCHEDULER, true);
+  assert.equal(loadConfig({}).PUBLISH_DELTA_WINDOW, 900);
+  assert.equal(loadConfig({}).PUBLISH_POINTER_TTL_MS, 1000);
+  assert.throws(() => loadConfig({ PUBLISH_DELTA_WINDOW: '5' }), (e: Error) => e instanceof ConfigError && /PUBLISH_DELTA_WINDOW must be between 10 and 3600, got 5/.test(e.message));
+  assert.throws(() => loadConfig({ PUBLISH_POINTER_TTL_MS: '-1' }), /PUBLISH_POINTER_TTL_MS must be between 0 and 60000/);
+  assert.throws(() => loadConfig({ RENDER_SCHEDULER: 'sometimes' }), /RENDER_SCHEDULER must be true or false/);
+});
+
+test('scheduled: a ping appears at the next tick with no manual render; max-age follows the cadence; the task stops on close', async () => {
+  const t = await startApp({ RENDER_SCHEDULER: true, RENDER_CRON: '* * * * * *', PUBLISH_POINTER_TTL_MS: 0 });
+  try {
+    await t.app.ready();
+    assert.ok([...cron.getTasks().values()].some((task) => task.name === 'pingd-render'), 'the render task is scheduled');
+    const url = uniqueUrl('scheduled');
+    const accepted = await t.app.pings.accept({ method: 'ping', name: 'Scheduled', url });
+    assert.equal(accepted.ok, true);
+    // Poll (no sleeping for a fixed time): the schedule renders every second.
+    let res = await t.app.inject({ url: '/changes.xml' });
+    const deadline = Date.now() + 30_000; // generous: the machine may be busy; this is not a timing test
+    while (!res.body.includes(url) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      res = await t.app.inject({ url: '/changes.xml' });
+    }
+    assert.equal(res.statusCode, 200);
+    assert.ok(res.body.includes(url), `rendered by the schedule (status ${res.statusCode})`);
+    assert.equal(res.headers['cache-control'], 'public, max-age=1');
+    // shortChanges.xml is rendered right after changes.xml in the same tick.
+    let short = await t.app.inject({ url: '/shortChanges.xml' });
+    while (!short.body.includes(url) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      short = await t.app.inject({ url: '/shortChanges.xml' });
+    }
+    assert.ok(short.body.includes(url), 'shortChanges.xml too');
+  } finally {
+    await t.close();
+  }
+  assert.ok(![...cron.getTasks().values()].some((task) => task.name === 'pingd-render'), 'the task is destroyed on close');
+});
