@@ -19,8 +19,10 @@ import pg from 'pg';
 import { openDatabase, type Db } from '../src/platform/db/database.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { loadConfig } from '../src/platform/config.js';
-import { Publisher } from '../src/publishing/render/renderer.js';
-import { CHANGES, HOUR_MS, hourStart } from '../src/publishing/documents/documents.js';
+import { Renderer } from '../src/publishing/render/renderer.js';
+import { HOUR_MS, hourStart } from '../src/publishing/documents/archive.js';
+import { changesDocument } from '../src/publishing/documents/changes.js';
+import { DocumentRegistry } from '../src/publishing/documents/registry.js';
 
 type Backend = 'postgres' | 'pglite';
 const env = process.env;
@@ -117,20 +119,19 @@ async function renderCase(t: Target, id: CaseId): Promise<void> {
   const c = CASES[id];
   const db = await openTarget(t);
   try {
-    const publisher = new Publisher({ db, log: quiet, cadenceSec: 10, deltaWindowSec: 900, pointerTtlMs: 0 });
-    publisher.register(CHANGES());
+    const renderer = new Renderer(new DocumentRegistry([changesDocument()]), { db, log: quiet, deltaWindowSec: 900 });
     const rssBefore = process.memoryUsage().rss;
     const started = performance.now();
     let entries = 0;
     let sizes = '';
     if (c.kind === 'changes') {
-      const r = await publisher.tick({ now: new Date(c.at), liveOnly: true, force: true });
+      const r = await renderer.tick({ now: new Date(c.at), liveOnly: true, force: true });
       const x = r?.rendered[0];
       if (!x) throw new Error(`nothing rendered: ${JSON.stringify(r)}`);
       entries = x.entries;
       sizes = `${size(x.identityLength)}, gzip ${size(x.gzipLength)}, br ${size(x.brLength)}`;
     } else {
-      const r = await publisher.renderHour(c.at, { now: new Date(c.at + 2 * HOUR_MS) });
+      const r = await renderer.renderHour(c.at, { now: new Date(c.at + 2 * HOUR_MS) });
       if (!r || r === 'identical') throw new Error(`archive not rendered: ${String(r)}`);
       entries = r.entries;
       sizes = `${size(r.identityLength)}, gzip ${size(r.gzipLength)}, br ${size(r.brLength)}`;
@@ -176,14 +177,14 @@ async function bytesCase(t: Target, id: CaseId): Promise<void> {
   const config = loadConfig({ LOG_LEVEL: 'silent' }, { DATABASE_URL: t.url, DATA_DIR: t.dir ?? './data', RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PORT: 0 });
   const app = await buildApp({ config, logger: false });
   try {
-    await app.publisher.tick({ now: new Date(c.at), liveOnly: true });
+    await app.renderer.tick({ now: new Date(c.at), liveOnly: true });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const port = (app.server.address() as net.AddressInfo).port;
     const first = await rawRequest(port, { 'Accept-Encoding': 'gzip' });
     const base = /\r\netag: ("[^"]+")/i.exec(first.head)?.[1];
     if (!base) throw new Error('no ETag');
     // A minute later: one minute's worth of new weblogs.
-    await app.publisher.tick({ now: new Date(c.at + 60_000), liveOnly: true });
+    await app.renderer.tick({ now: new Date(c.at + 60_000), liveOnly: true });
     const rows: [string, Record<string, string>][] = [
       ['full 200, gzip', { 'Accept-Encoding': 'gzip' }],
       ['full 200, br', { 'Accept-Encoding': 'br' }],

@@ -4,10 +4,11 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import { loadConfig, type Config } from './platform/config.js';
 import dbPlugin from './platform/db/plugin.js';
 import metricsPlugin from './operations/metrics/plugin.js';
+import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
 import pingPlugin from './intake/ping/plugin.js';
 import xmlrpcRoutes from './intake/xmlrpc/routes.js';
 import httpPingRoutes from './intake/http-ping/routes.js';
-import publishPlugin from './publishing/plugin.js';
+import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
 import { requestIdGenerator } from './operations/health/request-id.js';
@@ -47,17 +48,19 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   app.decorate('config', config);
   try {
     await app.register(metricsPlugin);
-    // Before the database: a BLOCKLIST_FILE that cannot be read stops the start before anything is opened.
-    await app.register(abusePlugin, { config });
     await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
     await app.register(healthPlugin);
+    await app.register(fetchPlugin, { config });
+    // Intake: the shared path, its screens and metrics, then the protocols that feed it.
     await app.register(pingPlugin, { config });
-    await app.register(publishPlugin, { config });
-    await app.register(retentionPlugin, { config });
+    await app.register(abusePlugin, { config });
+    await app.register(intakeMetricsPlugin);
     await app.register(xmlrpcRoutes, { config });
     await app.register(httpPingRoutes);
-    await app.register(fetchPlugin, { config });
     await app.register(rssPingRoutes, { config });
+    // Publishing and operations.
+    await app.register(publishingPlugin, { config });
+    await app.register(retentionPlugin, { config });
   } catch (err) {
     // A plugin that failed to start must not leave the ones before it open (the embedded database keeps
     // its lock file, a pool keeps the process alive).

@@ -8,8 +8,6 @@ import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './operations/retention
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './operations/stats/stats-command.js';
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './intake/rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publishing/render/render-command.js';
-import { defaultDocuments } from './publishing/documents/documents.js';
-import { updatesDocument } from './publishing/documents/updates.js';
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
@@ -71,7 +69,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'Render changes.xml, shortChanges.xml and the hourly archives now (--hour: re-render one archive).',
     usage: RENDER_USAGE,
     options: RENDER_OPTIONS,
-    run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT, documents: () => [...defaultDocuments(), updatesDocument()] }),
+    run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT }),
   },
 };
 

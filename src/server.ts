@@ -36,7 +36,7 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
     if (stopping) return;
     stopping = true;
     const started = performance.now();
-    app.log.info({ signal, pendingPings: app.pings.batcher.pending }, 'shutting down');
+    app.log.info({ signal, pendingPings: app.pings.pending }, 'shutting down');
     // The bound: whatever hangs (a client that never finishes its request, a database that never
     // answers), the process is gone before the orchestrator's own kill (compose: stop_grace_period).
     const timer = setTimeout(() => {

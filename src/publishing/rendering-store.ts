@@ -1,201 +1,22 @@
-// Owns the SQL of publishing: reading what documents are rendered from (weblogs in a time window, pings
-// of an hour, in keyset-paginated batches so memory stays flat), and storing renderings — their bytes in
-// chunks per content coding, their delta cut points, and which rendering of each path is current.
-// Plain values in, plain rows out; times cross the boundary as integer microseconds since the epoch.
+// Owns the SQL of renderings: their bytes in chunks per content coding, their delta cut points, which
+// rendering of each path is current, the render watermarks, and removing superseded renderings and old
+// hourly archives. Plain values in, plain rows out; times cross the boundary as integer microseconds.
 import type { Queryable } from '../platform/db/database.js';
+import { tsParam as TS, usOf as US } from '../platform/db/sql-time.js';
+import { withContext } from '../platform/errors.js';
 
 /** Stored bytes are split in chunks of this size: a big archive is streamed, never loaded whole. */
 export const CHUNK_BYTES = 1 << 20;
 
 export type Variant = 'identity' | 'gzip' | 'br' | 'dgzip' | 'dbr';
 
-// Exact µs → timestamptz (integer arithmetic on the interval; to_timestamp(double) can be 1 µs off).
-const TS = (n: number) => `(timestamptz 'epoch' + $${n}::bigint * interval '1 microsecond')`;
-const US = (col: string) => `(extract(epoch from ${col}) * 1000000)::bigint`;
-
-class StoreError extends Error {
-  readonly code = 'PUBLISH_STORE_FAILED';
-}
-
-async function run<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw new StoreError(`${what}: ${(err as Error).message}`, { cause: err });
-  }
-}
+/** Store work, its failure wrapped with what was being done. */
+const store = <T>(what: string, fn: () => Promise<T>): Promise<T> => withContext(what, fn, 'PUBLISH_STORE_FAILED');
 
 function toBuffer(v: unknown): Buffer {
   if (Buffer.isBuffer(v)) return v;
   if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-  throw new StoreError(`expected bytea, got ${typeof v}`);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The clock and the horizon
-
-export interface Clock {
-  /** The database's clock, µs. */
-  nowUs: number;
-  /**
-   * Just before (µs) the start of the oldest transaction still open on another pingd connection, if any. A
-   * ping is stamped with its transaction's start time but becomes visible only at commit, so everything
-   * stamped at or before this instant is already visible; later stamps may still appear. Null when no such
-   * transaction is open (always on the embedded database: one session).
-   */
-  oldestOpenUs: number | null;
-}
-
-/** Transactions older than this are ignored (a stuck session must not hold every cursor back forever). */
-export const HORIZON_MAX_LAG_US = 60_000_000;
-
-export async function readClock(q: Queryable): Promise<Clock> {
-  return run('reading the clock', async () => {
-    const [r] = await q.query<{ now_us: number; oldest_us: number | null }>(
-      `select ${US('clock_timestamp()')} as now_us,
-              (select ${US('min(xact_start)')} from pg_stat_activity
-                where datname = current_database() and pid <> pg_backend_pid() and xact_start is not null
-                  and application_name = 'pingd') as oldest_us`,
-    );
-    const nowUs = Number(r.now_us);
-    const oldest = r.oldest_us === null ? null : Number(r.oldest_us);
-    // A ping stamped exactly at the oldest open start may be invisible still: the horizon is 1 µs before.
-    return { nowUs, oldestOpenUs: oldest === null || oldest < nowUs - HORIZON_MAX_LAG_US ? null : Math.min(oldest - 1, nowUs) };
-  });
-}
-
-/** Starts a read-only snapshot on a dedicated connection (server only), so a document is one consistent view. */
-export async function beginSnapshot(q: Queryable): Promise<void> {
-  await run('starting a snapshot', () => q.exec('begin isolation level repeatable read read only'));
-}
-
-export async function endSnapshot(q: Queryable, ok: boolean): Promise<void> {
-  await run('ending a snapshot', () => q.exec(ok ? 'commit' : 'rollback'));
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// What documents are rendered from
-
-/**
- * Refreshes the planner statistics of the tables documents are read from. The embedded database runs no
- * autovacuum: without statistics its planner sorts a whole hour for every page (quadratic: 16 s instead of
- * 1 s for 100k weblogs). The server's autovacuum does this by itself.
- */
-export async function analyzeSources(q: Queryable): Promise<void> {
-  await run('analyzing weblogs and pings', () => q.exec('analyze weblogs, pings'));
-}
-
-/** Total pings ever accepted (the `count` attribute of the live documents). */
-export async function totalPings(q: Queryable): Promise<number> {
-  return run('counting pings', async () => {
-    const [r] = await q.query<{ n: number | null }>('select coalesce(sum(ping_count), 0)::bigint as n from weblogs');
-    return Number(r.n ?? 0);
-  });
-}
-
-export interface WindowStats {
-  n: number;
-  maxUs: number;
-}
-
-/** How many weblogs pinged last in (fromUs, toUs], and the latest such ping. */
-export async function weblogWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<WindowStats> {
-  return run('reading the weblog window', async () => {
-    const [r] = await q.query<{ n: number; max_us: number | null }>(
-      `select count(*)::bigint as n, ${US('max(last_ping_at)')} as max_us
-         from weblogs where last_ping_at > ${TS(1)} and last_ping_at <= ${TS(2)}`,
-      [fromUs, toUs],
-    );
-    return { n: Number(r.n), maxUs: Number(r.max_us ?? 0) };
-  });
-}
-
-export interface WeblogWindowRow {
-  id: number;
-  name: string;
-  url: string;
-  rss_url: string | null;
-  changes_url: string | null;
-  at_us: number;
-}
-
-/**
- * One page of the weblogs pinged last in (fromUs, toUs], newest first (last_ping_at desc, id desc), after
- * the keyset `after` (the last row of the previous page). Uses the last_ping_at index.
- */
-export async function weblogWindowPage(q: Queryable, fromUs: number, toUs: number, after: { atUs: number; id: number } | null, limit: number): Promise<WeblogWindowRow[]> {
-  return run('reading a page of weblogs', async () => {
-    // The first page starts at toUs; later ones strictly after the previous page's last (time, id).
-    const rows = await q.query<WeblogWindowRow>(
-      `select id, name, url, rss_url, changes_url, ${US('last_ping_at')} as at_us from weblogs
-        where last_ping_at > ${TS(1)} and last_ping_at <= ${TS(2)} and (last_ping_at < ${TS(2)} or id < $3)
-        order by last_ping_at desc, id desc limit $4`,
-      [fromUs, after ? after.atUs : toUs, after ? after.id : Number.MAX_SAFE_INTEGER, limit],
-    );
-    for (const r of rows) {
-      r.id = Number(r.id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
-  });
-}
-
-export interface HourStats {
-  n: number;
-  maxId: number;
-}
-
-/** Pings received in [startUs, endUs): how many, and the highest id (bounds the pages of one rendering). */
-export async function hourStats(q: Queryable, startUs: number, endUs: number): Promise<HourStats> {
-  return run('reading an hour of pings', async () => {
-    const [r] = await q.query<{ n: number; max_id: number | null }>(
-      `select count(*)::bigint as n, max(id) as max_id from pings where received_at >= ${TS(1)} and received_at < ${TS(2)}`,
-      [startUs, endUs],
-    );
-    return { n: Number(r.n), maxId: Number(r.max_id ?? 0) };
-  });
-}
-
-export interface PingPageRow {
-  id: number;
-  name: string;
-  url: string;
-  rss_url: string | null;
-  at_us: number;
-}
-
-/** One page of the pings received in [startUs, endUs) with id <= maxId, oldest first (received_at, id). */
-export async function hourPage(q: Queryable, startUs: number, endUs: number, maxId: number, after: { atUs: number; id: number } | null, limit: number): Promise<PingPageRow[]> {
-  return run('reading a page of pings', async () => {
-    const rows = await q.query<PingPageRow>(
-      `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
-        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id <= $3
-          and (received_at > ${TS(1)} or id > $4)
-        order by received_at, id limit $5`,
-      [after ? after.atUs : startUs, endUs, maxId, after ? after.id : 0, limit],
-    );
-    for (const r of rows) {
-      r.id = Number(r.id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
-  });
-}
-
-/** The earliest ping still stored (µs), or null: where catching up on archive hours starts. */
-export async function firstPingUs(q: Queryable): Promise<number | null> {
-  return run('reading the first ping', async () => {
-    const [r] = await q.query<{ us: number | null }>(`select ${US('min(received_at)')} as us from pings`);
-    return r.us === null ? null : Number(r.us);
-  });
-}
-
-/** Whether any ping was received in [startUs, endUs). */
-export async function anyPingBetween(q: Queryable, startUs: number, endUs: number): Promise<boolean> {
-  return run('probing an hour', async () => {
-    const rows = await q.query(`select 1 from pings where received_at >= ${TS(1)} and received_at < ${TS(2)} limit 1`, [startUs, endUs]);
-    return rows.length > 0;
-  });
+  throw new TypeError(`expected bytea, got ${typeof v}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -269,7 +90,7 @@ function toMeta(r: RenderingRow): RenderingMeta {
 
 /** The rendering currently published at `path`, if any. */
 export async function currentRendering(q: Queryable, path: string): Promise<RenderingMeta | undefined> {
-  return run(`reading the current rendering of ${path}`, async () => {
+  return store(`reading the current rendering of ${path}`, async () => {
     const [r] = await q.query<RenderingRow>(
       `select ${RENDERING_COLS} from published_documents p join renderings r on r.id = p.rendering_id where p.path = $1`,
       [path],
@@ -285,7 +106,7 @@ export interface BaseRow {
 
 /** Complete renderings of `path` with a cursor at or after `minCursorUs`, newest first: the delta bases. */
 export async function recentRenderings(q: Queryable, path: string, minCursorUs: number, limit: number): Promise<BaseRow[]> {
-  return run(`reading recent renderings of ${path}`, async () => {
+  return store(`reading recent renderings of ${path}`, async () => {
     const rows = await q.query<{ id: number; cursor_us: number }>(
       `select id, cursor_us from renderings where path = $1 and complete and cursor_us >= $2
         order by cursor_us desc, id desc limit $3`,
@@ -307,7 +128,7 @@ export interface NewRendering {
 
 /** Reserves a rendering (incomplete until completeRendering) so its chunks can be written as they come. */
 export async function createRendering(q: Queryable, r: NewRendering): Promise<number> {
-  return run(`creating a rendering of ${r.path}`, async () => {
+  return store(`creating a rendering of ${r.path}`, async () => {
     const [row] = await q.query<{ id: number }>(
       `insert into renderings (path, document, content_type, updated_at, cursor_us, fingerprint, closed)
        values ($1, $2, $3, timestamptz 'epoch' + $4::bigint * interval '1 millisecond', $5, $6, $7) returning id`,
@@ -318,14 +139,14 @@ export async function createRendering(q: Queryable, r: NewRendering): Promise<nu
 }
 
 export async function insertChunk(q: Queryable, renderingId: number, variant: Variant, seq: number, data: Buffer): Promise<void> {
-  await run(`storing chunk ${seq} of ${variant} of rendering ${renderingId}`, () =>
+  await store(`storing chunk ${seq} of ${variant} of rendering ${renderingId}`, () =>
     q.query('insert into rendering_chunks (rendering_id, variant, seq, data) values ($1, $2, $3, $4)', [renderingId, variant, seq, data]),
   );
 }
 
 /** Bytes [from, to) of a stored variant, as the chunks that hold them (the caller slices). */
 export async function readChunks(q: Queryable, renderingId: number, variant: Variant, fromSeq: number, toSeq: number): Promise<Buffer[]> {
-  return run(`reading ${variant} of rendering ${renderingId}`, async () => {
+  return store(`reading ${variant} of rendering ${renderingId}`, async () => {
     const rows = await q.query<{ seq: number; data: unknown }>(
       'select seq, data from rendering_chunks where rendering_id = $1 and variant = $2 and seq >= $3 and seq <= $4 order by seq',
       [renderingId, variant, fromSeq, toSeq],
@@ -370,7 +191,7 @@ export interface CompletedRendering {
  * in one transaction: every instance switches to it at once. The previous one is marked superseded.
  */
 export async function completeRendering(db: { transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, c: CompletedRendering): Promise<void> {
-  await run(`publishing rendering ${c.id} of ${c.path}`, () =>
+  await store(`publishing rendering ${c.id} of ${c.path}`, () =>
     db.transaction(async (tx) => {
       await tx.query(
         `update renderings set complete = true, entries = $2, identity_length = $3, identity_stored = $4, gzip_length = $5,
@@ -412,17 +233,17 @@ export async function completeRendering(db: { transaction<T>(fn: (tx: Queryable)
 
 /** Removes a rendering that will not be published (failed, or identical to the current one). */
 export async function discardRendering(q: Queryable, id: number): Promise<void> {
-  await run(`discarding rendering ${id}`, () => q.query('delete from renderings where id = $1 and not exists (select 1 from published_documents where rendering_id = $1)', [id]));
+  await store(`discarding rendering ${id}`, () => q.query('delete from renderings where id = $1 and not exists (select 1 from published_documents where rendering_id = $1)', [id]));
 }
 
 /** Drops the bytes kept for a rendering when the identity coding turned out too big to store. */
 export async function deleteVariant(q: Queryable, id: number, variant: Variant): Promise<void> {
-  await run(`dropping ${variant} of rendering ${id}`, () => q.query('delete from rendering_chunks where rendering_id = $1 and variant = $2', [id, variant]));
+  await store(`dropping ${variant} of rendering ${id}`, () => q.query('delete from rendering_chunks where rendering_id = $1 and variant = $2', [id, variant]));
 }
 
 /** The cut point of the delta from `baseId` to rendering `renderingId`, if one was recorded. */
 export async function findDelta(q: Queryable, renderingId: number, baseId: number): Promise<DeltaCut | undefined> {
-  return run(`reading a delta of rendering ${renderingId}`, async () => {
+  return store(`reading a delta of rendering ${renderingId}`, async () => {
     const [r] = await q.query<{ base_id: number; base_cursor_us: number; entries: number; identity_end: number; gzip_end: number; gzip_crc: number; br_end: number }>(
       'select base_id, base_cursor_us, entries, identity_end, gzip_end, gzip_crc, br_end from rendering_deltas where rendering_id = $1 and base_id = $2',
       [renderingId, baseId],
@@ -440,26 +261,18 @@ export async function findDelta(q: Queryable, renderingId: number, baseId: numbe
   });
 }
 
-/** Paths of the hourly archives that are published and closed, among the given ones. */
-export async function closedPaths(q: Queryable, paths: string[]): Promise<Set<string>> {
-  return run('reading closed archives', async () => {
-    const rows = await q.query<{ path: string }>('select path from published_documents where closed and path = any($1::text[])', [paths]);
-    return new Set(rows.map((r) => r.path));
-  });
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Watermarks and housekeeping
 
 export async function getWatermark(q: Queryable, name: string): Promise<number | null> {
-  return run(`reading watermark ${name}`, async () => {
+  return store(`reading watermark ${name}`, async () => {
     const [r] = await q.query<{ us: number }>(`select ${US('at')} as us from publish_watermarks where name = $1`, [name]);
     return r ? Number(r.us) : null;
   });
 }
 
 export async function setWatermark(q: Queryable, name: string, us: number): Promise<void> {
-  await run(`setting watermark ${name}`, () =>
+  await store(`setting watermark ${name}`, () =>
     q.query(
       `insert into publish_watermarks (name, at) values ($1, ${TS(2)}) on conflict (name) do update set at = excluded.at`,
       [name, us],
@@ -467,7 +280,7 @@ export async function setWatermark(q: Queryable, name: string, us: number): Prom
   );
 }
 
-export interface PruneResult {
+export interface RenderingPruneResult {
   bytesDropped: number;
   renderingsDropped: number;
 }
@@ -477,8 +290,8 @@ export interface PruneResult {
  * their row, which delta bases are looked up in, after `keepSec`. Renderings left incomplete by a crash
  * are removed after `graceSec` as well.
  */
-export async function prune(q: Queryable, graceSec: number, keepSec: number): Promise<PruneResult> {
-  return run('pruning renderings', async () => {
+export async function pruneRenderings(q: Queryable, graceSec: number, keepSec: number): Promise<RenderingPruneResult> {
+  return store('pruning renderings', async () => {
     const [dropped] = await q.query<{ n: number }>(
       `with gone as (
          delete from rendering_chunks c using renderings r
@@ -511,7 +324,7 @@ export async function prune(q: Queryable, graceSec: number, keepSec: number): Pr
 
 /** How many hourly archives hold an hour that started before `cutoff`. */
 export async function countArchivesBefore(q: Queryable, cutoff: Date): Promise<number> {
-  return run('counting old archives', async () => {
+  return store('counting old archives', async () => {
     const [r] = await q.query<{ n: number }>('select count(*)::bigint as n from published_documents where hour_start < $1', [cutoff]);
     return Number(r.n);
   });
@@ -522,7 +335,7 @@ export async function countArchivesBefore(q: Queryable, cutoff: Date): Promise<n
  * renderings and bytes, in one statement; returns how many were deleted. They are then answered 404.
  */
 export async function deleteArchivesBefore(q: Queryable, cutoff: Date, limit: number): Promise<number> {
-  return run('deleting old archives', async () => {
+  return store('deleting old archives', async () => {
     const rows = await q.query<{ path: string }>(
       `with doomed as (
          select path from published_documents where hour_start < $1 order by hour_start limit $2

@@ -57,7 +57,7 @@ test('a render whose queries fail: logged and counted, the previous documents st
   const h = await harness(db);
   try {
     const first = await ping(h.app, 'Before the failure');
-    await h.app.publisher.tick({ force: true });
+    await h.app.renderer.tick({ force: true });
     const before = await Promise.all(DOCS.map((p) => get(h.app, p)));
     for (const d of before) {
       assert.equal(d.status, 200);
@@ -66,7 +66,7 @@ test('a render whose queries fail: logged and counted, the previous documents st
     // Break what the renderer reads.
     await h.app.db.exec('alter table weblogs rename to weblogs_away; alter table pings rename to pings_away');
     // Each document fails on its own (and the tick may end with the failure of closing hours).
-    await h.app.publisher.tick({ force: true }).catch((err: Error) => assert.match(err.message, /does not exist/));
+    await h.app.renderer.tick({ force: true }).catch((err: Error) => assert.match(err.message, /does not exist/));
     assert.ok((await failedRenders(h.app)) >= DOCS.length, 'failures are counted');
     assert.ok(h.logs.some((l) => /"msg":"rendering failed"/.test(l) && /weblogs/.test(l)), 'failures are logged with the reason');
     await new Promise((r) => setTimeout(r, 150)); // past PUBLISH_POINTER_TTL_MS
@@ -78,7 +78,7 @@ test('a render whose queries fail: logged and counted, the previous documents st
     }
     await h.app.db.exec('alter table weblogs_away rename to weblogs; alter table pings_away rename to pings');
     const second = await ping(h.app, 'After the repair');
-    const again = await h.app.publisher.tick({ force: true });
+    const again = await h.app.renderer.tick({ force: true });
     assert.deepEqual(again?.failed, []);
     await new Promise((r) => setTimeout(r, 150));
     const after = await get(h.app, '/changes.xml');
@@ -112,7 +112,7 @@ test('a full disk under PUBLISH_DIR: logged and counted, the previous documents 
   const h = await harness(db, { PUBLISH_DIR: dir });
   try {
     const first = await ping(h.app, 'Before the disk filled');
-    await h.app.publisher.tick({ force: true });
+    await h.app.renderer.tick({ force: true });
     const fileBefore = readFileSync(join(dir, 'changes.xml'), 'utf8');
     assert.ok(fileBefore.includes(first));
     const served = await get(h.app, '/changes.xml');
@@ -128,7 +128,7 @@ test('a full disk under PUBLISH_DIR: logged and counted, the previous documents 
     }
     const second = await ping(h.app, 'While the disk is full');
     const failedBefore = await failedRenders(h.app);
-    const report = await h.app.publisher.tick({ force: true });
+    const report = await h.app.renderer.tick({ force: true });
     assert.ok(report && report.failed.some((f) => /ENOSPC/.test(f.error)), JSON.stringify(report?.failed));
     assert.ok((await failedRenders(h.app)) > failedBefore, 'counted');
     assert.ok(h.logs.some((l) => /"msg":"rendering failed"/.test(l) && /ENOSPC/.test(l)), 'logged');
@@ -143,7 +143,7 @@ test('a full disk under PUBLISH_DIR: logged and counted, the previous documents 
     assert.equal(during.etag, served.etag);
     // Space again: the next run writes everything, the new ping included.
     rmSync(join(dir, 'filler'));
-    const again = await h.app.publisher.tick({ force: true });
+    const again = await h.app.renderer.tick({ force: true });
     assert.deepEqual(again?.failed, []);
     const fileAfter = readFileSync(join(dir, 'changes.xml'), 'utf8');
     assert.ok(fileAfter.includes(second) && fileAfter.includes(first));
@@ -166,7 +166,7 @@ test('with the database gone, the documents keep being served from the last rend
   let h = await harness(db);
   try {
     const first = await ping(h.app, 'Published before the outage');
-    await h.app.publisher.tick({ force: true });
+    await h.app.renderer.tick({ force: true });
     const hour = `/${new Date().toISOString().slice(0, 13).replace(/-/g, '/').replace('T', '/')}.xml`;
     const paths = [...DOCS, hour];
     const before = new Map<string, Awaited<ReturnType<typeof get>>>();
@@ -199,7 +199,7 @@ test('with the database gone, the documents keep being served from the last rend
       assert.equal(gzRes.headers.etag, undefined);
     }
     // A render while down fails and says so; what is served does not change.
-    const tick = await h.app.publisher.tick({ force: true }).then(
+    const tick = await h.app.renderer.tick({ force: true }).then(
       (r) => r?.failed.length ?? 0,
       () => 1,
     );
@@ -222,7 +222,7 @@ test('with the database gone, the documents keep being served from the last rend
       if (!second) await new Promise((r) => setTimeout(r, 200));
     }
     assert.ok(second, 'pings are accepted again');
-    await h.app.publisher.tick({ force: true });
+    await h.app.renderer.tick({ force: true });
     await new Promise((r) => setTimeout(r, 200));
     const after = await get(h.app, '/changes.xml');
     assert.equal(after.status, 200);

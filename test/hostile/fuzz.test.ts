@@ -233,7 +233,7 @@ test('GET /pingSiteForm and /ping: hostile query strings and headers get 200/400
 
 test('published documents: hostile query strings and validators get 200/226/304/400/404 and well-formed XML', async (ctx) => {
   const n = runs(1000);
-  await t.app.publisher.tick({ force: true });
+  await t.app.renderer.tick({ force: true });
   const etags: string[] = [];
   for (const p of ['/changes.xml', '/shortChanges.xml']) {
     const r = await t.app.inject({ method: 'GET', url: p });
@@ -303,7 +303,7 @@ test('afterwards: every acknowledged ping was stored, stored text is valid XML t
   );
   for (const r of rows) for (const s of [r.name, r.url, r.changes_url ?? '', r.rss_url ?? '', r.user_agent ?? '', ...(r.tags ?? [])]) assert.doesNotMatch(s, NOT_XML_CHAR, JSON.stringify(s));
   // Everything the fuzzing got stored, published: an independent strict parser (expat) reads every document.
-  await t.app.publisher.tick({ force: true });
+  await t.app.renderer.tick({ force: true });
   for (const p of ['/changes.xml', '/shortChanges.xml']) {
     const r = await t.app.inject({ method: 'GET', url: p });
     assert.equal(r.statusCode, 200, p);

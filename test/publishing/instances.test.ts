@@ -7,7 +7,7 @@ import { BACKEND, createTestDatabase, startApp, testConfig, uniqueUrl, type Test
 import { buildApp } from '../../src/app.js';
 import { RENDER_LOCK } from '../../src/publishing/render/renderer.js';
 import { parseToken } from '../../src/publishing/read/conditional.js';
-import { archivePath, hourStart } from '../../src/publishing/documents/documents.js';
+import { archivePath, hourStart } from '../../src/publishing/documents/archive.js';
 import { strictParse } from './helpers.js';
 
 /** A promise and its resolver: lets a test hold a render inside the lock for as long as it needs. */
@@ -40,10 +40,10 @@ describe('two instances on one database', () => {
         const g = gate();
         let inside!: () => void;
         const entered = new Promise<void>((r) => (inside = r));
-        const first = a.app.publisher.tick({ onLocked: async () => (inside(), g.p) });
+        const first = a.app.renderer.tick({ onLocked: async () => (inside(), g.p) });
         await entered;
         try {
-          assert.equal(await a.app.publisher.tick({ skipIfBusy: true }), null);
+          assert.equal(await a.app.renderer.tick({ skipIfBusy: true }), null);
         } finally {
           g.open();
         }
@@ -68,7 +68,7 @@ describe('two instances on one database', () => {
         const g = gate();
         let inside!: () => void;
         const entered = new Promise<void>((r) => (inside = r));
-        const held = holder.app.publisher.tick({ force: true, onLocked: async () => (inside(), g.p) });
+        const held = holder.app.renderer.tick({ force: true, onLocked: async () => (inside(), g.p) });
         await entered;
         try {
           // The lock is held by exactly one session (of this database), and the other instance does not render.
@@ -78,7 +78,7 @@ describe('two instances on one database', () => {
             [RENDER_LOCK],
           );
           assert.equal(locks.rows[0].n, 1);
-          assert.equal(await other.app.publisher.tick({ force: true }), null);
+          assert.equal(await other.app.renderer.tick({ force: true }), null);
         } finally {
           g.open();
         }
@@ -89,7 +89,7 @@ describe('two instances on one database', () => {
       // renders at least once.
       for (let round = 0; round < 5; round++) {
         await a.app.pings.accept({ method: 'ping', name: `Round ${round}`, url: uniqueUrl() });
-        const [ra, rb] = await Promise.all([a.app.publisher.tick(), b.app.publisher.tick()]);
+        const [ra, rb] = await Promise.all([a.app.renderer.tick(), b.app.renderer.tick()]);
         assert.ok((ra?.rendered.length ?? 0) + (rb?.rendered.length ?? 0) > 0, `round ${round}`);
       }
       const busy = (await b.app.metrics.metrics()).split('\n').find((l) => l.startsWith('pingd_publish_render_lock_busy_total '));
@@ -116,7 +116,7 @@ describe('the cursor and pings still being committed', () => {
     const t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 });
     try {
       await t.app.pings.accept({ method: 'ping', name: 'Before', url: uniqueUrl() });
-      await t.app.publisher.tick();
+      await t.app.renderer.tick();
       const late = uniqueUrl('late');
       if (BACKEND === 'postgres') {
         // Another pingd connection opens a transaction and writes a ping (stamped now()), then waits.
@@ -129,13 +129,13 @@ describe('the cursor and pings still being committed', () => {
           await c.query(`insert into pings (weblog_id, received_at, method, name, url) values ($1, now(), 'ping', 'Late', $2)`, [w.rows[0].id, late]);
           await new Promise((r) => setTimeout(r, 50));
           // Rendered while the ping is invisible: its cursor must not pass the open transaction's start.
-          await t.app.publisher.tick({ force: true });
+          await t.app.renderer.tick({ force: true });
           const r1 = await t.app.inject({ url: '/changes.xml' });
           assert.doesNotMatch(r1.body, /Late/);
           const cursor = parseToken(String(r1.headers.etag).replace(/"/g, ''))?.cursorUs ?? Infinity;
           assert.ok(cursor <= Number(stamp), `cursor ${cursor} is not after the open transaction's start ${stamp}`);
           await c.query('commit');
-          await t.app.publisher.tick();
+          await t.app.renderer.tick();
           const d = await t.app.inject({ url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': String(r1.headers.etag) } });
           assert.equal(d.statusCode, 226);
           assert.deepEqual(strictParse(d.rawPayload).children.map((x) => x.attrs.url), [late]);
@@ -149,7 +149,7 @@ describe('the cursor and pings still being committed', () => {
         const cursor = parseToken(String(r1.headers.etag).replace(/"/g, ''))?.cursorUs ?? 0;
         const accepted = await t.app.pings.accept({ method: 'ping', name: 'Late', url: late });
         assert.ok(accepted.ok && accepted.receivedAt.getTime() * 1000 > cursor);
-        await t.app.publisher.tick();
+        await t.app.renderer.tick();
         const d = await t.app.inject({ url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': String(r1.headers.etag) } });
         assert.equal(d.statusCode, 226);
         assert.deepEqual(strictParse(d.rawPayload).children.map((x) => x.attrs.url), [late]);

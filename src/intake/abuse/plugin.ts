@@ -1,12 +1,13 @@
-// Owns the abuse screen every ping entry point runs before intake: the blocklist (BLOCKLIST_FILE, kept
-// in step with the file) and the per-client rate limit (RATE_LIMIT_PER_IP). A refusal is reported through
-// app.pings.emit, so it is counted in pingd_pings_total like every other outcome, and each protocol
-// renders it its own way (flerror 1; 403 / 429 with Retry-After).
+// Owns the abuse screen: the blocklist (BLOCKLIST_FILE, kept in step with the file) and the per-client rate
+// limit (RATE_LIMIT_PER_IP), installed as a screen of the intake path (app.pings.addScreen), so every
+// protocol runs it and every refusal is reported and rendered like any other (flerror 1; 403 / 429 with
+// Retry-After).
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../../platform/config.js';
-import type { PingResult } from '../ping/ping-service.js';
+import type { PingScreen } from '../ping/ping-service.js';
+import type { Refused } from '../ping/refusals.js';
 import { normalizeUrl, type RawPing, type ValidPing } from '../ping/validate.js';
 import { Blocklist, type BlockMatch, type RuleKind } from './blocklist.js';
 import { BlocklistFile } from './blocklist-file.js';
@@ -16,17 +17,6 @@ export const BLOCKED_CLIENT = 'Pings from your address are not accepted by this 
 export const BLOCKED_WEBLOG = 'Pings for this weblog are not accepted by this server.';
 
 export interface AbuseScreen {
-  /**
-   * Before validation: the refusal (already reported) for a blocked client address or one over its rate
-   * limit, or undefined to go on.
-   */
-  screenClient(raw: RawPing): PingResult | undefined;
-  /**
-   * After validation, on the cleaned ping (normalised URLs, decoded name, as it would be stored): the
-   * blocklist's refusal (already reported), or undefined. `extraUrls`: more URLs the request carries (an
-   * rss_ping's further feed_uris), screened like the ping's.
-   */
-  screenPing(ping: ValidPing, extraUrls?: readonly string[]): PingResult | undefined;
   /** The blocklist in force (empty without BLOCKLIST_FILE). */
   readonly blocklist: Blocklist;
   /** Re-reads BLOCKLIST_FILE now if it changed (the watcher does this by itself). */
@@ -94,38 +84,37 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
     });
   }
 
-  const refuse = (raw: RawPing | ValidPing, r: PingResult, match?: BlockMatch): PingResult => {
-    if (match) {
-      hits.inc({ kind: match.kind satisfies RuleKind });
-      app.log.debug({ rule: match.rule, clientAddr: raw.clientAddr, url: raw.url }, 'ping refused by the blocklist');
-    }
-    return app.pings.emit(raw.method, r);
+  const blocked = (raw: RawPing | ValidPing, r: Refused, match: BlockMatch): Refused => {
+    hits.inc({ kind: match.kind satisfies RuleKind });
+    app.log.debug({ rule: match.rule, clientAddr: raw.clientAddr, url: raw.url }, 'ping refused by the blocklist');
+    return r;
   };
 
-  const screenClient = (raw: RawPing): PingResult | undefined => {
+  // Before validation: a blocked client address, or one over its rate limit.
+  const screenClient = (raw: RawPing): Refused | undefined => {
     const list = blocklist;
     // A blocked client is refused before it costs a rate-limit entry.
     if (list.clientRules > 0 && raw.clientAddr) {
       const m = list.match({ clientAddr: raw.clientAddr, urls: [] });
-      if (m) return refuse(raw, { ok: false, reason: 'blocked', message: BLOCKED_CLIENT }, m);
+      if (m) return blocked(raw, { ok: false, reason: 'blocked', message: BLOCKED_CLIENT }, m);
     }
     if (limiter) {
       const d = limiter.take(clientKey(raw.clientAddr));
       if (!d.ok) {
-        return refuse(raw, {
+        return {
           ok: false,
           reason: 'rate_limited',
           retryAfterSec: d.retryAfterSec,
           message: `Too many pings from your address (at most ${limiter.perMinute} a minute); please ping again in ${d.retryAfterSec} seconds.`,
-        });
+        };
       }
     }
     return undefined;
   };
 
-  // Matched on the validated ping, so the rules see what would be stored; intake validates each ping once
-  // and calls this in between (an invalid ping is refused by intake with the exact reason first).
-  const screenPing = (ping: ValidPing, extraUrls: readonly string[] = []): PingResult | undefined => {
+  // After validation, so the rules see what would be stored (an invalid ping is refused by intake with the
+  // exact reason first). `extraUrls`: more URLs the request carries, screened like the ping's.
+  const screenPing = (ping: ValidPing, extraUrls: readonly string[]): Refused | undefined => {
     const list = blocklist;
     if (list.size === list.clientRules) return undefined;
     const urls = [ping.url];
@@ -139,13 +128,12 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
       }
     }
     const m = list.match({ urls, name: ping.name });
-    if (m) return refuse(ping, { ok: false, reason: 'blocked', message: BLOCKED_WEBLOG }, m);
+    if (m) return blocked(ping, { ok: false, reason: 'blocked', message: BLOCKED_WEBLOG }, m);
     return undefined;
   };
 
+  app.pings.addScreen({ client: screenClient, ping: screenPing } satisfies PingScreen);
   app.decorate('abuse', {
-    screenClient,
-    screenPing,
     get blocklist() {
       return blocklist;
     },
@@ -158,5 +146,4 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
   });
 }
 
-// app.pings is used per request only, so this can load (and refuse a bad BLOCKLIST_FILE) before the database opens.
-export default fp(abusePlugin, { name: 'abuse', dependencies: ['metrics'] });
+export default fp(abusePlugin, { name: 'abuse', dependencies: ['metrics', 'pings'] });

@@ -3,11 +3,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { escapeHtml } from '../../platform/xml/escape.js';
 import type { PingResult } from '../ping/ping-service.js';
+import { REFUSAL_STATUS } from '../ping/refusals.js';
 import type { RawPing } from '../ping/validate.js';
 
 type Query = Record<string, string | string[] | undefined>;
-
-const STATUS: Record<string, number> = { invalid: 400, throttled: 429, unavailable: 503, blocked: 403, rate_limited: 429 };
 
 /** The first value of a query parameter, trying each spelling clients use. */
 function param(q: Query, ...names: string[]): string | null {
@@ -68,8 +67,8 @@ export default async function httpPingRoutes(app: FastifyInstance): Promise<void
       clientAddr: req.ip,
       userAgent: req.headers['user-agent'] ?? null,
     };
-    const result = app.abuse.screenClient(raw) ?? (await app.pings.accept(raw, app.abuse.screenPing));
-    const status = result.ok ? 200 : (STATUS[result.reason] ?? 400);
+    const result = await app.pings.accept(raw);
+    const status = result.ok ? 200 : REFUSAL_STATUS[result.reason];
     if (!result.ok && result.retryAfterSec) reply.header('retry-after', String(result.retryAfterSec));
     return reply.code(status).send(resultHtml(result, name, url));
   };

@@ -1,7 +1,8 @@
 // Owns group commit: concurrent pings are queued and written by one multi-row statement per batch, and
 // each caller's promise settles only after its batch has committed (or failed). Batches size themselves
 // by load: whatever queued up while the previous batch was committing goes in the next one.
-import type { Db } from '../../platform/db/database.js';
+import type { Db, Queryable } from '../../platform/db/database.js';
+import { PingdError } from '../../platform/errors.js';
 import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
 import type { ValidPing } from './validate.js';
 
@@ -14,9 +15,17 @@ const PARALLEL_BATCH_MIN = 64;
 const QUIET_MS = 1;
 const STALL_MS = 10;
 
-export class StorageUnavailableError extends Error {
-  readonly code = 'STORAGE_UNAVAILABLE';
+export class StorageUnavailableError extends PingdError<'STORAGE_UNAVAILABLE'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('STORAGE_UNAVAILABLE', message, options);
+  }
 }
+
+/**
+ * More to write in an accepted ping's own transaction (RSS Ping's payload): both commit or neither does.
+ * A ping with one is committed in a batch of its own, so a failing extra write refuses no other ping.
+ */
+export type ExtraWrite = (tx: Queryable, accepted: { id: number; receivedAt: Date }) => Promise<void>;
 
 export interface BatchStats {
   size: number;
@@ -40,6 +49,7 @@ export interface BatcherOptions {
 
 interface Pending {
   ping: ValidPing;
+  extra?: ExtraWrite;
   enqueuedAt: number;
   resolve: (o: InsertOutcome) => void;
   reject: (e: Error) => void;
@@ -75,14 +85,14 @@ export class PingBatcher {
     return this.queue.length + this.inFlight;
   }
 
-  submit(ping: ValidPing): Promise<InsertOutcome> {
+  submit(ping: ValidPing, extra?: ExtraWrite): Promise<InsertOutcome> {
     if (this.closing) return Promise.reject(new StorageUnavailableError('The server is shutting down; please ping again in a moment.'));
     if (this.queue.length >= this.opts.maxQueue) {
       return Promise.reject(new StorageUnavailableError('The server is overloaded; please ping again in a minute.'));
     }
     this.lastSubmitAt = performance.now();
     return new Promise((resolve, reject) => {
-      this.queue.push({ ping, enqueuedAt: Date.now(), resolve, reject });
+      this.queue.push({ ping, extra, enqueuedAt: Date.now(), resolve, reject });
       this.schedule();
     });
   }
@@ -130,11 +140,13 @@ export class PingBatcher {
     if (this.inFlight >= this.opts.maxInFlight || this.queue.length === 0) return;
     // One row per URL per statement; a second ping for the same URL waits for the next batch, where the
     // throttle sees the first one.
+    // A ping with an extra write goes alone, in its own transaction; the others skip it.
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const urls = new Set<string>();
+    const alone = this.queue[0].extra !== undefined;
     for (const p of this.queue) {
-      if (batch.length < this.opts.maxBatch && !urls.has(p.ping.url)) {
+      if (alone ? batch.length === 0 : batch.length < this.opts.maxBatch && !p.extra && !urls.has(p.ping.url)) {
         urls.add(p.ping.url);
         batch.push(p);
       } else rest.push(p);
@@ -144,11 +156,7 @@ export class PingBatcher {
     this.lastFlushAt = performance.now();
     this.flying.add(batch);
     const started = performance.now();
-    insertPingBatch(
-      this.db,
-      batch.map((p) => p.ping),
-      this.opts.minIntervalSec,
-    ).then(
+    this.commit(batch).then(
       (outcomes) => {
         this.flying.delete(batch);
         this.report({ size: batch.length, ms: performance.now() - started, ok: true });
@@ -166,6 +174,18 @@ export class PingBatcher {
     );
     // Another batch may start at once when more connections are allowed.
     this.schedule();
+  }
+
+  private commit(batch: Pending[]): Promise<InsertOutcome[]> {
+    const pings = batch.map((p) => p.ping);
+    const extra = batch[0].extra;
+    if (!extra) return insertPingBatch(this.db, pings, this.opts.minIntervalSec);
+    return this.db.transaction(async (tx) => {
+      const outcomes = await insertPingBatch(tx, pings, this.opts.minIntervalSec);
+      const o = outcomes[0];
+      if (o.status === 'accepted') await extra(tx, o);
+      return outcomes;
+    });
   }
 
   private report(s: BatchStats): void {

@@ -2,6 +2,7 @@
 // rest of the service needs about weblogs and pings. Plain values in, plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import type { ValidPing } from './validate.js';
+import { withContext } from '../../platform/errors.js';
 
 export type InsertOutcome =
   | { status: 'accepted'; id: number; receivedAt: Date }
@@ -116,6 +117,18 @@ export interface WeblogRow {
   first_ping_at: Date;
   last_ping_at: Date;
   ping_count: number;
+}
+
+/** Whether a weblog is inside its throttle window now (read-only; the insert decides for real). */
+export async function throttleState(q: Queryable, url: string, minIntervalSec: number): Promise<{ throttled: boolean; lastPingAt: Date | null }> {
+  if (minIntervalSec <= 0) return { throttled: false, lastPingAt: null };
+  const [r] = await withContext(`reading the throttle of ${url}`, () =>
+    q.query<{ last_ping_at: Date; throttled: boolean }>(
+      'select last_ping_at, last_ping_at > now() - make_interval(secs => $2::int) as throttled from weblogs where url = $1',
+      [url, minIntervalSec],
+    ),
+  );
+  return r ? { throttled: Boolean(r.throttled), lastPingAt: new Date(r.last_ping_at) } : { throttled: false, lastPingAt: null };
 }
 
 export async function findWeblog(q: Queryable, url: string): Promise<WeblogRow | undefined> {

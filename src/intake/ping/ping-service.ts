@@ -1,78 +1,123 @@
-// Owns the intake decision for one ping, whatever protocol brought it: validate, commit through the
-// batcher, and turn the outcome into a result the protocol adapters (XML-RPC, HTTP GET, RSS Ping) render.
-import { PingBatcher, StorageUnavailableError } from './ping-batcher.js';
+// Owns the intake path every protocol shares (XML-RPC, HTTP GET, RSS Ping): screen the client, validate
+// once, screen the cleaned ping, commit it through the group-commit batcher (with an optional extra write
+// in the same transaction), and report every outcome to whoever subscribed (metrics, logs). The protocol
+// adapters only translate requests into RawPings and results into their own replies.
+import type { Db } from '../../platform/db/database.js';
+import { PingBatcher, StorageUnavailableError, type BatchStats, type ExtraWrite } from './ping-batcher.js';
+import { throttleState } from './ping-repository.js';
+import { throttleRefusal, type Refused } from './refusals.js';
 import { PingValidationError, validatePing, type RawPing, type ValidPing } from './validate.js';
 
 export const THANKS = 'Thanks for the ping.';
 
-export type RefusalReason = 'invalid' | 'throttled' | 'unavailable' | 'blocked' | 'rate_limited';
+export type { RefusalReason } from './refusals.js';
+export type { ExtraWrite } from './ping-batcher.js';
 
-export type PingResult =
-  | { ok: true; message: string; id: number; receivedAt: Date; ping: ValidPing }
-  | { ok: false; reason: RefusalReason; message: string; field?: string; retryAfterSec?: number };
+export type PingResult = { ok: true; message: string; id: number; receivedAt: Date; ping: ValidPing } | Refused;
 
 export interface PingOutcomeListener {
   (method: string, result: PingResult): void;
 }
 
+/**
+ * A screen intake runs on every ping (the abuse screen is one): a refusal, or undefined to go on. `client`
+ * runs before validation (it sees the client address and the raw fields), `ping` after it, on the ping as
+ * it would be stored, with any further URLs the request carries (an rss_ping's other feed_uris).
+ */
+export interface PingScreen {
+  client?(raw: RawPing): Refused | undefined;
+  ping?(ping: ValidPing, extraUrls: readonly string[]): Refused | undefined;
+}
+
+export type Admission = { ok: true; ping: ValidPing } | { ok: false; result: Refused };
+
 export class PingService {
   private readonly listeners: PingOutcomeListener[] = [];
+  private readonly screens: PingScreen[] = [];
 
   constructor(
     readonly batcher: PingBatcher,
+    private readonly db: Db,
     private readonly minIntervalSec: number,
   ) {}
 
-  /** Registers a listener told of every outcome (metrics, logs). */
+  /** Registers a listener told of every outcome, accepted or refused. */
   onOutcome(l: PingOutcomeListener): void {
     this.listeners.push(l);
   }
 
-  /** Checks a raw ping without storing it; returns the cleaned ping or a refusal. */
-  validate(raw: RawPing): { ok: true; ping: ValidPing } | { ok: false; result: PingResult } {
-    try {
-      return { ok: true, ping: validatePing(raw) };
-    } catch (err) {
-      if (err instanceof PingValidationError) {
-        return { ok: false, result: this.emit(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }) };
-      }
-      throw err;
-    }
+  /** Registers a listener told of every committed or failed batch. */
+  onBatch(l: (s: BatchStats) => void): void {
+    this.batcher.onBatch(l);
+  }
+
+  /** Adds a screen every ping passes from now on. */
+  addScreen(s: PingScreen): void {
+    this.screens.push(s);
+  }
+
+  /** Pings queued or committing. */
+  get pending(): number {
+    return this.batcher.pending;
   }
 
   /**
-   * Validates (once), lets `screen` refuse the cleaned ping (the blocklist), then commits it. A screen's
-   * refusal must already have been reported through emit().
+   * Everything before storage: client screens, validation (once), ping screens. A refusal is reported to
+   * the listeners before it is returned.
    */
-  async accept(raw: RawPing, screen?: (ping: ValidPing) => PingResult | undefined): Promise<PingResult> {
-    const v = this.validate(raw);
-    if (!v.ok) return v.result;
-    return screen?.(v.ping) ?? this.store(v.ping);
+  admit(raw: RawPing, extraUrls: readonly string[] = []): Admission {
+    for (const s of this.screens) {
+      const r = s.client?.(raw);
+      if (r) return { ok: false, result: this.report(raw.method, r) };
+    }
+    let ping: ValidPing;
+    try {
+      ping = validatePing(raw);
+    } catch (err) {
+      if (!(err instanceof PingValidationError)) throw err;
+      return { ok: false, result: this.report(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }) };
+    }
+    for (const s of this.screens) {
+      const r = s.ping?.(ping, extraUrls);
+      if (r) return { ok: false, result: this.report(raw.method, r) };
+    }
+    return { ok: true, ping };
   }
 
-  /** Commits an already validated ping; resolves only after the commit (or the refusal). */
-  async store(ping: ValidPing): Promise<PingResult> {
+  /** The whole path for a ping that needs nothing else: admit, then store. */
+  async accept(raw: RawPing): Promise<PingResult> {
+    const a = this.admit(raw);
+    return a.ok ? this.store(a.ping) : a.result;
+  }
+
+  /**
+   * Commits an admitted ping; resolves only after the commit (or the refusal). `extraWrite` runs in the
+   * ping's own transaction when it is accepted (RSS Ping's payload), so both or neither are stored.
+   */
+  async store(ping: ValidPing, extraWrite?: ExtraWrite): Promise<PingResult> {
+    let o;
     try {
-      const o = await this.batcher.submit(ping);
-      if (o.status === 'accepted') {
-        return this.emit(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping });
-      }
-      const next = o.lastPingAt ? o.lastPingAt.getTime() + this.minIntervalSec * 1000 : Date.now() + this.minIntervalSec * 1000;
-      const retryAfterSec = Math.max(1, Math.ceil((next - Date.now()) / 1000));
-      return this.emit(ping.method, {
-        ok: false,
-        reason: 'throttled',
-        retryAfterSec,
-        message: `${ping.url} was pinged less than ${this.minIntervalSec} seconds ago; please ping again after ${new Date(next).toISOString().replace(/\.\d{3}Z$/, 'Z')} (in ${retryAfterSec} seconds).`,
-      });
+      o = await this.batcher.submit(ping, extraWrite);
     } catch (err) {
-      if (err instanceof StorageUnavailableError) return this.emit(ping.method, { ok: false, reason: 'unavailable', message: err.message });
+      if (err instanceof StorageUnavailableError) return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message });
       throw err;
     }
+    if (o.status === 'accepted') return this.report(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping });
+    return this.report(ping.method, throttleRefusal(ping.url, o.lastPingAt, this.minIntervalSec));
   }
 
-  /** Lets adapters report refusals they decide themselves (blocklists, rate limits) through the same listeners. */
-  emit(method: string, r: PingResult): PingResult {
+  /**
+   * Whether the weblog is inside its throttle window now, read without writing (the commit decides for
+   * real): for adapters that would do costly work first (RSS Ping fetches a hash). A throttled ping's
+   * refusal is reported; a database that does not answer lets the ping go on to the commit.
+   */
+  async throttled(ping: ValidPing): Promise<Refused | undefined> {
+    if (this.minIntervalSec <= 0) return undefined;
+    const t = await throttleState(this.db, ping.url, this.minIntervalSec).catch(() => ({ throttled: false, lastPingAt: null }));
+    return t.throttled ? this.report(ping.method, throttleRefusal(ping.url, t.lastPingAt, this.minIntervalSec)) : undefined;
+  }
+
+  private report<R extends PingResult>(method: string, r: R): R {
     for (const l of this.listeners) l(method, r);
     return r;
   }

@@ -1,10 +1,11 @@
-// Owns the intake pipeline as a Fastify resource: the group-commit batcher and the ping service, drained
-// on shutdown so that every ping already queued is committed (or refused) before the database closes.
+// Owns the intake path as a Fastify resource (`app.pings`): the group-commit batcher and the ping service,
+// drained on shutdown so that every ping already queued is committed (or refused) before the database
+// closes. Other plugins screen pings through app.pings.addScreen and observe them through onOutcome/onBatch.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
+import type { Config } from '../../platform/config.js';
 import { PingBatcher } from './ping-batcher.js';
 import { PingService } from './ping-service.js';
-import type { Config } from '../../platform/config.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -22,7 +23,7 @@ async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promi
     maxQueue: 50_000,
     onError: (err) => app.log.error({ err: { message: err.message } }, 'ping batch failed'),
   });
-  app.decorate('pings', new PingService(batcher, config.PING_MIN_INTERVAL));
+  app.decorate('pings', new PingService(batcher, app.db, config.PING_MIN_INTERVAL));
   // onClose hooks run in reverse order of registration: this one (registered after the db plugin)
   // drains the queue before the database closes, and after the server stopped taking requests.
   app.addHook('onClose', async () => {

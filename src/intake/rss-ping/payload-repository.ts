@@ -1,10 +1,9 @@
-// Owns the SQL of rss_ping storage: the ping (through the intake's own group-commit statement, so the
-// throttle and weblog bookkeeping are exactly those of every other ping) and its payload row, committed
-// in ONE transaction, so that an acknowledged rss_ping always has both and a refused one has neither.
-// Plain values in, plain rows out.
-import type { Db, Queryable } from '../../platform/db/database.js';
-import { insertPingBatch, type InsertOutcome } from '../ping/ping-repository.js';
-import type { ValidPing } from '../ping/validate.js';
+// Owns the SQL of rss_ping payloads: the row stored beside an accepted ping (written in the ping's own
+// transaction through intake's extra write, so an acknowledged rss_ping always has both and a refused one
+// has neither), and the reads /updates.xml is rendered from. Plain values in, plain rows out.
+import type { Queryable } from '../../platform/db/database.js';
+import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
+import { withContext } from '../../platform/errors.js';
 
 export type AuthLevel = 'none' | 'pingserver_side' | 'publisher_side';
 
@@ -68,7 +67,7 @@ insert into rssping_payloads (ping_id, received_at, site_url, site_name, feeds, 
 values ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`;
 
 export async function insertPayload(q: Queryable, pingId: number, receivedAt: Date, siteUrl: string, p: PayloadRecord): Promise<void> {
-  await q.query(INSERT_PAYLOAD, [
+  await withContext(`storing the rss_ping payload of ${siteUrl}`, () => q.query(INSERT_PAYLOAD, [
     pingId,
     receivedAt,
     siteUrl,
@@ -93,38 +92,7 @@ export async function insertPayload(q: Queryable, pingId: number, receivedAt: Da
     p.itemUri,
     p.summary,
     p.tokenized,
-  ]);
-}
-
-/**
- * Commits the ping and its payload together. The ping goes through insertPingBatch (a batch of one):
- * accepted → the payload row is inserted in the same transaction; throttled → nothing is written.
- */
-export async function storeRssPing(db: Db, ping: ValidPing, payload: PayloadRecord, minIntervalSec: number): Promise<InsertOutcome> {
-  try {
-    return await db.transaction(async (tx) => {
-      const [o] = await insertPingBatch(tx, [ping], minIntervalSec);
-      if (o.status === 'accepted') await insertPayload(tx, o.id, o.receivedAt, ping.url, payload);
-      return o;
-    });
-  } catch (err) {
-    throw new Error(`storing the rss_ping of ${ping.url} failed: ${(err as Error).message}`, { cause: err });
-  }
-}
-
-/** Whether a weblog is inside its throttle window now (read-only; the insert decides for real). */
-export async function throttleState(q: Queryable, url: string, minIntervalSec: number): Promise<{ throttled: boolean; lastPingAt: Date | null }> {
-  if (minIntervalSec <= 0) return { throttled: false, lastPingAt: null };
-  const [r] = await q.query<{ last_ping_at: Date; throttled: boolean }>(
-    'select last_ping_at, last_ping_at > now() - make_interval(secs => $2::int) as throttled from weblogs where url = $1',
-    [url, minIntervalSec],
-  );
-  return r ? { throttled: Boolean(r.throttled), lastPingAt: new Date(r.last_ping_at) } : { throttled: false, lastPingAt: null };
-}
-
-export async function findPayload(q: Queryable, pingId: number): Promise<PayloadRow | undefined> {
-  const [r] = await q.query<PayloadRow>('select * from rssping_payloads where ping_id = $1', [pingId]);
-  return r ? { ...r, ping_id: Number(r.ping_id) } : undefined;
+  ]));
 }
 
 export async function findPayloadsBySite(q: Queryable, siteUrl: string): Promise<PayloadRow[]> {
@@ -132,32 +100,18 @@ export async function findPayloadsBySite(q: Queryable, siteUrl: string): Promise
   return rows.map((r) => ({ ...r, ping_id: Number(r.ping_id) }));
 }
 
-/** The payloads received in the last `sinceSec` seconds, newest first (updates.xml). */
-export async function recentPayloads(q: Queryable, sinceSec: number, limit: number): Promise<PayloadRow[]> {
-  const rows = await q.query<PayloadRow>(
-    `select * from rssping_payloads where received_at > now() - make_interval(secs => $1::int)
-     order by received_at desc, ping_id desc limit $2`,
-    [sinceSec, limit],
-  );
-  return rows.map((r) => ({ ...r, ping_id: Number(r.ping_id) }));
-}
-
 // updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
 // publishing layer hands it over, newest first with a keyset on (received_at, ping_id).
-const TS = (n: number) => `(timestamptz 'epoch' + $${n}::bigint * interval '1 microsecond')`;
-const US = (col: string) => `(extract(epoch from ${col}) * 1000000)::bigint`;
 
 export async function payloadWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
-  try {
+  return withContext('reading the rss_ping payload window', async () => {
     const [r] = await q.query<{ n: number; max_us: number | null; max_id: number | null }>(
       `select count(*)::bigint as n, ${US('max(received_at)')} as max_us, max(ping_id) as max_id
          from rssping_payloads where received_at > ${TS(1)} and received_at <= ${TS(2)}`,
       [fromUs, toUs],
     );
     return { n: Number(r.n), maxUs: Number(r.max_us ?? 0), maxId: Number(r.max_id ?? 0) };
-  } catch (err) {
-    throw new Error(`reading the rss_ping payload window failed: ${(err as Error).message}`, { cause: err });
-  }
+  });
 }
 
 export interface PayloadWindowRow {
@@ -176,7 +130,7 @@ export interface PayloadWindowRow {
 
 /** One page of the payloads received in (fromUs, toUs], newest first, after the keyset `after`. */
 export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: number, after: { atUs: number; id: number } | null, limit: number): Promise<PayloadWindowRow[]> {
-  try {
+  return withContext('reading a page of rss_ping payloads', async () => {
     const rows = await q.query<PayloadWindowRow>(
       `select ping_id, ${US('received_at')} as at_us, site_url, site_name, feeds, auth, headline, item_link, item_guid, item_uri, summary
          from rssping_payloads
@@ -189,7 +143,5 @@ export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: numb
       r.at_us = Number(r.at_us);
     }
     return rows;
-  } catch (err) {
-    throw new Error(`reading a page of rss_ping payloads failed: ${(err as Error).message}`, { cause: err });
-  }
+  });
 }

@@ -7,58 +7,46 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter } from 'prom-client';
 import type { Config } from '../../platform/config.js';
 import { normalizeUrl, PingValidationError, stripControls, type RawPing, type ValidPing } from '../ping/validate.js';
-import { THANKS, type PingResult } from '../ping/ping-service.js';
+import { THANKS } from '../ping/ping-service.js';
+import { REFUSAL_STATUS, type RefusalReason, type Refused, type RssPingRefusalReason } from '../ping/refusals.js';
 import { canonicalFeedType, parseRssPing, RssPingError, type RssPingDocument } from './parse.js';
 import { extractPayload, type PayloadItem } from './payload.js';
 import { checkPayloadHash } from './hash-auth.js';
-import { storeRssPing, throttleState, type AuthLevel, type PayloadRecord } from './payload-repository.js';
+import { insertPayload, type AuthLevel, type PayloadRecord } from './payload-repository.js';
 import { findPublisher } from './publisher-repository.js';
 import { consumeEndpoint, issueToken } from './token-store.js';
 import { deriveKey, endpointDigests, newToken, openPassword, SecretBoxError } from './secret-box.js';
 import { rssPingResponseXml } from './response.js';
-import { updatesDocument } from '../../publishing/documents/updates.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
 const ENDPOINT = /^(?:[0-9a-f]{40}|[0-9a-f]{32})$/;
 
-type Outcome = 'accepted' | 'invalid' | 'unauthorized' | 'forbidden' | 'throttled' | 'unavailable' | 'too_large' | 'blocked';
+/** The outcome label of pingd_rssping_total: accepted, or why it was refused. */
+type Outcome = 'accepted' | Exclude<RefusalReason, 'rate_limited'> | RssPingRefusalReason;
 
 interface Auth {
   level: AuthLevel;
   note: string;
 }
 
-/** A refusal decided before storage: HTTP status, message, outcome label. */
-class Refusal extends Error {
+/** A refusal decided by this adapter or by intake: its outcome label gives its status (REFUSAL_STATUS). */
+class RssPingRefusal extends Error {
+  readonly status: number;
   constructor(
-    readonly status: number,
+    readonly outcome: Exclude<Outcome, 'accepted'>,
     message: string,
-    readonly outcome: Outcome,
     readonly retryAfterSec?: number,
   ) {
     super(message);
+    this.status = REFUSAL_STATUS[outcome];
   }
-}
 
-const STATUS_OF: Record<string, [number, Outcome]> = {
-  invalid: [400, 'invalid'],
-  throttled: [429, 'throttled'],
-  rate_limited: [429, 'throttled'],
-  unavailable: [503, 'unavailable'],
-  blocked: [403, 'blocked'],
-};
-
-/** The intake's throttle message (ping-service.ts words it the same way for the other protocols). */
-export function throttledResult(url: string, lastPingAt: Date | null, minIntervalSec: number): Extract<PingResult, { ok: false }> {
-  const next = (lastPingAt ? lastPingAt.getTime() : Date.now()) + minIntervalSec * 1000;
-  const retryAfterSec = Math.max(1, Math.ceil((next - Date.now()) / 1000));
-  return {
-    ok: false,
-    reason: 'throttled',
-    retryAfterSec,
-    message: `${url} was pinged less than ${minIntervalSec} seconds ago; please ping again after ${new Date(next).toISOString().replace(/\.\d{3}Z$/, 'Z')} (in ${retryAfterSec} seconds).`,
-  };
+  /** Intake's refusal (screens, validation, throttle, storage), as this adapter answers it. */
+  static of(r: Refused): RssPingRefusal {
+    // A client over its rate limit is counted with the throttled ones here, as it always was.
+    return new RssPingRefusal(r.reason === 'rate_limited' ? 'throttled' : r.reason, r.message, r.retryAfterSec);
+  }
 }
 
 const clip = (s: string | null | undefined, max = 2048) => (s == null ? null : stripControls(s).slice(0, max));
@@ -100,17 +88,17 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
   /** Publisher-side: uses the one-time endpoint (whatever happens next) and checks it was issued for this site. */
   async function publisherAuth(endpoint: string, ping: ValidPing): Promise<Auth> {
     const e = endpoint.toLowerCase();
-    if (!ENDPOINT.test(e)) throw new Refusal(401, 'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.', 'unauthorized');
+    if (!ENDPOINT.test(e)) throw new RssPingRefusal('unauthorized', 'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.');
     let r;
     try {
       r = await consumeEndpoint(app.db, e);
     } catch (err) {
       app.log.error({ err: { message: (err as Error).message } }, 'rss ping token check failed');
-      throw new Refusal(503, 'The endpoint could not be checked (database unavailable); please get a new token and ping again later.', 'unavailable');
+      throw new RssPingRefusal('unavailable', 'The endpoint could not be checked (database unavailable); please get a new token and ping again later.');
     }
-    if (r.status === 'unknown') throw new Refusal(401, 'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).', 'unauthorized');
-    if (r.status === 'expired') throw new Refusal(401, 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.', 'unauthorized');
-    if (r.siteUrl !== ping.url) throw new Refusal(403, `This endpoint was issued for ${r.siteUrl}, not for ${ping.url}.`, 'forbidden');
+    if (r.status === 'unknown') throw new RssPingRefusal('unauthorized', 'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).');
+    if (r.status === 'expired') throw new RssPingRefusal('unauthorized', 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.');
+    if (r.siteUrl !== ping.url) throw new RssPingRefusal('forbidden', `This endpoint was issued for ${r.siteUrl}, not for ${ping.url}.`);
     return { level: 'publisher_side', note: 'publisher_side' };
   }
 
@@ -122,14 +110,11 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       return { level: 'none', note: 'this server does not fetch payload_hash_uri' };
     }
     // A throttled ping is refused whatever its hash: don't let repeated pings make us fetch repeatedly.
-    const t = await throttleState(app.db, ping.url, config.PING_MIN_INTERVAL).catch(() => ({ throttled: false, lastPingAt: null }));
-    if (t.throttled) {
-      const r = app.pings.emit('rssPing', throttledResult(ping.url, t.lastPingAt, config.PING_MIN_INTERVAL)) as Extract<PingResult, { ok: false }>;
-      throw new Refusal(429, r.message, 'throttled', r.retryAfterSec);
-    }
+    const throttled = await app.pings.throttled(ping);
+    if (throttled) throw RssPingRefusal.of(throttled);
     const check = await checkPayloadHash(app.fetcher, { siteUrl: ping.url, hashUri: phu.uri, algorithm: phu.algorithm, payload: doc.payload.bytes });
     hashChecks.inc({ result: check.outcome });
-    if (check.outcome === 'mismatch') throw new Refusal(403, check.note, 'forbidden');
+    if (check.outcome === 'mismatch') throw new RssPingRefusal('forbidden', check.note);
     if (check.outcome === 'match') return { level: 'pingserver_side', note: `pingserver_side (${check.note})` };
     return { level: 'none', note: check.note };
   }
@@ -149,23 +134,14 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
           clientAddr: req.ip,
           userAgent: req.headers['user-agent'] ?? null,
         };
-        // The abuse screen (blocklist, per-address rate), as for the other protocols.
-        const abuse = app.hasDecorator('abuse') ? app.abuse : undefined;
-        const refuse = (r: PingResult | undefined) => {
-          if (r && !r.ok) {
-            const [status, outcome] = STATUS_OF[r.reason] ?? [403, 'blocked'];
-            throw new Refusal(status, r.message, outcome, r.retryAfterSec);
-          }
-        };
-        refuse(abuse?.screenClient(raw));
-        const v = app.pings.validate(raw);
-        if (!v.ok) throw new Refusal(400, v.result.message, 'invalid');
-        ping = v.ping;
-        refuse(abuse?.screenPing(ping, doc.feeds.slice(1).map((f) => f.uri)));
+        // The intake path's screens and validation, as for every protocol (the further feed_uris screened too).
+        const admitted = app.pings.admit(raw, doc.feeds.slice(1).map((f) => f.uri));
+        if (!admitted.ok) throw RssPingRefusal.of(admitted.result);
+        ping = admitted.ping;
         for (const f of doc.feeds) normalizeUrl(f.uri, 'feed_uri');
         item = extractPayload(doc.payload.text, ping.url, doc.payload.type);
       } catch (err) {
-        if (err instanceof RssPingError || err instanceof PingValidationError) throw new Refusal(400, err.message, 'invalid');
+        if (err instanceof RssPingError || err instanceof PingValidationError) throw new RssPingRefusal('invalid', err.message);
         throw err;
       }
 
@@ -177,7 +153,7 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
             ? await pingserverAuth(doc, ping)
             : { level: 'none', note: 'no payload_hash_uri and no publisher endpoint' };
       if (auth.level === 'none' && config.RSSPING_REQUIRE_AUTH) {
-        throw new Refusal(401, `This server accepts only authenticated rss_pings (pingserver-side or publisher-side); not authenticated: ${auth.note}.`, 'unauthorized');
+        throw new RssPingRefusal('unauthorized', `This server accepts only authenticated rss_pings (pingserver-side or publisher-side); not authenticated: ${auth.note}.`);
       }
 
       const record: PayloadRecord = {
@@ -204,34 +180,19 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
         tokenized: item.tokenized,
       };
 
-      let outcome;
-      try {
-        outcome = await storeRssPing(app.db, ping, record, config.PING_MIN_INTERVAL);
-      } catch (err) {
-        // Nothing was committed (one transaction), so refusing is the truth: the sender may retry.
-        req.log.error({ err: { message: (err as Error).message } }, 'rss ping could not be stored');
-        const r = app.pings.emit('rssPing', { ok: false, reason: 'unavailable', message: 'The ping could not be stored (database unavailable); please ping again later.' });
-        throw new Refusal(503, r.message, 'unavailable');
-      }
-      if (outcome.status === 'throttled') {
-        const r = app.pings.emit('rssPing', throttledResult(ping.url, outcome.lastPingAt, config.PING_MIN_INTERVAL)) as Extract<PingResult, { ok: false }>;
-        throw new Refusal(429, r.message, 'throttled', r.retryAfterSec);
-      }
-      app.pings.emit('rssPing', { ok: true, message: THANKS, id: outcome.id, receivedAt: outcome.receivedAt, ping });
+      // Committed through intake like every ping (same throttle and batcher), the payload in its transaction.
+      const result = await app.pings.store(ping, (tx, accepted) => insertPayload(tx, accepted.id, accepted.receivedAt, ping.url, record));
+      if (!result.ok) throw RssPingRefusal.of(result);
       requests.inc({ outcome: 'accepted', auth: auth.level });
       const how = auth.level === 'none' ? `Not authenticated: ${auth.note}.` : `Authenticated: ${auth.note}.`;
       return sendXml(reply, 200, false, `${THANKS} ${how}`, auth.level);
     } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
+      if (!(err instanceof RssPingRefusal)) throw err;
       requests.inc({ outcome: err.outcome, auth: 'none' });
       if (err.retryAfterSec) reply.header('retry-after', String(err.retryAfterSec));
       return sendXml(reply, err.status, true, err.message);
     }
   };
-
-  // /updates.xml is a document of the publishing layer (rendered, cached and delta-encoded like changes.xml).
-  if (app.hasDecorator('publisher')) app.publisher.register(updatesDocument());
-  else app.log.warn('the publishing plugin is not loaded: /updates.xml is not served');
 
   app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);
   app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);

@@ -39,7 +39,7 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
         const raw = pingFromCall(call.methodName, call.params);
         raw.clientAddr = req.ip;
         raw.userAgent = req.headers['user-agent'] ?? null;
-        const result = app.abuse.screenClient(raw) ?? (await app.pings.accept(raw, app.abuse.screenPing));
+        const result = await app.pings.accept(raw);
         if (result.ok) return sendXml(reply, THANKS_BYTES);
         return sendXml(reply, pingResponseXml(true, result.message));
       }

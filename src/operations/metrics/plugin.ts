@@ -1,10 +1,10 @@
-// Owns the Prometheus registry every module registers its metrics in, the ping outcome counters, request
-// latency per route, database pool state and the process metrics (event-loop delay among them).
-// GET /metrics (text exposition format, optionally behind METRICS_TOKEN) is served from here.
+// Owns the Prometheus registry every module registers its metrics in (`app.metrics`), request latency per
+// route and the process metrics (event-loop delay among them). GET /metrics (text exposition format,
+// optionally behind METRICS_TOKEN) is served from here. Intake's metrics are in intake-metrics.ts.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
+import { Registry, Histogram, collectDefaultMetrics } from 'prom-client';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,35 +17,6 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
   collectDefaultMetrics({ register: registry, prefix: 'pingd_' });
   app.decorate('metrics', registry);
 
-  const pings = new Counter({
-    name: 'pingd_pings_total',
-    help: 'Pings received, by method and outcome (accepted, or the refusal reason).',
-    labelNames: ['method', 'outcome'] as const,
-    registers: [registry],
-  });
-  const batchSize = new Histogram({
-    name: 'pingd_commit_batch_size',
-    help: 'Pings per group commit.',
-    buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000],
-    registers: [registry],
-  });
-  const commitSeconds = new Histogram({
-    name: 'pingd_commit_duration_seconds',
-    help: 'Time to commit one batch of pings.',
-    labelNames: ['ok'] as const,
-    buckets: [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
-    registers: [registry],
-  });
-
-  app.addHook('onReady', async () => {
-    if (!app.hasDecorator('pings')) return;
-    app.pings.onOutcome((method, r) => pings.inc({ method, outcome: r.ok ? 'accepted' : r.reason }));
-    app.pings.batcher.onBatch((s) => {
-      batchSize.observe(s.size);
-      commitSeconds.observe({ ok: String(s.ok) }, s.ms / 1000);
-    });
-  });
-
   // Per route pattern (never the raw URL: archive paths and 404 probes would make unbounded series).
   const httpSeconds = new Histogram({
     name: 'pingd_http_request_duration_seconds',
@@ -55,7 +26,7 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
     registers: [registry],
   });
   // One labelled child per (route, method, status), looked up by a flat key: prom-client would otherwise
-  // hash the label object on every request (a measurable share of a 304's cost, issue #7).
+  // hash the label object on every request (a measurable share of a 304's cost).
   const httpChildren = new Map<string, ReturnType<typeof httpSeconds.labels>>();
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -67,37 +38,6 @@ async function metricsPlugin(app: FastifyInstance): Promise<void> {
     }
     child.observe(reply.elapsedTime / 1000);
     done();
-  });
-
-  // Read at scrape time, so they show the state when Prometheus asks.
-  new Gauge({
-    name: 'pingd_db_pool_connections',
-    help: 'Database connections by state (total open, idle, and callers waiting for one).',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    collect() {
-      if (!app.hasDecorator('db')) return;
-      const s = app.db.poolStats();
-      this.set({ state: 'total' }, s.total);
-      this.set({ state: 'idle' }, s.idle);
-      this.set({ state: 'waiting' }, s.waiting);
-    },
-  });
-  new Gauge({
-    name: 'pingd_db_pool_max',
-    help: 'Most connections the pool may open (1 for the embedded database).',
-    registers: [registry],
-    collect() {
-      if (app.hasDecorator('db')) this.set(app.db.kind === 'pglite' ? 1 : app.config.DB_POOL_MAX);
-    },
-  });
-  new Gauge({
-    name: 'pingd_ping_queue_length',
-    help: 'Pings queued or committing in the group-commit batcher.',
-    registers: [registry],
-    collect() {
-      if (app.hasDecorator('pings')) this.set(app.pings.batcher.pending);
-    },
   });
 
   // Optional bearer token: the exposition names routes and counts, not secrets, but operators who

@@ -4,8 +4,7 @@
 // It is a LiveDocument of the publishing layer, so it gets the same rendering, caching, compression and
 // RFC 3229 feed deltas as changes.xml. Rows in, bytes out: the renderers are pure.
 import type { Queryable } from '../../platform/db/database.js';
-import type { LiveDocument, RenderWindow } from './documents.js';
-import type { Entry } from '../render/pipeline.js';
+import type { Entry, LiveDocument, RenderWindow } from './document.js';
 import { escapeXml } from '../../platform/xml/escape.js';
 import { payloadWindowPage, payloadWindowStats, type PayloadWindowRow } from '../../intake/rss-ping/payload-repository.js';
 
@@ -65,7 +64,7 @@ async function* pages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
   }
 }
 
-/** The /updates.xml LiveDocument, registered with `app.publisher.register()`. */
+/** The /updates.xml LiveDocument. */
 export function updatesDocument(): LiveDocument {
   return {
     name: 'updates.xml',

@@ -2,10 +2,10 @@
 // pre-compressed codings chosen by Accept-Encoding, RFC 3229 `feed` deltas (226 IM Used) and the
 // cache-friendly `?since=` cursor. The same handler serves every document; only its policy differs.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { decide, etagFor, negotiateEncoding, parseIfNoneMatch, parseToken, renderingToken, type RenderingRef } from './conditional.js';
+import { decide, etagFor, negotiateEncoding, parseIfNoneMatch, parseToken, type RenderingRef } from './conditional.js';
 import type { Encoding } from '../codec.js';
 import type { DeltaCut, RenderingMeta } from '../rendering-store.js';
-import type { Publisher } from '../render/renderer.js';
+import type { Reader } from './reader.js';
 
 export const IMMUTABLE = 'public, max-age=31536000, immutable';
 
@@ -47,8 +47,8 @@ function header(req: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;
 }
 
-export async function serveDocument(publisher: Publisher, path: string, policy: ServePolicy, req: FastifyRequest, reply: FastifyReply, record: ResponseSink): Promise<FastifyReply> {
-  const meta = await publisher.current(path);
+export async function serveDocument(reader: Reader, path: string, policy: ServePolicy, req: FastifyRequest, reply: FastifyReply, record: ResponseSink): Promise<FastifyReply> {
+  const meta = await reader.current(path);
   if (!meta) {
     record(policy.document, policy.missing.status, 0);
     reply.code(policy.missing.status).header('content-type', 'text/plain; charset=utf-8').header('cache-control', 'no-store');
@@ -91,10 +91,10 @@ export async function serveDocument(publisher: Publisher, path: string, policy: 
     validators(reply).header('cache-control', policy.cacheControl(meta)).header('vary', 'Accept-Encoding');
     const inm = parseIfNoneMatch(header(req, 'if-none-match'));
     if (inm && (inm.any || inm.refs.some((r) => r.id === current.id && r.cursorUs === current.cursorUs))) return notModified();
-    const cut = await publisher.deltaCut(meta, base.id, base.cursorUs);
-    if (cut) return sendBody(200, publisher.deltaLength(meta, cut, enc), () => publisher.deltaBody(meta, cut, enc));
+    const cut = await reader.deltaCut(meta, base.id, base.cursorUs);
+    if (cut) return sendBody(200, reader.deltaLength(meta, cut, enc), () => reader.deltaBody(meta, cut, enc));
     // An unknown or too old cursor: the whole document (whose ETag gives the next cursor).
-    return sendBody(200, publisher.fullLength(meta, enc), () => publisher.fullBody(meta, enc));
+    return sendBody(200, reader.fullLength(meta, enc), () => reader.fullBody(meta, enc));
   }
 
   // ------------------------------------------------------------------------------------------------------
@@ -108,20 +108,15 @@ export async function serveDocument(publisher: Publisher, path: string, policy: 
     // The newest base the client named that we still know gives the smallest delta.
     let cut: DeltaCut | undefined;
     for (const b of [...d.bases].sort((x, y) => y.cursorUs - x.cursorUs)) {
-      cut = await publisher.deltaCut(meta, b.id, b.cursorUs);
+      cut = await reader.deltaCut(meta, b.id, b.cursorUs);
       if (cut) break;
     }
     if (cut) {
       const found = cut;
       reply.header('cache-control', 'no-store, im').header('im', 'feed');
-      return sendBody(226, publisher.deltaLength(meta, found, enc), () => publisher.deltaBody(meta, found, enc));
+      return sendBody(226, reader.deltaLength(meta, found, enc), () => reader.deltaBody(meta, found, enc));
     }
   }
   reply.header('cache-control', policy.cacheControl(meta));
-  return sendBody(200, publisher.fullLength(meta, enc), () => publisher.fullBody(meta, enc));
-}
-
-/** The cursor a client passes as `?since=` to get what came after this rendering. */
-export function cursorOf(meta: RenderingMeta): string {
-  return renderingToken({ id: meta.id, cursorUs: meta.cursorUs });
+  return sendBody(200, reader.fullLength(meta, enc), () => reader.fullBody(meta, enc));
 }

@@ -10,26 +10,8 @@ import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
 import { createCompressor, flushKind } from '../codec.js';
 import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type Variant } from '../rendering-store.js';
-
-export interface Entry {
-  xml: string;
-  /** The entry's time in µs; entries of a delta-capable document come newest first. */
-  atUs: number;
-  /**
-   * How many entries `xml` holds (default 1). A document without deltas may hand over a whole page as one
-   * string: fewer, short-lived objects keep the heap of a 1M-entry render small.
-   */
-  count?: number;
-}
-
-/** A document as its renderer produces it. */
-export interface RenderSource {
-  head: string;
-  pages: AsyncIterable<Entry[]>;
-  foot: string;
-  /** How many entries are coming, when known: sizes the compressors (small documents compress harder). */
-  entries?: number;
-}
+import type { Entry, RenderSource } from '../documents/document.js';
+import { PingdError } from '../../platform/errors.js';
 
 /** Bytes per entry assumed when sizing the compressors from an entry count (a <weblog/> is ~100-130). */
 const BYTES_PER_ENTRY_ESTIMATE = 128;
@@ -39,10 +21,6 @@ export const IDENTITY_STORE_MAX = 4 << 20;
 
 // Entries are written in batches of about this many characters (fewer, larger zlib calls).
 const BATCH_CHARS = 64 << 10;
-
-class StoreError extends Error {
-  readonly code = 'PUBLISH_RENDER_FAILED';
-}
 
 /** Writes one variant as numbered chunks of exactly CHUNK_BYTES (the last one shorter), with back-pressure. */
 class ChunkWriter {
@@ -291,8 +269,8 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
     for await (const page of source.pages) {
       for (const e of page) {
         if (withDeltas) {
-          if (e.atUs > lastAt) throw new StoreError('entries of a document with deltas must come newest first');
-          if ((e.count ?? 1) !== 1) throw new StoreError('entries of a document with deltas must come one by one (cut points fall between them)');
+          if (e.atUs > lastAt) throw new PingdError('PUBLISH_RENDER_FAILED', 'entries of a document with deltas must come newest first');
+          if ((e.count ?? 1) !== 1) throw new PingdError('PUBLISH_RENDER_FAILED', 'entries of a document with deltas must come one by one (cut points fall between them)');
           lastAt = e.atUs;
           await cutBefore(e.atUs);
         }

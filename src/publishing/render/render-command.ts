@@ -4,9 +4,9 @@ import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
-import { defaultDocuments, parseHourArg, type LiveDocument } from '../documents/documents.js';
-import { cadenceSeconds } from '../plugin.js';
-import { Publisher, type RenderReport } from './renderer.js';
+import { parseHourArg } from '../documents/archive.js';
+import { publishedDocuments } from '../documents/registry.js';
+import { Renderer, type RenderReport } from './renderer.js';
 
 export const RENDER_USAGE = 'pingd render [--hour YYYY-MM-DDTHH]';
 export const RENDER_OPTIONS: ParseArgsConfig['options'] = { hour: { type: 'string' } };
@@ -17,8 +17,6 @@ const LOCK_WAIT_MS = 30_000;
 interface Deps {
   openDb(config: Config): Promise<Db>;
   EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY?: number };
-  /** Every live document the server publishes (the CLI adds those other modules register, like /updates.xml). */
-  documents?: () => LiveDocument[];
 }
 
 function describe(r: RenderReport): string {
@@ -51,26 +49,19 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       warn: (o: object, m?: string) => console.error(`warning: ${m ?? ''} ${JSON.stringify(o)}`),
       error: (o: object, m?: string) => console.error(`error: ${m ?? ''} ${JSON.stringify(o)}`),
     };
-    const publisher = new Publisher({
-      db,
-      log,
-      cadenceSec: cadenceSeconds(config.RENDER_CRON),
-      deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
-      pointerTtlMs: 0,
-      publishDir: config.PUBLISH_DIR,
-    });
-    for (const doc of deps.documents?.() ?? defaultDocuments()) publisher.register(doc);
+    // The same documents, lock and code as the server's renderer.
+    const renderer = new Renderer(publishedDocuments(), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
 
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {
       if (hourMs !== null) {
-        const r = await publisher.renderHour(hourMs);
+        const r = await renderer.renderHour(hourMs);
         if (r !== null) {
           console.log(r === 'identical' ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)` : describe(r));
           return EXIT.OK;
         }
       } else {
-        const r = await publisher.tick({ force: true });
+        const r = await renderer.tick({ force: true });
         if (r !== null) {
           for (const x of r.rendered) console.log(describe(x));
           for (const f of r.failed) console.error(`failed ${f.path}: ${f.error}`);

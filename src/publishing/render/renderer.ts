@@ -1,51 +1,27 @@
-// Owns rendering on a schedule and reading back what was rendered: the render tick (under an advisory lock,
-// so one instance renders at a time and every instance serves what it stored), the live documents, the
-// current hour's archive, closing finished hours once (catching up on hours missed while down), pruning,
-// and the bytes a response sends (cached in memory when small, streamed from the database when not).
-import { Readable, pipeline } from 'node:stream';
-import zlib from 'node:zlib';
-import { promisify } from 'node:util';
+// Owns rendering: on each tick (under an advisory lock, so one instance renders at a time and every
+// instance serves what it stored) the live documents that changed, the current hour's archive, and every
+// finished hour not yet closed (catching up on hours missed while down), then pruning superseded
+// renderings. Schedule → render → store; reading back is the reader's job (../read/reader.ts).
 import type { Db, Queryable } from '../../platform/db/database.js';
-import { brotliTail, gzipTail, tailLength, type Encoding } from '../codec.js';
+import { beginSnapshot, endSnapshot, readClock, type Clock } from '../../platform/db/clock.js';
+import { analyzePingTables, firstPingUs, totalPings } from '../../intake/ping/window-repository.js';
+import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
+import type { LiveDocument, RenderSource, RenderWindow, TickShared } from '../documents/document.js';
+import type { DocumentRegistry } from '../documents/registry.js';
+import { CONTENT_TYPE } from '../documents/weblog-updates.js';
 import {
-  ARCHIVE_DOCUMENT,
-  HOUR_MS,
-  archivePath,
-  archiveSource,
-  archiveStats,
-  hourStart,
-  type LiveDocument,
-  type RenderWindow,
-  type TickShared,
-} from '../documents/documents.js';
-import {
-  CHUNK_BYTES,
-  analyzeSources,
-  beginSnapshot,
   completeRendering,
   createRendering,
   currentRendering,
   deleteVariant,
   discardRendering,
-  endSnapshot,
-  findDelta,
-  firstPingUs,
   getWatermark,
-  prune,
-  readChunks,
-  readClock,
+  pruneRenderings,
   recentRenderings,
   setWatermark,
-  totalPings,
-  type Clock,
-  type DeltaCut,
   type RenderingMeta,
-  type Variant,
 } from '../rendering-store.js';
-import { runPipeline, type RenderSource } from './pipeline.js';
-import { CONTENT_TYPE } from '../documents/weblog-updates.js';
-
-const gunzip = promisify(zlib.gunzip);
+import { runPipeline } from './pipeline.js';
 
 /** Advisory lock held while rendering: one renderer among all instances sharing the database. */
 export const RENDER_LOCK = 0x70756221; // 'pub!'
@@ -58,9 +34,6 @@ const ANALYZE_EVERY_MS = 10 * 60_000;
 const THROTTLE_FROM_MS = 1000;
 /** Superseded renderings keep their bytes this long, for responses still streaming them. */
 const GRACE_SEC = 120;
-/** Bodies up to this size are kept in memory; larger ones are streamed from the database. */
-const CACHE_ENTRY_MAX = 4 << 20;
-const CACHE_TOTAL_MAX = 64 << 20;
 
 export interface Logger {
   info(obj: object, msg?: string): void;
@@ -74,17 +47,15 @@ export interface PublishMetricsSink {
   lockBusy(): void;
 }
 
-export interface PublisherOptions {
+export interface RendererOptions {
   db: Db;
   log: Logger;
-  /** Seconds between renders (derived from RENDER_CRON): the max-age of live documents. */
-  cadenceSec: number;
   /** Validators naming a rendering older than this get the full document, not a delta. */
   deltaWindowSec: number;
-  /** How long the current rendering of a path is remembered before asking the database again. */
-  pointerTtlMs: number;
   publishDir?: string;
   metrics?: PublishMetricsSink;
+  /** Told of every path that got a new current rendering (the reader forgets what it remembered of it). */
+  onPublished?: (path: string) => void;
 }
 
 export interface RenderReport {
@@ -122,58 +93,16 @@ export interface TickReport {
 
 type Outcome = RenderReport | 'unchanged' | 'identical' | 'throttled';
 
-class LruBytes {
-  private map = new Map<string, Buffer>();
-  private total = 0;
-  constructor(private readonly max: number) {}
-  get(k: string): Buffer | undefined {
-    const v = this.map.get(k);
-    if (v) {
-      this.map.delete(k);
-      this.map.set(k, v);
-    }
-    return v;
-  }
-  set(k: string, v: Buffer): void {
-    if (v.length > this.max) return;
-    const old = this.map.get(k);
-    if (old) this.total -= old.length;
-    this.map.set(k, v);
-    this.total += v.length;
-    for (const [key, b] of this.map) {
-      if (this.total <= this.max) break;
-      this.map.delete(key);
-      this.total -= b.length;
-    }
-  }
-}
-
-export class Publisher {
-  readonly documents: LiveDocument[] = [];
+export class Renderer {
   private chain: Promise<unknown> = Promise.resolve();
   private busy = false;
   private closed = false;
-  private readonly pointers = new Map<string, { meta: RenderingMeta | undefined; at: number }>();
-  private readonly pointerLoads = new Map<string, Promise<RenderingMeta | undefined>>();
-  private readonly deltaCuts = new Map<string, DeltaCut | null>();
-  private readonly bodies = new LruBytes(CACHE_TOTAL_MAX);
   private analyzedAt = -Infinity;
 
-  constructor(readonly opts: PublisherOptions) {}
-
-  /** Adds a live document (before the app is ready: its route is registered by the plugin). */
-  register(doc: LiveDocument): void {
-    if (this.documents.some((d) => d.path === doc.path || d.name === doc.name)) throw new Error(`document ${doc.path} is already registered`);
-    if (!doc.path.startsWith('/')) throw new Error(`document path must start with /: ${doc.path}`);
-    this.documents.push(doc);
-  }
-
-  document(path: string): LiveDocument | undefined {
-    return this.documents.find((d) => d.path === path);
-  }
-
-  // -------------------------------------------------------------------------------------------------------
-  // Rendering
+  constructor(
+    readonly documents: DocumentRegistry,
+    private readonly opts: RendererOptions,
+  ) {}
 
   /**
    * Renders what is due. Returns null when another instance holds the render lock (it renders; we serve
@@ -245,7 +174,7 @@ export class Publisher {
     const t: RenderTime = { nowUs: opts.now ? opts.now.getTime() * 1000 : clock.nowUs, injected: Boolean(opts.now), clock };
     if (this.opts.db.kind === 'pglite' && performance.now() - this.analyzedAt > ANALYZE_EVERY_MS) {
       try {
-        await analyzeSources(q);
+        await analyzePingTables(q);
         this.analyzedAt = performance.now();
       } catch (err) {
         this.opts.log.warn({ err: { message: (err as Error).message } }, 'analyzing the tables failed');
@@ -276,7 +205,7 @@ export class Publisher {
       }
     };
 
-    for (const doc of this.documents) {
+    for (const doc of this.documents.list()) {
       await attempt(doc.path, doc.name, () => this.renderLive(q, doc, t, shared, Boolean(opts.force)));
     }
     if (opts.liveOnly) return report;
@@ -290,7 +219,7 @@ export class Publisher {
       this.opts.log.error({ err: { message: (err as Error).message } }, 'rendering failed');
     }
     try {
-      await prune(this.opts.db, GRACE_SEC, this.opts.deltaWindowSec + GRACE_SEC);
+      await pruneRenderings(this.opts.db, GRACE_SEC, this.opts.deltaWindowSec + GRACE_SEC);
     } catch (err) {
       this.opts.log.warn({ err: { message: (err as Error).message } }, 'pruning renderings failed');
     }
@@ -432,7 +361,7 @@ export class Publisher {
       const ms = performance.now() - started;
       await completeRendering(db, { id, path: spec.path, document: spec.document, closed: spec.closed, renderMs: ms, hourStartMs: spec.hourStartMs, ...result });
       result.commitFiles();
-      this.pointers.delete(spec.path);
+      this.opts.onPublished?.(spec.path);
       return {
         path: spec.path,
         document: spec.document,
@@ -448,117 +377,6 @@ export class Publisher {
       await discardRendering(db, id).catch(() => undefined);
       throw err;
     }
-  }
-
-  // -------------------------------------------------------------------------------------------------------
-  // Reading back
-
-  /** The current rendering of `path` (remembered for pointerTtlMs; concurrent lookups share one query). */
-  async current(path: string): Promise<RenderingMeta | undefined> {
-    const hit = this.pointers.get(path);
-    if (hit && Date.now() - hit.at < this.opts.pointerTtlMs) return hit.meta;
-    let load = this.pointerLoads.get(path);
-    if (!load) {
-      load = currentRendering(this.opts.db, path).finally(() => this.pointerLoads.delete(path));
-      this.pointerLoads.set(path, load);
-    }
-    let meta: RenderingMeta | undefined;
-    try {
-      meta = await load;
-    } catch (err) {
-      // The database is unavailable: keep serving the last rendering this instance knew of (its bytes are
-      // in memory once served) rather than failing every crawler until the database is back.
-      if (hit) return hit.meta;
-      throw err;
-    }
-    if (this.opts.pointerTtlMs > 0) this.pointers.set(path, { meta, at: Date.now() });
-    return meta;
-  }
-
-  /** The delta cut from `baseId` recorded with rendering `meta`, if that base is known and recent. */
-  async deltaCut(meta: RenderingMeta, baseId: number, baseCursorUs: number): Promise<DeltaCut | undefined> {
-    const key = `${meta.id}:${baseId}`;
-    let cut = this.deltaCuts.get(key);
-    if (cut === undefined) {
-      try {
-        cut = (await findDelta(this.opts.db, meta.id, baseId)) ?? null;
-      } catch {
-        return undefined; // database unavailable: the full document instead of a delta (not remembered)
-      }
-      if (this.deltaCuts.size >= 4096) this.deltaCuts.clear();
-      this.deltaCuts.set(key, cut);
-    }
-    // A tag with the right id but another cursor is not ours (another database, or forged).
-    return cut && cut.baseCursorUs === baseCursorUs ? cut : undefined;
-  }
-
-  /** Length of the full document in a coding. */
-  fullLength(meta: RenderingMeta, enc: Encoding): number {
-    return enc === 'identity' ? meta.identityLength : enc === 'gzip' ? meta.gzipLength : meta.brLength;
-  }
-
-  /** The full document in a coding: a Buffer when small enough to keep, else a stream from the database. */
-  async fullBody(meta: RenderingMeta, enc: Encoding): Promise<Buffer | Readable> {
-    if (enc === 'identity' && !meta.identityStored) {
-      // Identity of a big document is not stored: decompress the stored gzip (never compress per request).
-      const out = zlib.createGunzip();
-      pipeline(this.variantStream(meta.id, 'gzip', meta.gzipLength), out, () => undefined); // errors destroy `out`
-      return out;
-    }
-    const variant: Variant = enc;
-    const length = this.fullLength(meta, enc);
-    if (length > CACHE_ENTRY_MAX) return this.variantStream(meta.id, variant, length);
-    const key = `${meta.id}:${variant}`;
-    let b = this.bodies.get(key);
-    if (!b) {
-      b = await this.readRange(meta.id, variant, length);
-      this.bodies.set(key, b);
-    }
-    return b;
-  }
-
-  /** Length of a delta body in a coding. */
-  deltaLength(meta: RenderingMeta, cut: DeltaCut, enc: Encoding): number {
-    if (enc === 'identity') return cut.identityEnd + meta.footer.length;
-    return (enc === 'gzip' ? cut.gzipEnd : cut.brEnd) + tailLength(enc, meta.footer.length);
-  }
-
-  /** A delta body: the stored prefix of the delta stream, plus the footer and end of stream (codec.ts). */
-  async deltaBody(meta: RenderingMeta, cut: DeltaCut, enc: Encoding): Promise<Buffer> {
-    const key = `${meta.id}:d${cut.baseId}:${enc}`;
-    const hit = this.bodies.get(key);
-    if (hit) return hit;
-    let body: Buffer;
-    if (enc === 'gzip') {
-      body = Buffer.concat([await this.readRange(meta.id, 'dgzip', cut.gzipEnd), gzipTail(meta.footer, cut.gzipCrc, cut.identityEnd)]);
-    } else if (enc === 'br') {
-      body = Buffer.concat([await this.readRange(meta.id, 'dbr', cut.brEnd), brotliTail(meta.footer)]);
-    } else if (meta.identityStored) {
-      body = Buffer.concat([await this.readRange(meta.id, 'identity', cut.identityEnd), meta.footer]);
-    } else {
-      body = await gunzip(await this.deltaBody(meta, cut, 'gzip'));
-    }
-    this.bodies.set(key, body);
-    return body;
-  }
-
-  private async readRange(id: number, variant: Variant, end: number): Promise<Buffer> {
-    if (end === 0) return Buffer.alloc(0);
-    const chunks = await readChunks(this.opts.db, id, variant, 0, Math.floor((end - 1) / CHUNK_BYTES));
-    const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-    return all.subarray(0, end);
-  }
-
-  private variantStream(id: number, variant: Variant, length: number): Readable {
-    const db = this.opts.db;
-    const last = Math.max(0, Math.ceil(length / CHUNK_BYTES) - 1);
-    async function* chunks() {
-      for (let seq = 0; seq <= last; seq++) {
-        const [c] = await readChunks(db, id, variant, seq, seq);
-        yield c;
-      }
-    }
-    return Readable.from(chunks(), { objectMode: false });
   }
 }
 

@@ -12,7 +12,7 @@ import { startApp, uniqueUrl, readReply, type TestApp } from '../../helpers/app.
 import { findPingsByUrl } from '../../../src/intake/ping/ping-repository.js';
 
 const run = promisify(execFile);
-const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'xmlrpc');
+const FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'xmlrpc');
 
 let t: TestApp;
 let port: number;

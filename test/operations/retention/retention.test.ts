@@ -8,7 +8,7 @@ import pg from 'pg';
 import { prune, RETENTION_LOCK } from '../../../src/operations/retention/prune.js';
 import { insertPayload, type PayloadRecord } from '../../../src/intake/rss-ping/payload-repository.js';
 import { setWatermark } from '../../../src/publishing/rendering-store.js';
-import { archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { ARCHIVES_CLOSED_WATERMARK } from '../../../src/operations/retention/prune.js';
 import { BACKEND, startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import type { FastifyInstance } from 'fastify';
@@ -141,7 +141,7 @@ test('ARCHIVE_RETENTION_DAYS deletes only the hourly archives older than it, wit
   await age(a, newUrl, 10);
   const hourOf = async (url: string) => hourStart(new Date((await a.db.query<{ at: Date }>('select received_at as at from pings where url = $1', [url]))[0].at).getTime());
   const [oldHour, newHour] = [await hourOf(oldUrl), await hourOf(newUrl)];
-  for (const h of [oldHour, newHour]) assert.ok(await a.publisher.renderHour(h), `rendered ${archivePath(h)}`);
+  for (const h of [oldHour, newHour]) assert.ok(await a.renderer.renderHour(h), `rendered ${archivePath(h)}`);
   const get = (h: number) => a.inject({ method: 'GET', url: archivePath(h) });
   assert.equal((await get(oldHour)).statusCode, 200);
   assert.ok((await get(oldHour)).body.includes(oldUrl));

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { startApp, createTestDatabase, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { insertPings, strictParse, decodeBody } from '../helpers.js';
-import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 
 // Fixtures live a few hours in the past of the real clock: the render time is injected, and "hours that
 // ended" must also have ended for the database (its clock bounds what may be closed).
@@ -38,7 +38,7 @@ describe('live documents', () => {
       { name: 'Tie B', url: url(9), at: T - 60_000 },
       { name: 'After now', url: url(6), at: T + 5_000 },
     ]);
-    const r = await t.app.publisher.tick({ now: new Date(T) });
+    const r = await t.app.renderer.tick({ now: new Date(T) });
     assert.ok(r);
     assert.deepEqual(r.failed, []);
   });
@@ -95,13 +95,13 @@ describe('live documents', () => {
 
   test('nothing changed: no new rendering, same ETag; a ping or an entry leaving the window: a new one', async () => {
     const first = await get(t, '/changes.xml');
-    let r = await t.app.publisher.tick({ now: new Date(T + 200) });
+    let r = await t.app.renderer.tick({ now: new Date(T + 200) });
     assert.deepEqual(r?.rendered.map((x) => x.path).filter(ours), []);
     // (Other plugins may register more documents, e.g. /updates.xml: only ours are checked.)
     for (const p of ['/changes.xml', '/shortChanges.xml', archivePath(hourStart(T))]) assert.ok(r?.unchanged.includes(p), p);
     assert.equal((await get(t, '/changes.xml')).headers.etag, first.headers.etag);
     // 0.7 s later "Just inside the hour" has left the hour: changes.xml changes, shortChanges.xml does not.
-    r = await t.app.publisher.tick({ now: new Date(T + 700) });
+    r = await t.app.renderer.tick({ now: new Date(T + 700) });
     assert.deepEqual(r?.rendered.map((x) => x.path).filter(ours), ['/changes.xml']);
     const second = await get(t, '/changes.xml');
     assert.notEqual(second.headers.etag, first.headers.etag);
@@ -111,7 +111,7 @@ describe('live documents', () => {
     assert.equal(second.headers['last-modified'], new Date(T + 1000).toUTCString());
     // A new ping changes both (count and entries).
     await insertPings(t.app.db, [{ name: 'Fresh', url: url(10), at: T + 2500 }]);
-    r = await t.app.publisher.tick({ now: new Date(T + 3000) });
+    r = await t.app.renderer.tick({ now: new Date(T + 3000) });
     assert.deepEqual(r?.rendered.map((x) => x.path).filter(ours).sort(), [archivePath(hourStart(T)), '/changes.xml', '/shortChanges.xml']);
     const third = strictParse((await get(t, '/shortChanges.xml')).raw);
     assert.deepEqual(third.children[0].attrs, { name: 'Fresh', url: url(10), when: '0' });
@@ -141,7 +141,7 @@ describe('published XML is well-formed whatever was pinged', () => {
       t.app.db,
       raw.map((name, i) => ({ name, url: `http://raw${i}.example.com/<x>&"\u0001`, rssUrl: i % 2 ? 'javascript:alert("x")<' : null, at: now - 1000 - i })),
     );
-    const r = await t.app.publisher.tick({});
+    const r = await t.app.renderer.tick({});
     assert.deepEqual(r?.failed, []);
     for (const path of ['/changes.xml', '/shortChanges.xml', archivePath(hourStart(now))]) {
       const identity = (await get(t, path)).raw;
@@ -178,7 +178,7 @@ describe('hourly archives', () => {
   after(() => t.close());
 
   test('finished hours are closed: every ping, oldest first, not de-duplicated, `updated` = end of the hour', async () => {
-    const r = await t.app.publisher.tick({ now: new Date(h(1) + 30 * 60_000) });
+    const r = await t.app.renderer.tick({ now: new Date(h(1) + 30 * 60_000) });
     assert.deepEqual(r?.failed, []);
     assert.equal(r?.closedHours, 2); // the hour before H (one ping) and H
     const res = await get(t, archivePath(h(0)));
@@ -210,17 +210,17 @@ describe('hourly archives', () => {
   test('the current hour grows; a closed hour never changes again, even when rendered again', async () => {
     const closed = await get(t, archivePath(h(0)));
     await insertPings(t.app.db, [{ name: 'Later', url: 'http://d.example.com/', at: h(1) + 40 * 60_000 }]);
-    let r = await t.app.publisher.tick({ now: new Date(h(1) + 45 * 60_000) });
+    let r = await t.app.renderer.tick({ now: new Date(h(1) + 45 * 60_000) });
     assert.deepEqual(r?.rendered.map((x) => x.path).filter((p) => ours(p) && p !== '/changes.xml' && p !== '/shortChanges.xml'), [archivePath(h(1))]);
     assert.deepEqual(strictParse((await get(t, archivePath(h(1)))).raw).children.map((c) => c.attrs.name), ['Next hour', 'Later']);
     // Rendering a closed hour again (the CLI's --hour) gives the same bytes: nothing is replaced.
-    const again = await t.app.publisher.renderHour(h(0), { now: new Date(h(1) + 46 * 60_000) });
+    const again = await t.app.renderer.renderHour(h(0), { now: new Date(h(1) + 46 * 60_000) });
     assert.equal(again, 'identical');
     const same = await get(t, archivePath(h(0)));
     assert.equal(same.headers.etag, closed.headers.etag);
     assert.deepEqual(same.raw, closed.raw);
     // The hour ends: its final rendering is closed and immutable.
-    r = await t.app.publisher.tick({ now: new Date(h(2) + 5_000) });
+    r = await t.app.renderer.tick({ now: new Date(h(2) + 5_000) });
     assert.equal(r?.closedHours, 1);
     const final = await get(t, archivePath(h(1)));
     assert.equal(final.headers['cache-control'], 'public, max-age=31536000, immutable');
@@ -253,7 +253,7 @@ describe('hours missed while the server was down', () => {
     const second = await startApp({ RENDER_SCHEDULER: true, RENDER_CRON: '0 0 1 1 *' }, db);
     try {
       await second.app.ready();
-      await second.app.publisher.idle();
+      await second.app.renderer.idle();
       for (const [n, name] of [[0, 'Down 1'], [2, 'Down 2']] as const) {
         const res = await get(second, archivePath(H + n * HOUR_MS));
         assert.equal(res.status, 200);

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { startApp, type TestApp } from '../../helpers/app.js';
-import { archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { addPublisher } from '../../../src/intake/rss-ping/publisher-repository.js';
 import { deriveKey, sealPassword } from '../../../src/intake/rss-ping/secret-box.js';
 import { updatesItem } from '../../../src/publishing/documents/updates.js';
@@ -104,7 +104,7 @@ test('updates.xml lists the payload items of the last hour, newest first, with s
   const r3 = await post(rssPing({ siteUri: site3, siteName: 'Three "&amp;" &lt;co&gt;', payload: hostile }), `/rssping/${endpoint}`);
   assert.equal(r3.authentication, 'publisher_side', r3.message);
 
-  await t.app.publisher.tick({});
+  await t.app.renderer.tick({});
   const res = await get('/updates.xml');
   assert.equal(res.status, 200);
   assert.equal(res.headers['content-type'], 'application/rss+xml; charset=utf-8');
@@ -163,7 +163,7 @@ test('updates.xml has the same validators, codings and RFC 3229 feed deltas as c
   assert.deepEqual(zlib.gunzipSync(gz.raw), full.raw);
 
   assert.equal((await post(rssPing({ siteUri: 'http://four.example.com/', siteName: 'Four', payload: '<item><title>Newest</title><link>http://four.example.com/n</link></item>' }))).status, 200);
-  await t.app.publisher.tick({});
+  await t.app.renderer.tick({});
   const delta = await get('/updates.xml', { 'a-im': 'feed', 'if-none-match': etag });
   assert.equal(delta.status, 226);
   assert.equal(delta.headers.im, 'feed');
@@ -178,7 +178,7 @@ test('updates.xml has the same validators, codings and RFC 3229 feed deltas as c
 
 test('items older than an hour leave updates.xml', async () => {
   await t.app.db.query("update rssping_payloads set received_at = received_at - interval '2 hours' where site_url = 'http://photomatt.net/'");
-  await t.app.publisher.tick({});
+  await t.app.renderer.tick({});
   const titles = parseRss((await get('/updates.xml')).raw).items.map((i) => i.title);
   assert.deepEqual(titles, ['Newest', '<script>alert(1)</script> ]]> & ctl', 'Hashed & signed']);
 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { decodeBody, insertPings, strictParse } from '../helpers.js';
-import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 
 const T = hourStart(Date.now()) - 3 * HOUR_MS + 10 * 60_000;
 const ETAG = /^"([0-9a-z]+\.[0-9a-z]+)(-gz|-br)?"$/;
@@ -45,17 +45,17 @@ describe('serving changes.xml', () => {
       { name: 'A1', url: 'http://a1.example.com/', at: T - 30_000 },
       { name: 'A2', url: 'http://a2.example.com/', at: T - 20_000 },
     ]);
-    await t.app.publisher.tick({ now: new Date(T) });
+    await t.app.renderer.tick({ now: new Date(T) });
     await snapshot('R1');
     await snapshot('S1', '/shortChanges.xml');
     await insertPings(t.app.db, [{ name: 'B1', url: 'http://b1.example.com/', at: T + 5_000 }]);
-    await t.app.publisher.tick({ now: new Date(T + 10_000) });
+    await t.app.renderer.tick({ now: new Date(T + 10_000) });
     await snapshot('R2');
     await insertPings(t.app.db, [
       { name: 'C1', url: 'http://c1.example.com/', rssUrl: 'http://c1.example.com/rss', at: T + 15_000 },
       { name: 'C2 & <co>', url: 'http://c2.example.com/', at: T + 16_000 },
     ]);
-    await t.app.publisher.tick({ now: new Date(T + 20_000) });
+    await t.app.renderer.tick({ now: new Date(T + 20_000) });
     await snapshot('R3');
     await snapshot('S3', '/shortChanges.xml');
   });
@@ -225,7 +225,7 @@ describe('serving changes.xml', () => {
 
   test('a delta with nothing new: entries only left the window → 226 with an empty document', async () => {
     // At T+271 s, A1 (pinged at T-30 s) leaves shortChanges.xml; nobody pinged since S3.
-    const r = await t.app.publisher.tick({ now: new Date(T + 271_000) });
+    const r = await t.app.renderer.tick({ now: new Date(T + 271_000) });
     assert.deepEqual(r?.rendered.map((x) => x.path).filter((p) => p !== '/updates.xml'), ['/shortChanges.xml']);
     const d = await req('/shortChanges.xml', { 'a-im': 'feed', 'if-none-match': `"${tags.S3}"` });
     assert.equal(d.status, 226);
@@ -236,7 +236,7 @@ describe('serving changes.xml', () => {
 
   test('a validator older than PUBLISH_DELTA_WINDOW is too old: the full document', async () => {
     await insertPings(t.app.db, [{ name: 'D1', url: 'http://d1.example.com/', at: T + 690_000 }]);
-    await t.app.publisher.tick({ now: new Date(T + 700_000) }); // R1..R3 are more than 600 s older
+    await t.app.renderer.tick({ now: new Date(T + 700_000) }); // R1..R3 are more than 600 s older
     await snapshot('R4');
     for (const base of ['R1', 'R2', 'R3']) {
       const r = await req('/changes.xml', { 'a-im': 'feed', 'if-none-match': `"${tags[base]}"` });
@@ -281,7 +281,7 @@ describe('serving archives and documents not rendered yet', () => {
       { name: 'X', url: 'http://x.example.com/', at: H + 1000 },
       { name: 'Y', url: 'http://y.example.com/', at: H + 2000 },
     ]);
-    await t.app.publisher.tick({ now: new Date(H + HOUR_MS + 1000) });
+    await t.app.renderer.tick({ now: new Date(H + HOUR_MS + 1000) });
     const path = archivePath(H);
     const r = await t.app.inject({ url: path, headers: { 'accept-encoding': 'gzip' } });
     assert.equal(r.statusCode, 200);
@@ -332,7 +332,7 @@ describe('real HTTP clients', () => {
 
   test('curl decodes full documents and 226 deltas in gzip and brotli (libz, libbrotli)', async () => {
     await insertPings(t.app.db, [{ name: 'Old', url: 'http://old.example.com/', at: T2 - 1000 }]);
-    await t.app.publisher.tick({ now: new Date(T2) });
+    await t.app.renderer.tick({ now: new Date(T2) });
     const first = await curl(['--compressed', `${t.url}/changes.xml`]);
     assert.equal(first.status, 200);
     assert.equal(first.headers['content-encoding'], 'br'); // curl offers deflate, gzip, br, zstd
@@ -341,7 +341,7 @@ describe('real HTTP clients', () => {
       { name: 'New 1', url: 'http://new1.example.com/', at: T2 + 1000 },
       { name: 'New 2', url: 'http://new2.example.com/', at: T2 + 2000 },
     ]);
-    await t.app.publisher.tick({ now: new Date(T2 + 5000) });
+    await t.app.renderer.tick({ now: new Date(T2 + 5000) });
     const identity = (await curl([`${t.url}/changes.xml`])).body;
     for (const ae of ['gzip', 'br']) {
       const d = await curl(['--compressed', '-H', `Accept-Encoding: ${ae}`, '-H', 'A-IM: feed', '-H', `If-None-Match: ${base}`, `${t.url}/changes.xml`]);

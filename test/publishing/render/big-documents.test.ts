@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { startApp, type TestApp } from '../../helpers/app.js';
-import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { countArchivesBefore, deleteArchivesBefore } from '../../../src/publishing/rendering-store.js';
 import { bulkPings, decodeBody, strictParse } from '../helpers.js';
 
@@ -21,10 +21,10 @@ describe('big documents', () => {
 
   test('changes.xml over several chunks, and a 226 delta spanning chunks, in every coding', async () => {
     await bulkPings(t.app.db, 15_000, T - 50 * 60_000, T - 30 * 60_000, 'older');
-    await t.app.publisher.tick({ now: new Date(T - 25 * 60_000) });
+    await t.app.renderer.tick({ now: new Date(T - 25 * 60_000) });
     const base = await t.app.inject({ url: '/changes.xml' });
     await bulkPings(t.app.db, 16_000, T - 20 * 60_000, T - 60_000, 'newer');
-    const r = await t.app.publisher.tick({ now: new Date(T) });
+    const r = await t.app.renderer.tick({ now: new Date(T) });
     const rendered = r?.rendered.find((x) => x.path === '/changes.xml');
     assert.ok(rendered && rendered.entries === 31_000 && rendered.identityLength > 2 << 20, JSON.stringify(rendered));
 
@@ -53,7 +53,7 @@ describe('big documents', () => {
 
   test('an archive too big to store in identity: served by decompressing the stored gzip, exact length, HEAD', async () => {
     await bulkPings(t.app.db, 60_000, A + 1000, A + HOUR_MS - 1000, 'arch');
-    const r = await t.app.publisher.renderHour(A, { now: new Date(H + 2 * HOUR_MS) });
+    const r = await t.app.renderer.renderHour(A, { now: new Date(H + 2 * HOUR_MS) });
     assert.ok(r && r !== 'identical' && r.closed && r.identityLength > 4 << 20, JSON.stringify(r));
     const path = archivePath(A);
     const stored = await t.app.db.query<{ variant: string; n: number }>(

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import zlib from 'node:zlib';
 import { createTestDatabase, startApp, uniqueUrl, type TestDatabase } from '../../helpers/app.js';
-import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/documents.js';
+import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { insertPings, strictParse } from '../helpers.js';
 
 function cli(args: string[], db: TestDatabase, env: Record<string, string> = {}): Promise<{ status: number; stdout: string; stderr: string }> {
@@ -91,11 +91,11 @@ test('PUBLISH_DIR: every rendering replaces the files atomically (a new inode, n
   const t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_DIR: dir, PUBLISH_POINTER_TTL_MS: 0 });
   try {
     await t.app.pings.accept({ method: 'ping', name: 'One', url: uniqueUrl('dir') });
-    await t.app.publisher.tick();
+    await t.app.renderer.tick();
     const first = statSync(join(dir, 'changes.xml')).ino;
     const url = uniqueUrl('dir');
     await t.app.pings.accept({ method: 'ping', name: 'Two', url });
-    await t.app.publisher.tick();
+    await t.app.renderer.tick();
     assert.notEqual(statSync(join(dir, 'changes.xml')).ino, first, 'renamed into place, not rewritten');
     const file = readFileSync(join(dir, 'changes.xml'));
     assert.ok(file.toString().includes(url));

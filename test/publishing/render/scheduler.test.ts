@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import cron from 'node-cron';
 import { startApp, uniqueUrl } from '../../helpers/app.js';
-import { cadenceSeconds } from '../../../src/publishing/plugin.js';
+import { cadenceSeconds } from '../../../src/publishing/render/schedule.js';
 import { ConfigError, loadConfig } from '../../../src/platform/config.js';
 
 test('the cadence of RENDER_CRON: the gap between runs, in seconds', () => {

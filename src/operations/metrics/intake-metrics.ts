@@ -1,0 +1,66 @@
+// Owns the metrics of intake and of the database under it: pings by method and outcome, group-commit batch
+// sizes and commit times (subscribed to what the ping service publishes), and the batcher queue and the
+// connection pool, read at scrape time.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge, Histogram } from 'prom-client';
+
+async function intakeMetricsPlugin(app: FastifyInstance): Promise<void> {
+  const registry = app.metrics;
+  const pings = new Counter({
+    name: 'pingd_pings_total',
+    help: 'Pings received, by method and outcome (accepted, or the refusal reason).',
+    labelNames: ['method', 'outcome'] as const,
+    registers: [registry],
+  });
+  const batchSize = new Histogram({
+    name: 'pingd_commit_batch_size',
+    help: 'Pings per group commit.',
+    buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000],
+    registers: [registry],
+  });
+  const commitSeconds = new Histogram({
+    name: 'pingd_commit_duration_seconds',
+    help: 'Time to commit one batch of pings.',
+    labelNames: ['ok'] as const,
+    buckets: [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers: [registry],
+  });
+  app.pings.onOutcome((method, r) => pings.inc({ method, outcome: r.ok ? 'accepted' : r.reason }));
+  app.pings.onBatch((s) => {
+    batchSize.observe(s.size);
+    commitSeconds.observe({ ok: String(s.ok) }, s.ms / 1000);
+  });
+
+  // Read at scrape time, so they show the state when Prometheus asks.
+  new Gauge({
+    name: 'pingd_db_pool_connections',
+    help: 'Database connections by state (total open, idle, and callers waiting for one).',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const s = app.db.poolStats();
+      this.set({ state: 'total' }, s.total);
+      this.set({ state: 'idle' }, s.idle);
+      this.set({ state: 'waiting' }, s.waiting);
+    },
+  });
+  new Gauge({
+    name: 'pingd_db_pool_max',
+    help: 'Most connections the pool may open (1 for the embedded database).',
+    registers: [registry],
+    collect() {
+      this.set(app.db.kind === 'pglite' ? 1 : app.config.DB_POOL_MAX);
+    },
+  });
+  new Gauge({
+    name: 'pingd_ping_queue_length',
+    help: 'Pings queued or committing in the group-commit batcher.',
+    registers: [registry],
+    collect() {
+      this.set(app.pings.pending);
+    },
+  });
+}
+
+export default fp(intakeMetricsPlugin, { name: 'intake-metrics', dependencies: ['metrics', 'db', 'pings'] });

@@ -1,0 +1,71 @@
+// Owns the hourly archives, /YYYY/MM/DD/HH.xml (UTC): every ping of one hour, oldest first, not
+// de-duplicated, in the weblogUpdates format; their paths and the renderer's source for one hour.
+import type { Queryable } from '../../platform/db/database.js';
+import { hourPage, hourStats, type After, type HourStats } from '../../intake/ping/window-repository.js';
+import type { Entry, RenderSource } from './document.js';
+import { WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
+
+/** Archives are read in pages: a page's rows live across the database round trip. */
+export const ARCHIVE_PAGE_ROWS = 2000;
+export const HOUR_MS = 3_600_000;
+export const ARCHIVE_DOCUMENT = 'archive';
+
+export function hourStart(ms: number): number {
+  return Math.floor(ms / HOUR_MS) * HOUR_MS;
+}
+
+const pad = (n: number) => String(n).padStart(2, '0');
+
+export function archivePath(hourStartMs: number): string {
+  const d = new Date(hourStartMs);
+  return `/${d.getUTCFullYear()}/${pad(d.getUTCMonth() + 1)}/${pad(d.getUTCDate())}/${pad(d.getUTCHours())}.xml`;
+}
+
+/** The hour an archive path names, or null when it is not a real UTC hour. */
+export function parseArchivePath(year: string, month: string, day: string, hour: string): number | null {
+  const y = Number(year);
+  const mo = Number(month);
+  const d = Number(day);
+  const h = Number(hour);
+  if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23) return null;
+  const ms = Date.UTC(y, mo - 1, d, h);
+  const back = new Date(ms);
+  if (back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d) return null; // 2026-02-30
+  return ms;
+}
+
+/** `2026-11-22T08` (the CLI's --hour) → hour start in ms, or null. */
+export function parseHourArg(s: string): number | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2})$/.exec(s.trim());
+  return m ? parseArchivePath(m[1], m[2], m[3], m[4]) : null;
+}
+
+export async function archiveStats(q: Queryable, startMs: number, toUs: number): Promise<HourStats> {
+  return hourStats(q, startMs * 1000, toUs);
+}
+
+/**
+ * An hour's archive: `updated` is the end of the hour once it is closed (so re-rendering a closed hour gives
+ * the same bytes) or the render time while it grows; `when` counts back from it; `count` is the number of
+ * pings in the archive. Pages are bounded by the highest id seen when counting, so count and entries agree.
+ */
+export function archiveSource(q: Queryable, startMs: number, toUs: number, updatedMs: number, stats: HourStats): RenderSource {
+  async function* pages(): AsyncIterable<Entry[]> {
+    if (stats.n === 0) return;
+    let after: After | null = null;
+    for (;;) {
+      const rows = await hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS);
+      if (rows.length === 0) return;
+      const last = rows[rows.length - 1];
+      // No deltas on archives: one string per page (see Entry.count).
+      let xml = '';
+      for (const r of rows) xml += weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, updatedMs);
+      const n = rows.length;
+      after = { atUs: last.at_us, id: last.id };
+      rows.length = 0;
+      yield [{ xml, atUs: last.at_us, count: n }];
+      if (n < ARCHIVE_PAGE_ROWS) return;
+    }
+  }
+  return { head: weblogUpdatesHead(new Date(updatedMs), stats.n), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: stats.n };
+}

@@ -1,0 +1,152 @@
+// Owns reading back what was rendered, for the routes that serve it: the current rendering of a path
+// (remembered briefly, and kept while the database is unavailable), delta cut points, and the bytes of a
+// full document or a delta in each coding (small ones kept in memory, large ones streamed from the
+// database).
+import { Readable, pipeline } from 'node:stream';
+import zlib from 'node:zlib';
+import { promisify } from 'node:util';
+import { LRUCache } from 'lru-cache';
+import type { Db } from '../../platform/db/database.js';
+import { brotliTail, gzipTail, tailLength, type Encoding } from '../codec.js';
+import { CHUNK_BYTES, currentRendering, findDelta, readChunks, type DeltaCut, type RenderingMeta, type Variant } from '../rendering-store.js';
+
+const gunzip = promisify(zlib.gunzip);
+
+/** Bodies up to this size are kept in memory; larger ones are streamed from the database. */
+const CACHE_ENTRY_MAX = 4 << 20;
+const CACHE_TOTAL_MAX = 64 << 20;
+/** Paths whose current rendering is remembered (every archive hour asked for is one). */
+const POINTERS_MAX = 10_000;
+/** Delta cut points remembered (a few per rendering and base a client names). */
+const DELTA_CUTS_MAX = 4096;
+
+export interface ReaderOptions {
+  db: Db;
+  /** How long the current rendering of a path is remembered before asking the database again. */
+  pointerTtlMs: number;
+}
+
+export class Reader {
+  /**
+   * The last known current rendering per path. No TTL in the cache itself: an entry older than pointerTtlMs
+   * is asked for again, but still answers while the database is unavailable (see current()).
+   */
+  private readonly pointers = new LRUCache<string, { meta: RenderingMeta | undefined; at: number }>({ max: POINTERS_MAX });
+  private readonly pointerLoads = new Map<string, Promise<RenderingMeta | undefined>>();
+  private readonly deltaCuts = new LRUCache<string, DeltaCut | false>({ max: DELTA_CUTS_MAX });
+  private readonly bodies = new LRUCache<string, Buffer>({ maxSize: CACHE_TOTAL_MAX, maxEntrySize: CACHE_TOTAL_MAX, sizeCalculation: (b) => Math.max(1, b.length) });
+
+  constructor(private readonly opts: ReaderOptions) {}
+
+  /** Forgets the remembered current rendering of `path` (a new one was just published by this process). */
+  invalidate(path: string): void {
+    this.pointers.delete(path);
+  }
+
+  /** The current rendering of `path` (remembered for pointerTtlMs; concurrent lookups share one query). */
+  async current(path: string): Promise<RenderingMeta | undefined> {
+    const hit = this.pointers.get(path);
+    if (hit && Date.now() - hit.at < this.opts.pointerTtlMs) return hit.meta;
+    let load = this.pointerLoads.get(path);
+    if (!load) {
+      load = currentRendering(this.opts.db, path).finally(() => this.pointerLoads.delete(path));
+      this.pointerLoads.set(path, load);
+    }
+    let meta: RenderingMeta | undefined;
+    try {
+      meta = await load;
+    } catch (err) {
+      // The database is unavailable: keep serving the last rendering this instance knew of (its bytes are
+      // in memory once served) rather than failing every crawler until the database is back.
+      if (hit) return hit.meta;
+      throw err;
+    }
+    if (this.opts.pointerTtlMs > 0) this.pointers.set(path, { meta, at: Date.now() });
+    return meta;
+  }
+
+  /** The delta cut from `baseId` recorded with rendering `meta`, if that base is known and recent. */
+  async deltaCut(meta: RenderingMeta, baseId: number, baseCursorUs: number): Promise<DeltaCut | undefined> {
+    const key = `${meta.id}:${baseId}`;
+    let cut = this.deltaCuts.get(key);
+    if (cut === undefined) {
+      try {
+        cut = (await findDelta(this.opts.db, meta.id, baseId)) ?? false;
+      } catch {
+        return undefined; // database unavailable: the full document instead of a delta (not remembered)
+      }
+      this.deltaCuts.set(key, cut);
+    }
+    // A tag with the right id but another cursor is not ours (another database, or forged).
+    return cut && cut.baseCursorUs === baseCursorUs ? cut : undefined;
+  }
+
+  /** Length of the full document in a coding. */
+  fullLength(meta: RenderingMeta, enc: Encoding): number {
+    return enc === 'identity' ? meta.identityLength : enc === 'gzip' ? meta.gzipLength : meta.brLength;
+  }
+
+  /** The full document in a coding: a Buffer when small enough to keep, else a stream from the database. */
+  async fullBody(meta: RenderingMeta, enc: Encoding): Promise<Buffer | Readable> {
+    if (enc === 'identity' && !meta.identityStored) {
+      // Identity of a big document is not stored: decompress the stored gzip (never compress per request).
+      const out = zlib.createGunzip();
+      pipeline(this.variantStream(meta.id, 'gzip', meta.gzipLength), out, () => undefined); // errors destroy `out`
+      return out;
+    }
+    const variant: Variant = enc;
+    const length = this.fullLength(meta, enc);
+    if (length > CACHE_ENTRY_MAX) return this.variantStream(meta.id, variant, length);
+    const key = `${meta.id}:${variant}`;
+    let b = this.bodies.get(key);
+    if (!b) {
+      b = await this.readRange(meta.id, variant, length);
+      this.bodies.set(key, b);
+    }
+    return b;
+  }
+
+  /** Length of a delta body in a coding. */
+  deltaLength(meta: RenderingMeta, cut: DeltaCut, enc: Encoding): number {
+    if (enc === 'identity') return cut.identityEnd + meta.footer.length;
+    return (enc === 'gzip' ? cut.gzipEnd : cut.brEnd) + tailLength(enc, meta.footer.length);
+  }
+
+  /** A delta body: the stored prefix of the delta stream, plus the footer and end of stream (codec.ts). */
+  async deltaBody(meta: RenderingMeta, cut: DeltaCut, enc: Encoding): Promise<Buffer> {
+    const key = `${meta.id}:d${cut.baseId}:${enc}`;
+    const hit = this.bodies.get(key);
+    if (hit) return hit;
+    let body: Buffer;
+    if (enc === 'gzip') {
+      body = Buffer.concat([await this.readRange(meta.id, 'dgzip', cut.gzipEnd), gzipTail(meta.footer, cut.gzipCrc, cut.identityEnd)]);
+    } else if (enc === 'br') {
+      body = Buffer.concat([await this.readRange(meta.id, 'dbr', cut.brEnd), brotliTail(meta.footer)]);
+    } else if (meta.identityStored) {
+      body = Buffer.concat([await this.readRange(meta.id, 'identity', cut.identityEnd), meta.footer]);
+    } else {
+      body = await gunzip(await this.deltaBody(meta, cut, 'gzip'));
+    }
+    this.bodies.set(key, body);
+    return body;
+  }
+
+  private async readRange(id: number, variant: Variant, end: number): Promise<Buffer> {
+    if (end === 0) return Buffer.alloc(0);
+    const chunks = await readChunks(this.opts.db, id, variant, 0, Math.floor((end - 1) / CHUNK_BYTES));
+    const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    return all.subarray(0, end);
+  }
+
+  private variantStream(id: number, variant: Variant, length: number): Readable {
+    const db = this.opts.db;
+    const last = Math.max(0, Math.ceil(length / CHUNK_BYTES) - 1);
+    async function* chunks() {
+      for (let seq = 0; seq <= last; seq++) {
+        const [c] = await readChunks(db, id, variant, seq, seq);
+        yield c;
+      }
+    }
+    return Readable.from(chunks(), { objectMode: false });
+  }
+}
