@@ -1,11 +1,14 @@
 // Owns the process configuration: one table of environment variables, read once, validated, frozen.
 // A bad value fails fast with the variable's name so an operator sees exactly what to fix.
 
-import { parseCidrList, type CidrRange } from './fetch/address-policy.js';
+import { parseCidrList, type CidrRange } from './net/ip.js';
 import cron from 'node-cron';
+import { PingdError } from './errors.js';
 
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class ConfigError extends PingdError<'CONFIG_INVALID'> {
+  constructor(message: string) {
+    super('CONFIG_INVALID', message);
+  }
 }
 
 type Parser<T> = (raw: string, name: string) => T;

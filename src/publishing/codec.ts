@@ -9,7 +9,6 @@
 import zlib from 'node:zlib';
 
 export type Encoding = 'identity' | 'gzip' | 'br';
-export const ENCODINGS: readonly Encoding[] = ['br', 'gzip', 'identity'];
 
 /**
  * Smaller documents get the slower, tighter settings: they are rendered often and fetched far more. An

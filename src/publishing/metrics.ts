@@ -65,7 +65,7 @@ export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; 
       },
     },
     // Labelled children cached by a flat key: prom-client would hash the label object on every request,
-    // a measurable share of a 304's cost (issue #7).
+    // a measurable share of a 304's cost in a profile.
     responses(document, status, n) {
       const key = `${document} ${status}`;
       let c = responseChildren.get(key);

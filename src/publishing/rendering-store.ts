@@ -116,15 +116,8 @@ export async function recentRenderings(q: Queryable, path: string, minCursorUs: 
   });
 }
 
-export interface NewRendering {
-  path: string;
-  document: string;
-  contentType: string;
-  updatedMs: number;
-  cursorUs: number;
-  fingerprint: string;
-  closed: boolean;
-}
+/** What a rendering is reserved with, before its bytes exist. */
+export type NewRendering = Pick<RenderingMeta, 'path' | 'document' | 'contentType' | 'updatedMs' | 'cursorUs' | 'fingerprint' | 'closed'>;
 
 /** Reserves a rendering (incomplete until completeRendering) so its chunks can be written as they come. */
 export async function createRendering(q: Queryable, r: NewRendering): Promise<number> {
@@ -168,19 +161,9 @@ export interface DeltaCut {
   brEnd: number;
 }
 
-export interface CompletedRendering {
-  id: number;
-  path: string;
-  document: string;
-  entries: number;
-  closed: boolean;
-  identityLength: number;
-  identityStored: boolean;
-  gzipLength: number;
-  brLength: number;
-  footer: Buffer;
-  sha256: string;
-  renderMs: number;
+/** What completing a rendering records: its results as RenderingMeta names them, and its delta cuts. */
+export interface CompletedRendering
+  extends Pick<RenderingMeta, 'id' | 'path' | 'document' | 'entries' | 'closed' | 'identityLength' | 'identityStored' | 'gzipLength' | 'brLength' | 'footer' | 'sha256' | 'renderMs'> {
   deltas: DeltaCut[];
   /** For hourly archives: the hour's start (ms). */
   hourStartMs?: number;

@@ -5,8 +5,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, startApp, createTestDatabase, methodCall, readReply, uniqueUrl, type TestApp, type TestDatabase } from '../helpers/app.js';
-import { findPingsByUrl } from '../../src/intake/ping/ping-repository.js';
 import { privatePostgresAvailable, startPrivatePostgres, type PrivatePostgres } from './private-postgres.js';
+import { findPingsByUrl } from '../helpers/rows.js';
 
 // Answers slower than this are a hang, not a refusal (DB_TIMEOUT_MS is 1000 here).
 const HANG_MS = 10_000;

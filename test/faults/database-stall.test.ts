@@ -5,8 +5,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, startApp, createTestDatabase, methodCall, readReply, uniqueUrl, type TestApp, type TestDatabase } from '../helpers/app.js';
-import { findPingsByUrl } from '../../src/intake/ping/ping-repository.js';
 import { startProxy, type FaultyProxy } from './private-postgres.js';
+import { findPingsByUrl } from '../helpers/rows.js';
 
 const TIMEOUT_MS = 1000;
 // Answers slower than this are a hang, not a refusal.

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { XMLValidator } from 'fast-xml-parser';
 import { startApp, readReply, unescapeXml, type TestApp } from '../helpers/app.js';
-import { findPingsByUrl } from '../../src/intake/ping/ping-repository.js';
+import { findPingsByUrl } from '../helpers/rows.js';
 
 interface Expect {
   status: number;

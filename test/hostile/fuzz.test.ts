@@ -18,11 +18,11 @@ import { pingFromCall } from '../../src/intake/xmlrpc/methods.js';
 import { validatePing, PingValidationError } from '../../src/intake/ping/validate.js';
 import { decodeXml, CharsetError } from '../../src/platform/xml/decode.js';
 import { escapeXml, escapeHtml } from '../../src/platform/xml/escape.js';
-import { countPings } from '../../src/intake/ping/ping-repository.js';
 import { strictParse } from '../publishing/helpers.js';
 import { FUZZ_SEED, runs, seedBodies, rssSeedBodies, anyRpcBody, anyRssBody, grammarCall, hostileString, hostileUrl, queryString, hostileHeaderValue, encodeURIComponentLoose } from './generators.js';
 import { parseRssPing, RssPingError } from '../../src/intake/rss-ping/parse.js';
 import { extractPayload } from '../../src/intake/rss-ping/payload.js';
+import { countPings } from '../helpers/rows.js';
 
 const problems: string[] = [];
 const onRejection = (r: unknown) => problems.push(`unhandledRejection: ${String((r as Error)?.stack ?? r)}`);

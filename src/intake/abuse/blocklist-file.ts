@@ -6,6 +6,7 @@ import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { parseBlocklist, type Blocklist, type BlocklistProblem } from './blocklist.js';
+import { PingdError } from '../../platform/errors.js';
 
 /** Largest blocklist file read (a typo'd path to a huge file must not exhaust memory). */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
@@ -16,8 +17,10 @@ export interface BlocklistFileEvents {
   failed(err: Error): void;
 }
 
-export class BlocklistFileError extends Error {
-  readonly code = 'BLOCKLIST_UNREADABLE';
+export class BlocklistFileError extends PingdError<'BLOCKLIST_UNREADABLE'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('BLOCKLIST_UNREADABLE', message, options);
+  }
 }
 
 export class BlocklistFile {

@@ -1,7 +1,7 @@
 // Owns the per-client ping rate limit: a token bucket per client address, in this process's memory.
 // Each instance counts on its own (N instances behind a balancer allow up to N × the rate); that is
 // enough to stop one noisy address from flooding the queue, which is what it is for.
-import { isIP } from 'node:net';
+import { slash64Key } from '../../platform/net/ip.js';
 import { plainAddress } from './blocklist.js';
 
 /** At most this many addresses are tracked; beyond it the oldest entries are forgotten (bounded memory). */
@@ -19,32 +19,7 @@ export type RateDecision = { ok: true } | { ok: false; retryAfterSec: number };
  * and counting single addresses would let them rotate through 2^64 of them.
  */
 export function clientKey(addr: string | null | undefined): string {
-  if (!addr) return 'unknown';
-  const a = plainAddress(addr);
-  if (isIP(a) !== 6) return a;
-  const groups = expandIPv6(a);
-  return groups ? `${groups.slice(0, 4).join(':')}::/64` : a;
-}
-
-/** The eight 16-bit groups of an IPv6 address as hex strings, or undefined if it is not one. */
-export function expandIPv6(addr: string): string[] | undefined {
-  let a = addr.toLowerCase().replace(/%.*$/, '');
-  // A trailing dotted IPv4 part (::ffff:1.2.3.4, 64:ff9b::10.0.0.1) is two groups.
-  const v4 = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(a);
-  if (v4) {
-    const b = v4.slice(1).map(Number);
-    if (b.some((x) => x > 255)) return undefined;
-    a = a.slice(0, v4.index) + ((b[0] << 8) | b[1]).toString(16) + ':' + ((b[2] << 8) | b[3]).toString(16);
-  }
-  const halves = a.split('::');
-  if (halves.length > 2) return undefined;
-  const head = halves[0] ? halves[0].split(':') : [];
-  const tail = halves.length === 2 && halves[1] ? halves[1].split(':') : [];
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
-  const groups = [...head, ...Array<string>(halves.length === 2 ? missing : 0).fill('0'), ...tail];
-  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-f]{1,4}$/.test(g))) return undefined;
-  return groups.map((g) => g.replace(/^0+(?=.)/, ''));
+  return addr ? slash64Key(plainAddress(addr)) : 'unknown';
 }
 
 export class RateLimiter {

@@ -1,22 +1,36 @@
-// Owns the HTTP GET ping (seed 000, "HTTP Ping"): GET /pingSiteForm?name=&url= (weblogs.com's form) and
+// Owns the HTTP GET ping (RSS Feed State, "HTTP Ping"): GET /pingSiteForm?name=&url= (weblogs.com's form) and
 // its alias GET /ping. A person reads the answer: an HTML page, 200 on success, a 4xx/503 with the reason.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { firstParam as param, queryParam } from '../../platform/http-schema.js';
 import { escapeHtml } from '../../platform/xml/escape.js';
 import type { PingResult } from '../ping/ping-service.js';
 import { REFUSAL_STATUS } from '../ping/refusals.js';
 import type { RawPing } from '../ping/validate.js';
 
-type Query = Record<string, string | string[] | undefined>;
-
-/** The first value of a query parameter, trying each spelling clients use. */
-function param(q: Query, ...names: string[]): string | null {
-  for (const n of names) {
-    const v = q[n];
-    if (typeof v === 'string') return v;
-    if (Array.isArray(v) && v.length) return v[0];
-  }
-  return null;
-}
+/**
+ * GET /pingSiteForm's query: weblogs.com's form fields and the spellings other clients use (the first
+ * spelling present wins). Unknown parameters are ignored.
+ */
+/** Longer than any valid field (a 1024-character name, a 2048-character URL, 50 tags of 100): refused by the schema. */
+const FIELD_MAX = 8192;
+const PingQuery = Type.Object({
+  name: queryParam(FIELD_MAX),
+  blogname: queryParam(FIELD_MAX),
+  title: queryParam(FIELD_MAX),
+  url: queryParam(FIELD_MAX),
+  blogurl: queryParam(FIELD_MAX),
+  u: queryParam(FIELD_MAX),
+  changesURL: queryParam(FIELD_MAX),
+  changesUrl: queryParam(FIELD_MAX),
+  changesurl: queryParam(FIELD_MAX),
+  rssUrl: queryParam(FIELD_MAX),
+  rssURL: queryParam(FIELD_MAX),
+  rssurl: queryParam(FIELD_MAX),
+  tags: queryParam(FIELD_MAX),
+  category: queryParam(FIELD_MAX),
+});
+type PingQuery = Static<typeof PingQuery>;
 
 export function page(title: string, body: string): string {
   return `<!DOCTYPE html>
@@ -49,7 +63,7 @@ function resultHtml(r: PingResult, name: string | null, url: string | null): str
 }
 
 export default async function httpPingRoutes(app: FastifyInstance): Promise<void> {
-  const handler = async (req: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
+  const handler = async (req: FastifyRequest<{ Querystring: PingQuery }>, reply: FastifyReply) => {
     const q = req.query ?? {};
     const name = param(q, 'name', 'blogname', 'title');
     const url = param(q, 'url', 'blogurl', 'u');
@@ -72,9 +86,9 @@ export default async function httpPingRoutes(app: FastifyInstance): Promise<void
     if (!result.ok && result.retryAfterSec) reply.header('retry-after', String(result.retryAfterSec));
     return reply.code(status).send(resultHtml(result, name, url));
   };
-  app.get('/pingSiteForm', handler);
-  app.get('/ping', handler);
-  app.get('/', async (_req, reply) =>
+  app.get('/pingSiteForm', { schema: { querystring: PingQuery } }, handler);
+  app.get('/ping', { schema: { querystring: PingQuery } }, handler);
+  app.get('/', { schema: { querystring: Type.Object({}) } }, async (_req, reply) =>
     reply
       .header('content-type', 'text/html; charset=utf-8')
       .send(

@@ -117,7 +117,7 @@ export class PingBatcher {
       now - this.lastFlushAt < STALL_MS
     ) {
       // Sized by load: while a batch commits and pings keep arriving, they wait for one next batch instead
-      // of going out in many small ones: each batch has a fixed cost (a round trip and a commit; issue #7
+      // of going out in many small ones: each batch has a fixed cost (a round trip and a commit; a profile
       // measured ~0.3 ms of pingd CPU and more of PostgreSQL's per batch on a 2-core machine). Once arrivals
       // pause, the waiting pings go at once: when commits rather than CPU are the limit (a slow disk, a
       // shared WAL), clients would otherwise idle for the whole commit. And a batch stuck on a lock never

@@ -68,9 +68,9 @@ export async function insertPingBatch(q: Queryable, pings: ValidPing[], minInter
     userAgent[i] = p.userAgent;
   }
   const byUrl = new Map<string, InsertOutcome>();
-  try {
+  await withContext(`inserting a batch of ${n} pings failed`, async () => {
     // Named: prepared once per connection. Planning this statement cost more than executing it for a
-    // batch of 20 (issue #7 profile: ~1.2 ms per batch).
+    // batch of 20 (profiled: ~1.2 ms per batch).
     const rows = await q.query<{ id: number; url: string; at: Date }>(INSERT_BATCH, [method, name, url, changesUrl, rssUrl, tags, clientAddr, userAgent, minIntervalSec], {
       name: 'pingd_insert_ping_batch',
     });
@@ -79,44 +79,8 @@ export async function insertPingBatch(q: Queryable, pings: ValidPing[], minInter
       const throttled = url.filter((u) => !byUrl.has(u));
       for (const r of await q.query<{ url: string; at: Date }>(LAST_PING_AT, [throttled])) byUrl.set(r.url, { status: 'throttled', lastPingAt: new Date(r.at) });
     }
-  } catch (err) {
-    throw new Error(`inserting a batch of ${n} pings failed: ${(err as Error).message}`, { cause: err });
-  }
+  });
   return pings.map((p) => byUrl.get(p.url) ?? { status: 'throttled', lastPingAt: null });
-}
-
-export interface PingRow {
-  id: number;
-  weblog_id: number;
-  received_at: Date;
-  method: string;
-  name: string;
-  url: string;
-  changes_url: string | null;
-  rss_url: string | null;
-  tags: string[] | null;
-  client_addr: string | null;
-  user_agent: string | null;
-}
-
-export async function findPingsByUrl(q: Queryable, url: string): Promise<PingRow[]> {
-  return q.query<PingRow>('select * from pings where url = $1 order by id', [url]);
-}
-
-export async function countPings(q: Queryable): Promise<number> {
-  const [r] = await q.query<{ n: number }>('select count(*)::bigint as n from pings');
-  return Number(r.n);
-}
-
-export interface WeblogRow {
-  id: number;
-  url: string;
-  name: string;
-  changes_url: string | null;
-  rss_url: string | null;
-  first_ping_at: Date;
-  last_ping_at: Date;
-  ping_count: number;
 }
 
 /** Whether a weblog is inside its throttle window now (read-only; the insert decides for real). */
@@ -129,9 +93,4 @@ export async function throttleState(q: Queryable, url: string, minIntervalSec: n
     ),
   );
   return r ? { throttled: Boolean(r.throttled), lastPingAt: new Date(r.last_ping_at) } : { throttled: false, lastPingAt: null };
-}
-
-export async function findWeblog(q: Queryable, url: string): Promise<WeblogRow | undefined> {
-  const [r] = await q.query<WeblogRow>('select * from weblogs where url = $1', [url]);
-  return r;
 }

@@ -1,5 +1,7 @@
 // Owns the validation rules every ping passes, whatever the protocol it came in by: URL normalisation,
 // name cleaning and tag parsing. Pure functions; the refusal messages are what clients see.
+import { HAS_CONTROL, stripControls } from '../../platform/xml/escape.js';
+import { PingdError } from '../../platform/errors.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const MAX_NAME_LENGTH = 1024;
@@ -32,26 +34,13 @@ export interface ValidPing {
   userAgent: string | null;
 }
 
-export class PingValidationError extends Error {
-  readonly code = 'PING_INVALID';
+export class PingValidationError extends PingdError<'PING_INVALID'> {
   constructor(
     message: string,
     readonly field: string,
   ) {
-    super(message);
+    super('PING_INVALID', message);
   }
-}
-
-// C0/C1 controls, DEL, and the noncharacters/surrogates XML 1.0 cannot carry. Tab, LF and CR are
-// whitespace, folded to a space in names.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-const HAS_CONTROL = new RegExp(CONTROL.source);
-
-/** Removes characters that cannot appear in published XML (controls, lone surrogates, U+FFFE/F). */
-export function stripControls(s: string): string {
-  return s.replace(CONTROL, '');
 }
 
 const HTML_NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };

@@ -3,8 +3,11 @@
 // total of pings ever accepted, and the planner statistics those reads rely on. Plain values in, plain rows
 // out; times cross the boundary as integer microseconds since the epoch.
 import type { Queryable } from '../../platform/db/database.js';
+import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
+
+export type { After };
 
 /**
  * Refreshes the planner statistics of weblogs and pings. The embedded database runs no autovacuum: without
@@ -49,31 +52,11 @@ export interface WeblogWindowRow {
   at_us: number;
 }
 
-/** A keyset position: the (time, id) of the last row of the previous page. */
-export interface After {
-  atUs: number;
-  id: number;
-}
+const weblogPage = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url, changes_url', 'weblogs', 'last_ping_at', 'id');
 
-/**
- * One page of the weblogs pinged last in (fromUs, toUs], newest first (last_ping_at desc, id desc), after
- * the keyset `after`. Uses the last_ping_at index.
- */
+/** One page of the weblogs pinged last in (fromUs, toUs], newest first, after the keyset `after` (last_ping_at index). */
 export async function weblogWindowPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<WeblogWindowRow[]> {
-  return withContext('reading a page of weblogs', async () => {
-    // The first page starts at toUs; later ones strictly after the previous page's last (time, id).
-    const rows = await q.query<WeblogWindowRow>(
-      `select id, name, url, rss_url, changes_url, ${US('last_ping_at')} as at_us from weblogs
-        where last_ping_at > ${TS(1)} and last_ping_at <= ${TS(2)} and (last_ping_at < ${TS(2)} or id < $3)
-        order by last_ping_at desc, id desc limit $4`,
-      [fromUs, after ? after.atUs : toUs, after ? after.id : Number.MAX_SAFE_INTEGER, limit],
-    );
-    for (const r of rows) {
-      r.id = Number(r.id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
-  });
+  return withContext('reading a page of weblogs', () => weblogPage(q, fromUs, toUs, after, limit));
 }
 
 export interface HourStats {

@@ -1,4 +1,4 @@
-// Owns pingserver-side authentication (seed 003, "Authentication (draft)"): fetch payload_hash_uri once
+// Owns pingserver-side authentication (RSS Ping, "Authentication (draft)"): fetch payload_hash_uri once
 // and compare the digest it serves with the SHA1 (or MD5) of the payload bytes exactly as sent. Only a
 // hash URI on the site's own host can authenticate a ping: otherwise anyone could "authenticate" a ping
 // for someone else's site with a hash file on their own server.
@@ -40,7 +40,7 @@ export function servedDigest(body: Buffer): string | null {
   return /^(?:[0-9a-f]{40}|[0-9a-f]{32})$/.test(t) ? t : null;
 }
 
-/** Same site: the same host name, a leading "www." ignored (the seed's own example mixes the two). */
+/** Same site: the same host name, a leading "www." ignored (RSS Ping's own example mixes the two). */
 export function sameSite(siteUrl: string, hashUrl: URL): boolean {
   const bare = (h: string) => h.toLowerCase().replace(/^www\./, '').replace(/\.$/, '');
   return bare(new URL(siteUrl).hostname) === bare(hashUrl.hostname);

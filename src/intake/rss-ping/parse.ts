@@ -1,6 +1,6 @@
-// Owns reading an `rss_ping` document (seed 003, "Root element", "Core Elements", "Payload") from request
-// bytes. Real senders copy the seed's examples, which are not well-formed XML, so this reader is lenient
-// where the seed is loose and strict where a mistake would matter:
+// Owns reading an `rss_ping` document (RSS Ping, "Root element", "Core Elements", "Payload") from request
+// bytes. Real senders copy RSS Ping's examples, which are not well-formed XML, so this reader is lenient
+// where the draft is loose and strict where a mistake would matter:
 //   lenient: unquoted attribute values (`version=2`), a missing version, an XML declaration or namespace
 //     declarations inside/on <payload>, any Content-Type, unknown extra elements, feed_uri type spelling;
 //   strict: DOCTYPE/entity declarations anywhere, a root other than <rss_ping>, a version other than 2.x,
@@ -10,14 +10,12 @@
 // authentication hashes them exactly as sent.
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { contentTypeCharset } from '../../platform/xml/decode.js';
+import { PingdError } from '../../platform/errors.js';
+import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
 
-export class RssPingError extends Error {
-  readonly code = 'RSSPING_INVALID';
-  constructor(
-    message: string,
-    readonly status = 400,
-  ) {
-    super(message);
+export class RssPingError extends PingdError<'RSSPING_INVALID'> {
+  constructor(message: string) {
+    super('RSSPING_INVALID', message);
   }
 }
 
@@ -231,16 +229,11 @@ function findPayload(bin: string): PayloadRegion {
 }
 
 const outerParser = new XMLParser({
+  ...UNTRUSTED_XML,
   ignoreAttributes: false,
   attributeNamePrefix: '',
   attributesGroupName: '@',
-  ignoreDeclaration: true,
-  ignorePiTags: true,
-  parseTagValue: false,
-  parseAttributeValue: false,
   trimValues: true,
-  htmlEntities: true,
-  processEntities: true,
   // Every child of <rss_ping> is a list, so that duplicates can be told apart from single elements.
   isArray: (_name, jpath, _leaf, isAttribute) => !isAttribute && String(jpath).split('.').length === 2,
 });
@@ -261,7 +254,7 @@ function attrsOf(node: Node): Record<string, string> {
 }
 
 /**
- * The hash algorithm named by an element's attributes. The seed makes the attribute mandatory but never
+ * The hash algorithm named by an element's attributes. RSS Ping makes the attribute mandatory but never
  * names it (and its examples omit it), so any attribute whose value is a hash name is read; a value that
  * names another algorithm is refused, no attribute at all is null (the caller's default applies).
  */
@@ -277,7 +270,7 @@ export function hashAlgorithmOf(attrs: Record<string, string>, element: string):
   return null;
 }
 
-/** Parses an rss_ping request body. Throws RssPingError (status 400) with the reason. */
+/** Parses an rss_ping request body. Throws RssPingError (RSSPING_INVALID, 400) with the reason. */
 export function parseRssPing(body: Buffer | undefined, contentType?: string): RssPingDocument {
   if (!body || body.length === 0 || body.toString('latin1').trim() === '') throw new RssPingError('Empty request: POST an rss_ping document.');
   let buf = body;
@@ -338,7 +331,7 @@ export function parseRssPing(body: Buffer | undefined, contentType?: string): Rs
   if (typeof root !== 'object' || root === null) throw new RssPingError('The <rss_ping> element is empty.');
   const rootAttrs = (root['@'] as Record<string, string> | undefined) ?? {};
   const version = rootAttrs.version?.trim() ?? null;
-  // Seed: "version 2 (where 2.0 is implied if there is no '.0')". A missing version is read as 2.
+  // RSS Ping: "version 2 (where 2.0 is implied if there is no '.0')". A missing version is read as 2.
   if (version !== null && !/^2(\.\d+)?$/.test(version)) throw new RssPingError(`Unsupported rss_ping version ${JSON.stringify(version.slice(0, 20))}: this server reads version 2.`);
 
   const list = (name: string): Node[] => (Array.isArray(root[name]) ? (root[name] as Node[]) : []);

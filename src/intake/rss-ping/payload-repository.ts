@@ -2,6 +2,7 @@
 // transaction through intake's extra write, so an acknowledged rss_ping always has both and a refused one
 // has neither), and the reads /updates.xml is rendered from. Plain values in, plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
+import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
 
@@ -28,33 +29,6 @@ export interface PayloadRecord {
   itemLink: string | null;
   itemGuid: string | null;
   itemUri: string;
-  summary: string | null;
-  tokenized: boolean;
-}
-
-export interface PayloadRow {
-  ping_id: number;
-  received_at: Date;
-  site_url: string;
-  site_name: string;
-  feeds: { uri: string; type: string | null }[];
-  auth: AuthLevel;
-  auth_note: string | null;
-  payload_type: string | null;
-  payload_encoding: string | null;
-  payload_attributes: Record<string, string>;
-  payload_format: string;
-  payload: string;
-  payload_sha1: string;
-  payload_hash: string | null;
-  payload_hash_algorithm: string | null;
-  payload_hash_uri: string | null;
-  publisher_mbox_hash: string | null;
-  publisher_mbox_hash_algorithm: string | null;
-  headline: string;
-  item_link: string | null;
-  item_guid: string | null;
-  item_uri: string;
   summary: string | null;
   tokenized: boolean;
 }
@@ -95,11 +69,6 @@ export async function insertPayload(q: Queryable, pingId: number, receivedAt: Da
   ]));
 }
 
-export async function findPayloadsBySite(q: Queryable, siteUrl: string): Promise<PayloadRow[]> {
-  const rows = await q.query<PayloadRow>('select * from rssping_payloads where site_url = $1 order by ping_id', [siteUrl]);
-  return rows.map((r) => ({ ...r, ping_id: Number(r.ping_id) }));
-}
-
 // updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
 // publishing layer hands it over, newest first with a keyset on (received_at, ping_id).
 
@@ -128,20 +97,14 @@ export interface PayloadWindowRow {
   summary: string | null;
 }
 
+const payloadPage = newestFirstPages<PayloadWindowRow>(
+  'ping_id, site_url, site_name, feeds, auth, headline, item_link, item_guid, item_uri, summary',
+  'rssping_payloads',
+  'received_at',
+  'ping_id',
+);
+
 /** One page of the payloads received in (fromUs, toUs], newest first, after the keyset `after`. */
-export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: number, after: { atUs: number; id: number } | null, limit: number): Promise<PayloadWindowRow[]> {
-  return withContext('reading a page of rss_ping payloads', async () => {
-    const rows = await q.query<PayloadWindowRow>(
-      `select ping_id, ${US('received_at')} as at_us, site_url, site_name, feeds, auth, headline, item_link, item_guid, item_uri, summary
-         from rssping_payloads
-        where received_at > ${TS(1)} and received_at <= ${TS(2)} and (received_at < ${TS(2)} or ping_id < $3)
-        order by received_at desc, ping_id desc limit $4`,
-      [fromUs, after ? after.atUs : toUs, after ? after.id : Number.MAX_SAFE_INTEGER, limit],
-    );
-    for (const r of rows) {
-      r.ping_id = Number(r.ping_id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
-  });
+export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<PayloadWindowRow[]> {
+  return withContext('reading a page of rss_ping payloads', () => payloadPage(q, fromUs, toUs, after, limit));
 }

@@ -1,10 +1,12 @@
-// Owns understanding an rss_ping payload (seed 003, "Payload"): a single-item RSS 2.0 or RSS 1.0 feed, an
+// Owns understanding an rss_ping payload (RSS Ping, "Payload"): a single-item RSS 2.0 or RSS 1.0 feed, an
 // RSS item or an Atom 1.0/0.3 entry (or a one-entry Atom feed), from which the headline and the item's URI
-// are extracted. The seed's minimum is enforced: "a title or description or content or summary and a
+// are extracted. RSS Ping's minimum is enforced: "a title or description or content or summary and a
 // link or guid or permalink"; names are matched by local name, so namespace prefixes do not matter.
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { RssPingError } from './parse.js';
-import { decodeHtmlReferences, stripControls } from '../ping/validate.js';
+import { decodeHtmlReferences } from '../ping/validate.js';
+import { stripControls } from '../../platform/xml/escape.js';
+import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
 
 export const MAX_TITLE_LENGTH = 512;
 export const MAX_SUMMARY_LENGTH = 1000;
@@ -29,15 +31,10 @@ export interface PayloadItem {
 }
 
 const parser = new XMLParser({
+  ...UNTRUSTED_XML,
   ignoreAttributes: false,
   attributeNamePrefix: '@_',
-  ignoreDeclaration: true,
-  ignorePiTags: true,
-  parseTagValue: false,
-  parseAttributeValue: false,
   trimValues: true,
-  htmlEntities: true,
-  processEntities: true,
   alwaysCreateTextNode: true,
   maxNestedTags: 64,
   // Every element is a list: uniform access, and repeated elements (Atom links) are never collapsed.
@@ -146,7 +143,7 @@ function locateItem(root: El, rootName: string): { item: El; format: PayloadForm
     case 'entry':
       return { item: root, format: 'atom-entry' };
     default:
-      // Seed: "exact element names can vary as long as they are semantically equivalent".
+      // RSS Ping: "exact element names can vary as long as they are semantically equivalent".
       return { item: root, format: 'other' };
   }
 }
@@ -157,7 +154,7 @@ function locateItem(root: El, rootName: string): { item: El; format: PayloadForm
  */
 export function extractPayload(text: string, siteUrl: string | null, payloadType: string | null = null): PayloadItem {
   if (text.includes('\u0000')) throw new RssPingError('The payload contains NUL characters.');
-  // The seed's examples put an XML declaration inside <payload>: drop it (and a BOM) before parsing.
+  // RSS Ping's examples put an XML declaration inside <payload>: drop it (and a BOM) before parsing.
   const body = text.replace(/^\uFEFF/, '').replace(/^\s*<\?xml[^>]*\?>/, '');
   if (body.trim() === '') throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
   const wrapped = `<payload>${body}</payload>`;
@@ -178,7 +175,7 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   const { item, format } = locateItem(roots[0].el, roots[0].name);
 
   const contents = children(item, 'content');
-  // `content type="tokenized"` (seed "Notes"), or a payload whose type says tokenized: for indexing only.
+  // `content type="tokenized"` (RSS Ping, "Notes"), or a payload whose type says tokenized: for indexing only.
   const payloadTokenized = /\btokenized\b/i.test(payloadType ?? '');
   const isTokenized = (e: El) => payloadTokenized || (attr(e, 'type') ?? '').trim().toLowerCase() === 'tokenized';
   const tokenized = contents.some(isTokenized);
@@ -190,7 +187,7 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
     firstText(children(item, 'summary'), false, MAX_SUMMARY_LENGTH) ??
     firstText(children(item, 'encoded', ['content']), true, MAX_SUMMARY_LENGTH) ??
     firstText(displayable, false, MAX_SUMMARY_LENGTH);
-  // Tokenized content satisfies the seed's minimum (it is "content") but is never shown.
+  // Tokenized content satisfies RSS Ping's minimum (it is "content") but is never shown.
   const hasTokenizedText = contents.some((e) => isTokenized(e) && deepText(e).trim() !== '');
   if (!title && !summary && !hasTokenizedText) {
     throw new RssPingError('The payload has no headline: the item needs a title, description, content or summary.');

@@ -1,5 +1,5 @@
 // Owns `pingd publisher add|list|remove`: registering the publishers allowed to use publisher-side
-// authentication (seed 003). A password is generated and printed when none is given; it is stored sealed
+// authentication (RSS Ping). A password is generated and printed when none is given; it is stored sealed
 // under RSSPING_SECRET (see secret-box.ts for why it is encrypted rather than hashed).
 import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';

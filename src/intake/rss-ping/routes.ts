@@ -1,12 +1,15 @@
-// Owns the RSS Ping endpoints (seed 003): POST /rssping (and POST /rssping/<one-time endpoint> for
+// Owns the RSS Ping endpoints (RSS Ping): POST /rssping (and POST /rssping/<one-time endpoint> for
 // publisher-side authentication) take an rss_ping document, and GET /rssping/token hands a registered
 // publisher its single-use token. An accepted rss_ping is also an ordinary ping: same validation, same
 // throttle, committed with its payload in one transaction before the 200 is sent.
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { firstParam, queryParam } from '../../platform/http-schema.js';
 import { Counter } from 'prom-client';
 import type { Config } from '../../platform/config.js';
-import { normalizeUrl, PingValidationError, stripControls, type RawPing, type ValidPing } from '../ping/validate.js';
+import { normalizeUrl, PingValidationError, type RawPing, type ValidPing } from '../ping/validate.js';
+import { stripControls } from '../../platform/xml/escape.js';
 import { THANKS } from '../ping/ping-service.js';
 import { REFUSAL_STATUS, type RefusalReason, type Refused, type RssPingRefusalReason } from '../ping/refusals.js';
 import { canonicalFeedType, parseRssPing, RssPingError, type RssPingDocument } from './parse.js';
@@ -48,6 +51,12 @@ class RssPingRefusal extends Error {
     return new RssPingRefusal(r.reason === 'rate_limited' ? 'throttled' : r.reason, r.message, r.retryAfterSec);
   }
 }
+
+/** The one-time endpoint of publisher-side authentication (checked by the handler: a wrong one is a 401). */
+const EndpointParams = Type.Object({ endpoint: Type.String() });
+/** GET /rssping/token?site_uri=… */
+const TokenQuery = Type.Object({ site_uri: queryParam(8192) });
+type TokenQuery = Static<typeof TokenQuery>;
 
 const clip = (s: string | null | undefined, max = 2048) => (s == null ? null : stripControls(s).slice(0, max));
 
@@ -195,14 +204,13 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
   };
 
   app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);
-  app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);
+  app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT, schema: { params: EndpointParams } }, post);
 
   // The token is the whole body (text/plain), so that `curl -s` gives it to a shell variable as is.
-  app.get('/rssping/token', async (req: FastifyRequest<{ Querystring: Record<string, string | string[] | undefined> }>, reply) => {
+  app.get('/rssping/token', { schema: { querystring: TokenQuery } }, async (req: FastifyRequest<{ Querystring: TokenQuery }>, reply) => {
     reply.header('content-type', TEXT_TYPE).header('cache-control', 'no-store');
     if (!key) return reply.code(503).send('Publisher-side authentication is not enabled on this server (RSSPING_SECRET is not set).\n');
-    const q = req.query.site_uri;
-    const siteUri = Array.isArray(q) ? q[0] : q;
+    const siteUri = firstParam(req.query, 'site_uri');
     if (!siteUri) return reply.code(400).send('site_uri is missing: GET /rssping/token?site_uri=<your site URI>\n');
     let url: string;
     try {

@@ -1,21 +1,24 @@
-// Owns the cryptography of publisher-side authentication (seed 003, "Publisher-side authentication"):
+// Owns the cryptography of publisher-side authentication (RSS Ping, "Publisher-side authentication"):
 // publisher passwords sealed at rest, the one-time endpoint digests, tokens and generated passwords.
 //
 // Why passwords are encrypted, not hashed: the publisher proves itself by POSTing to
 // sha1(site_uri + password + token), so the server must compute that digest, which needs the password
 // itself (any stored value that lets us compute it is password-equivalent). A one-way KDF hash would
-// make the seed's scheme impossible. The password is therefore sealed with AES-256-GCM under a key
+// make RSS Ping's scheme impossible. The password is therefore sealed with AES-256-GCM under a key
 // derived from RSSPING_SECRET, which lives in the environment and never in the database: a leaked
 // database or backup alone reveals no password. Passwords are generated (144 random bits) by default so
 // no reused human password is ever at stake.
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { PingdError } from '../../platform/errors.js';
 
 const VERSION = 1;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-export class SecretBoxError extends Error {
-  readonly code = 'RSSPING_SECRET_MISMATCH';
+export class SecretBoxError extends PingdError<'RSSPING_SECRET_MISMATCH'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RSSPING_SECRET_MISMATCH', message, options);
+  }
 }
 
 /** The 256-bit sealing key derived from RSSPING_SECRET. */
@@ -51,13 +54,13 @@ export function generatePassword(): string {
   return randomBytes(18).toString('base64url');
 }
 
-/** A single-use token: the issue time (the seed calls the token "datetime") and 128 random bits. */
+/** A single-use token: the issue time (RSS Ping calls the token "datetime") and 128 random bits. */
 export function newToken(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}Z$/, 'Z');
   return `${stamp}-${randomBytes(16).toString('hex')}`;
 }
 
-/** The one-time endpoints: lower-case hex SHA1 (and MD5, which the seed also allows) of site_uri + password + token. */
+/** The one-time endpoints: lower-case hex SHA1 (and MD5, which RSS Ping also allows) of site_uri + password + token. */
 export function endpointDigests(siteUri: string, password: string, token: string): { sha1: string; md5: string } {
   const input = Buffer.from(siteUri + password + token, 'utf8');
   return { sha1: createHash('sha1').update(input).digest('hex'), md5: createHash('md5').update(input).digest('hex') };

@@ -1,8 +1,9 @@
-// Owns the single-use tokens of publisher-side authentication (seed 003: "a single use token retrieved
+// Owns the single-use tokens of publisher-side authentication (RSS Ping: "a single use token retrieved
 // from ping server that sets up a onetime use endpoint"). Tokens live in PostgreSQL so any instance can
 // verify them; a token's endpoints are computed when it is issued, and using one is a single
 // DELETE … RETURNING, so that of two concurrent uses exactly one wins.
 import type { Queryable } from '../../platform/db/database.js';
+import { withContext } from '../../platform/errors.js';
 
 export const TOKEN_TTL_SEC = 300;
 /** Unexpired tokens kept per publisher; older ones are dropped when a new one is issued. */
@@ -12,13 +13,9 @@ export const EXPIRED_GRACE_SEC = 3600;
 
 export type ConsumeResult = { status: 'ok'; publisherId: number; siteUrl: string } | { status: 'expired'; siteUrl: string } | { status: 'unknown' };
 
-function wrap(what: string, err: unknown): Error {
-  return new Error(`${what} failed: ${(err as Error).message}`, { cause: err });
-}
-
 /** Stores a newly issued token's endpoints; returns when it expires. Also purges long-expired tokens. */
 export async function issueToken(q: Queryable, publisherId: number, endpoints: { sha1: string; md5: string }, ttlSec = TOKEN_TTL_SEC): Promise<Date> {
-  try {
+  return withContext('issuing a token failed', async () => {
     const [r] = await q.query<{ expires_at: Date }>(
       `with purge as (
          delete from rssping_tokens where expires_at < now() - make_interval(secs => $5::int)
@@ -35,9 +32,7 @@ export async function issueToken(q: Queryable, publisherId: number, endpoints: {
       [publisherId, MAX_LIVE_TOKENS],
     );
     return new Date(r.expires_at);
-  } catch (err) {
-    throw wrap('issuing a token', err);
-  }
+  });
 }
 
 /**
@@ -46,7 +41,7 @@ export async function issueToken(q: Queryable, publisherId: number, endpoints: {
  */
 export async function consumeEndpoint(q: Queryable, endpoint: string): Promise<ConsumeResult> {
   const column = endpoint.length === 32 ? 'endpoint_md5' : 'endpoint_sha1';
-  try {
+  return withContext('using a publisher endpoint failed', async () => {
     const [r] = await q.query<{ publisher_id: number; site_url: string; live: boolean }>(
       `delete from rssping_tokens t using rssping_publishers p
        where t.${column} = $1 and p.id = t.publisher_id
@@ -55,7 +50,5 @@ export async function consumeEndpoint(q: Queryable, endpoint: string): Promise<C
     );
     if (!r) return { status: 'unknown' };
     return r.live ? { status: 'ok', publisherId: Number(r.publisher_id), siteUrl: r.site_url } : { status: 'expired', siteUrl: r.site_url };
-  } catch (err) {
-    throw wrap('using a publisher endpoint', err);
-  }
+  });
 }

@@ -1,6 +1,6 @@
 // Owns the fast path of reading a methodCall: a scanner for the exact shape nearly every ping has (string
 // or untyped parameters, no comments, no attributes) that gives the same result as the full parser in a
-// few microseconds instead of ~50 (issue #7's profile: fast-xml-parser's validate + parse was the largest
+// few microseconds instead of ~50 (profiled: fast-xml-parser's validate + parse was the largest
 // cost of a ping). Anything it does not recognise, including every input that must be refused, returns
 // undefined and goes through the full parser (parse.ts), which stays the reference: a property test
 // checks the two agree on the fixture corpus and on generated inputs.

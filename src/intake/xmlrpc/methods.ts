@@ -1,4 +1,4 @@
-// Owns the XML-RPC methods we answer: weblogUpdates.ping / extendedPing (seed 000, "XML-RPC Ping") and
+// Owns the XML-RPC methods we answer: weblogUpdates.ping / extendedPing (RSS Feed State, "XML-RPC Ping") and
 // the system.* introspection methods. Maps parameters onto a RawPing; the ping service decides the rest.
 import type { RawPing } from '../ping/validate.js';
 import { FAULT, XmlRpcFault, asString, type XmlRpcValue } from './parse.js';
@@ -54,7 +54,7 @@ function arity(method: string, params: XmlRpcValue[], min: number, max: number):
  * - ping(name, url[, changesUrl[, category]]): weblogs.com's API allowed the two optional ones; a category
  *   is kept as a tag.
  * - extendedPing: 3 params = (name, url, rssUrl), the form WordPress sends; 4 = (name, url, changesUrl,
- *   rssUrl); 5 = the same plus a |-delimited tag list (seed 000). 2 params = a plain ping.
+ *   rssUrl); 5 = the same plus a |-delimited tag list (RSS Feed State). 2 params = a plain ping.
  */
 export function pingFromCall(methodName: string, params: XmlRpcValue[]): RawPing {
   const extended = methodName === 'weblogUpdates.extendedPing';

@@ -2,9 +2,11 @@
 // Liveness says the process answers; readiness says this instance can take pings right now: the database
 // answers, every migration this code ships is applied, and the process is not shutting down.
 import fp from 'fastify-plugin';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
+import { PingdError } from '../../platform/errors.js';
 
 /** A readiness probe must answer before the orchestrator's own timeout (Docker's HEALTHCHECK: 5 s). */
 export const READY_TIMEOUT_MS = 3000;
@@ -13,8 +15,10 @@ export type Readiness =
   | { ready: true; database: 'postgres' | 'pglite' }
   | { ready: false; reason: 'shutting down' | 'database unreachable' | 'migrations pending'; pending?: string[]; error?: string };
 
-class ReadinessTimeout extends Error {
-  readonly code = 'READY_TIMEOUT';
+class ReadinessTimeout extends PingdError<'READY_TIMEOUT'> {
+  constructor(message: string) {
+    super('READY_TIMEOUT', message);
+  }
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
@@ -24,6 +28,17 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** GET /healthz: the process answers. */
+const Healthz = Type.Object({ status: Type.Literal('ok'), uptimeSeconds: Type.Integer() });
+/** GET /readyz when this instance can take pings. */
+const ReadyOk = Type.Object({ status: Type.Literal('ok'), database: Type.Union([Type.Literal('postgres'), Type.Literal('pglite')]) });
+/** GET /readyz when it cannot, and why (the driver's own message stays in the log). */
+const ReadyNot = Type.Object({
+  status: Type.Literal('unavailable'),
+  reason: Type.Union([Type.Literal('shutting down'), Type.Literal('database unreachable'), Type.Literal('migrations pending')]),
+  pending: Type.Optional(Type.Array(Type.String())),
+});
 
 async function healthPlugin(app: FastifyInstance): Promise<void> {
   let closing = false;
@@ -53,12 +68,12 @@ async function healthPlugin(app: FastifyInstance): Promise<void> {
 
   app.decorate('readiness', check);
 
-  app.get('/healthz', async (_req, reply) => {
+  app.get('/healthz', { schema: { response: { 200: Healthz } } }, async (_req, reply) => {
     reply.header('cache-control', 'no-store');
     return { status: 'ok', uptimeSeconds: Math.round(process.uptime()) };
   });
 
-  app.get('/readyz', async (req, reply) => {
+  app.get('/readyz', { schema: { response: { 200: ReadyOk, 503: ReadyNot } } }, async (req, reply) => {
     const r = await check();
     reply.header('cache-control', 'no-store');
     // Log transitions only: a probe every few seconds against a dead database must not flood the log.

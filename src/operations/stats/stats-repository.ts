@@ -1,6 +1,7 @@
 // Owns the SQL behind `pingd stats`: totals, pings per hour over a window, and the most pinged weblogs.
 // Plain values in, plain rows out; hours are UTC.
 import type { Queryable } from '../../platform/db/database.js';
+import { withContext } from '../../platform/errors.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -17,7 +18,7 @@ export interface Totals {
 }
 
 export async function getTotals(q: Queryable, now: Date = new Date()): Promise<Totals> {
-  try {
+  return withContext(`reading totals failed`, async () => {
     const [w] = await q.query<{ weblogs: number; accepted: number | null; newest: Date | null; hour: number; day: number }>(
       `select count(*)::bigint as weblogs,
               sum(ping_count)::bigint as accepted,
@@ -39,9 +40,7 @@ export async function getTotals(q: Queryable, now: Date = new Date()): Promise<T
       weblogsPingedLastHour: Number(w.hour),
       weblogsPingedLastDay: Number(w.day),
     };
-  } catch (err) {
-    throw new Error(`reading totals failed: ${(err as Error).message}`, { cause: err });
-  }
+  });
 }
 
 export interface HourCount {
@@ -58,18 +57,15 @@ export async function pingsPerHour(q: Queryable, hours: number, now: Date = new 
   const current = Math.floor(now.getTime() / HOUR_MS) * HOUR_MS;
   const from = new Date(current - (hours - 1) * HOUR_MS);
   const to = new Date(current + HOUR_MS);
-  let rows: { h: number; n: number }[];
-  try {
-    rows = await q.query<{ h: number; n: number }>(
+  const rows = await withContext('counting pings per hour failed', () =>
+    q.query<{ h: number; n: number }>(
       `select floor((extract(epoch from received_at) - extract(epoch from $1::timestamptz)) / 3600)::int as h, count(*)::bigint as n
          from pings
         where received_at >= $1 and received_at < $2
         group by 1`,
       [from, to],
-    );
-  } catch (err) {
-    throw new Error(`counting pings per hour failed: ${(err as Error).message}`, { cause: err });
-  }
+    ),
+  );
   const counts = new Map(rows.map((r) => [Number(r.h), Number(r.n)]));
   return Array.from({ length: hours }, (_v, i) => ({ hour: new Date(from.getTime() + i * HOUR_MS), pings: counts.get(i) ?? 0 }));
 }
@@ -83,13 +79,11 @@ export interface TopWeblog {
 
 /** The weblogs with the most accepted pings ever, most first. */
 export async function topWeblogs(q: Queryable, limit: number): Promise<TopWeblog[]> {
-  try {
+  return withContext(`reading the most pinged weblogs failed`, async () => {
     const rows = await q.query<{ url: string; name: string; ping_count: number; last_ping_at: Date }>(
       'select url, name, ping_count, last_ping_at from weblogs order by ping_count desc, last_ping_at desc, id limit $1',
       [limit],
     );
     return rows.map((r) => ({ url: r.url, name: r.name, pingCount: Number(r.ping_count), lastPingAt: new Date(r.last_ping_at) }));
-  } catch (err) {
-    throw new Error(`reading the most pinged weblogs failed: ${(err as Error).message}`, { cause: err });
-  }
+  });
 }

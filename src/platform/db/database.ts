@@ -4,11 +4,12 @@ import { mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } f
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
+import { PingdError } from '../errors.js';
 
 export interface Queryable {
   /**
    * Runs one parameterised statement and returns its rows. A `name` keeps a hot statement prepared on each
-   * pooled PostgreSQL connection (parsed and planned once, not per call: issue #7); PGlite ignores it.
+   * pooled PostgreSQL connection (parsed and planned once, not per call: a profile of intake showed planning dominate); PGlite ignores it.
    */
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { name?: string }): Promise<T[]>;
   /** Runs a script of several statements without parameters. */
@@ -33,13 +34,9 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
-export class DatabaseError extends Error {
-  constructor(
-    message: string,
-    readonly code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED',
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED'> {
+  constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED', options?: { cause?: unknown }) {
+    super(code, message, options);
   }
 }
 

@@ -2,21 +2,7 @@
 // ranges (loopback, private, link-local, CGNAT, multicast, unspecified, cloud metadata, reserved) that an
 // outbound request must never reach, including IPv4 addresses embedded in IPv6 (mapped, NAT64, 6to4).
 // Pure functions over address strings, so the guard can be tested without a network.
-import { isIP } from 'node:net';
-
-export interface IpAddress {
-  family: 4 | 6;
-  /** 4 or 16 bytes, network order. */
-  bytes: Uint8Array;
-}
-
-export interface CidrRange {
-  family: 4 | 6;
-  bytes: Uint8Array;
-  prefix: number;
-  /** As written, for messages. */
-  text: string;
-}
+import { inRange, parseCidr, parseIp, type CidrRange, type IpAddress } from '../net/ip.js';
 
 /** Which addresses outbound requests may reach. */
 export interface AddressPolicy {
@@ -29,69 +15,6 @@ export interface AddressPolicy {
 export const DEFAULT_POLICY: AddressPolicy = Object.freeze({ allowPrivate: false, allow: Object.freeze([]) as readonly CidrRange[] });
 
 export type AddressDecision = { allowed: true } | { allowed: false; range: string };
-
-/** Parses a literal IPv4 or IPv6 address (brackets and a zone id are tolerated); null if it is not one. */
-export function parseIp(input: string): IpAddress | null {
-  let s = input.trim();
-  if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
-  const zone = s.indexOf('%');
-  if (zone >= 0) s = s.slice(0, zone);
-  const kind = isIP(s);
-  if (kind === 4) return { family: 4, bytes: Uint8Array.from(s.split('.').map(Number)) };
-  if (kind !== 6) return null;
-  // A trailing dotted IPv4 part becomes two hex groups; then "::" expands to the missing zero groups.
-  const lastColon = s.lastIndexOf(':');
-  if (s.slice(lastColon + 1).includes('.')) {
-    const v4 = s.slice(lastColon + 1).split('.').map(Number);
-    s = `${s.slice(0, lastColon + 1)}${((v4[0] << 8) | v4[1]).toString(16)}:${((v4[2] << 8) | v4[3]).toString(16)}`;
-  }
-  const [head, rest] = s.includes('::') ? s.split('::') : [s, undefined];
-  const parse = (part: string) => (part === '' ? [] : part.split(':').map((h) => parseInt(h, 16)));
-  const left = parse(head);
-  const right = rest === undefined ? [] : parse(rest);
-  const groups = rest === undefined ? left : [...left, ...new Array(Math.max(0, 8 - left.length - right.length)).fill(0), ...right];
-  if (groups.length !== 8 || groups.some((g) => !(g >= 0 && g <= 0xffff))) return null;
-  const bytes = new Uint8Array(16);
-  groups.forEach((g, i) => {
-    bytes[i * 2] = g >> 8;
-    bytes[i * 2 + 1] = g & 0xff;
-  });
-  return { family: 6, bytes };
-}
-
-/** Parses "a.b.c.d", "a.b.c.d/n", "x::y" or "x::y/n"; throws on anything else. */
-export function parseCidr(text: string): CidrRange {
-  const t = text.trim();
-  const slash = t.indexOf('/');
-  const ip = parseIp(slash >= 0 ? t.slice(0, slash) : t);
-  if (!ip) throw new Error(`${JSON.stringify(text)} is not an IP address or CIDR range`);
-  const max = ip.family === 4 ? 32 : 128;
-  let prefix = max;
-  if (slash >= 0) {
-    const p = t.slice(slash + 1);
-    if (!/^\d{1,3}$/.test(p) || Number(p) > max) throw new Error(`${JSON.stringify(text)} has an invalid prefix length`);
-    prefix = Number(p);
-  }
-  return { family: ip.family, bytes: ip.bytes, prefix, text: t };
-}
-
-/** Parses a comma- or space-separated list of addresses and CIDR ranges (FETCH_ALLOW_ADDRESSES). */
-export function parseCidrList(text: string): CidrRange[] {
-  return text
-    .split(/[\s,]+/)
-    .filter((x) => x !== '')
-    .map(parseCidr);
-}
-
-function inRange(ip: IpAddress, r: CidrRange): boolean {
-  if (ip.family !== r.family) return false;
-  const full = r.prefix >> 3;
-  for (let i = 0; i < full; i++) if (ip.bytes[i] !== r.bytes[i]) return false;
-  const bits = r.prefix & 7;
-  if (bits === 0) return true;
-  const mask = (0xff << (8 - bits)) & 0xff;
-  return (ip.bytes[full] & mask) === (r.bytes[full] & mask);
-}
 
 interface SpecialRange extends CidrRange {
   label: string;

@@ -1,4 +1,4 @@
-// Owns every request pingd makes to other hosts: a polite HTTP client (seed 001: clear User-Agent,
+// Owns every request pingd makes to other hosts: a polite HTTP client (the aggregator-behaviour guide, HTTP level: clear User-Agent,
 // timeouts, gzip, bounded redirects) that cannot be turned against the server's own network. Each hop's
 // host is resolved once, EVERY resolved address is checked against the address policy, and the connection
 // goes to a checked address (the socket never does a second DNS lookup, so a rebinding answer cannot slip
@@ -8,7 +8,9 @@ import https from 'node:https';
 import { promises as dns, type LookupAddress } from 'node:dns';
 import zlib from 'node:zlib';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { checkAddresses, parseIp, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
+import { checkAddresses, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
+import { parseIp } from '../net/ip.js';
+import { PingdError } from '../errors.js';
 
 export type FetchErrorCode =
   | 'FETCH_URL_INVALID'
@@ -21,15 +23,15 @@ export type FetchErrorCode =
   | 'FETCH_BAD_RESPONSE'
   | 'FETCH_BUSY';
 
-export class FetchError extends Error {
+export class FetchError extends PingdError<FetchErrorCode> {
   constructor(
-    readonly code: FetchErrorCode,
+    code: FetchErrorCode,
     message: string,
     /** The URL of the hop that failed. */
     readonly url: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(code, message, options);
   }
 }
 

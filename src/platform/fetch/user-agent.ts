@@ -1,4 +1,4 @@
-// Owns how pingd introduces itself to other servers (seed 001: "ProgramName/version" plus a page a
+// Owns how pingd introduces itself to other servers (the aggregator-behaviour guide: "ProgramName/version" plus a page a
 // sysadmin can read before deciding to block us): `pingd/<version> (+<url>)`.
 import { readFileSync } from 'node:fs';
 

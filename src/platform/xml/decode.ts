@@ -1,9 +1,12 @@
 // Owns turning request bytes into text: the charset comes from the byte-order mark, then the XML
 // declaration, then the HTTP Content-Type, then UTF-8 (XML 1.0 §4.3.3, Appendix F). Fastify's string
 // parsing would always assume UTF-8, which garbles Latin-1 clients.
+import { PingdError } from '../errors.js';
 
-export class CharsetError extends Error {
-  readonly code = 'CHARSET_UNSUPPORTED';
+export class CharsetError extends PingdError<'CHARSET_UNSUPPORTED'> {
+  constructor(message: string) {
+    super('CHARSET_UNSUPPORTED', message);
+  }
 }
 
 // Labels real clients send that the WHATWG decoder would read differently from what they mean.

@@ -1,22 +1,11 @@
-// Owns the bytes of the weblogUpdates format (seed 000, "Retrieving Pings"): the root element, one
-// <weblog/> element per ping, and the attribute escaping that keeps them well-formed whatever was pinged.
-// Pure functions over template strings: at 1M entries a builder library costs 10-20x more (BRIEF).
-import { stripControls } from '../../intake/ping/validate.js';
-
-// Anything that needs escaping or removing; the fast path (most names and URLs) is one regex test.
-// eslint-disable-next-line no-control-regex
-const NEEDS_WORK = /[&<>"\t\n\r\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uD800-\uDFFF\uFFFE\uFFFF]/;
-// eslint-disable-next-line no-control-regex
-const SPECIAL = /[&<>"\t\n\r]/g;
-// Tab, LF and CR are written as character references: a parser would otherwise normalise them to spaces
-// in attribute values (XML 1.0 §3.3.3), and what we publish must read back exactly as stored.
-const ENTITY: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\t': '&#9;', '\n': '&#10;', '\r': '&#13;' };
-
-/** Escapes text for a double-quoted XML attribute value, removing characters XML 1.0 forbids. */
-export function escapeAttr(s: string): string {
-  if (!NEEDS_WORK.test(s)) return s;
-  return stripControls(s).replace(SPECIAL, (c) => ENTITY[c]);
-}
+// Owns the bytes of the weblogUpdates format (the weblogUpdates specification, "Retrieving Pings"): the root
+// element and one <weblog/> element per ping, kept well-formed whatever was pinged by escapeAttr.
+// Hand-written template strings on purpose, not a builder library: measured on 100k <weblog/> elements
+// (10 MB, Node 20, medians of four runs on a busy 2-core machine), these templates took 0.16-0.30 s,
+// xmlbuilder2 1.7-3.4 s building a tree and 2.5-4.1 s through its streaming callback writer: 7-18x slower
+// (typically 10-15x), and changes.xml and the archives run to 1M entries. The small documents (rss_ping
+// replies, /updates.xml) use xmlbuilder2.
+import { escapeAttr } from '../../platform/xml/escape.js';
 
 export const XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n';
 export const CONTENT_TYPE = 'text/xml; charset=utf-8';
@@ -38,7 +27,8 @@ export interface WeblogEntry {
 
 /**
  * One <weblog/> element. `when` is the number of SECONDS to subtract from the root's `updated` to get the
- * ping's time, as weblogs.com defined it and consumers parse it (the seed's prose says minutes; README).
+ * ping's time, as weblogs.com defined it and consumers parse it (the specification's prose says minutes;
+ * see README).
  */
 export function weblogElement(e: WeblogEntry, updatedMs: number): string {
   const when = Math.max(0, Math.floor((updatedMs - e.atMs) / 1000));

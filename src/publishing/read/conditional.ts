@@ -1,12 +1,12 @@
 // Owns the HTTP decisions for a published document, as pure functions of request headers and the current
 // rendering: content coding by Accept-Encoding q-values (RFC 9110 §12.5.3), entity tags and their
 // comparison (§8.8.3, §13.1.2 If-None-Match, §13.1.3 If-Modified-Since, precedence §13.2.2), and RFC 3229
-// delta selection with the `feed` instance-manipulation (seed 004).
+// delta selection with the `feed` instance-manipulation (RFC 3229 with feeds).
 import type { Encoding } from '../codec.js';
 
 /** Which coding to send: the highest q among those we store; ties prefer br, then gzip, then identity. */
 // Clients send a handful of distinct Accept-Encoding values; parsing each request's anew was a visible share
-// of a 304's cost (issue #7). Bounded: past the limit the cache starts over.
+// of a 304's cost in a profile. Bounded: past the limit the cache starts over.
 const negotiated = new Map<string, Encoding>();
 const NEGOTIATED_MAX = 256;
 

@@ -4,6 +4,7 @@
 // Retry-After, not a 500 with the internal error.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
+import { queryParam } from '../../platform/http-schema.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
@@ -17,8 +18,10 @@ export interface DocumentRoutesOptions {
   record: ResponseSink;
 }
 
-/** `?since=<cursor>` (RFC 3229 without the headers); serve.ts refuses a malformed cursor with its own 400. */
-const SinceQuery = Type.Object({ since: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])) });
+/** A cursor is `<id>.<µs>` in base 36, at most 23 characters; anything much longer is not one. */
+const SINCE_MAX = 64;
+/** `?since=<cursor>` (RFC 3229 without the headers); serve.ts refuses a malformed short one with its own 400. */
+const SinceQuery = Type.Object({ since: queryParam(SINCE_MAX) });
 type SinceQuery = Static<typeof SinceQuery>;
 
 const ArchiveParams = Type.Object({ year: Type.String(), month: Type.String(), day: Type.String(), hour: Type.String() });

@@ -29,7 +29,7 @@ const CONTENT_ENCODING: Record<Encoding, string | undefined> = { identity: undef
 type Query = Record<string, string | string[] | undefined>;
 
 // A rendering's validator strings, made once per rendering rather than per request (a rendering is served
-// thousands of times; formatting its date and ETags was a visible share of a 304's cost, issue #7).
+// thousands of times; formatting its date and ETags was a visible share of a 304's cost in a profile).
 const validatorCache = new WeakMap<RenderingMeta, { etag: Record<Encoding, string>; lastModified: string }>();
 
 function validatorsOf(meta: RenderingMeta): { etag: Record<Encoding, string>; lastModified: string } {

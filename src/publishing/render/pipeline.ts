@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
 import { createCompressor, flushKind } from '../codec.js';
 import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type Variant } from '../rendering-store.js';
-import type { Entry, RenderSource } from '../documents/document.js';
+import type { RenderSource } from '../documents/document.js';
 import { PingdError } from '../../platform/errors.js';
 
 /** Bytes per entry assumed when sizing the compressors from an entry count (a <weblog/> is ~100-130). */

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import fc from 'fast-check';
 import { parseBlocklist, globMatch, hostOf, plainAddress } from '../../../src/intake/abuse/blocklist.js';
 import { BlocklistFile, BlocklistFileError } from '../../../src/intake/abuse/blocklist-file.js';
-import { RateLimiter, clientKey, expandIPv6 } from '../../../src/intake/abuse/rate-limit.js';
+import { RateLimiter, clientKey } from '../../../src/intake/abuse/rate-limit.js';
+import { expandIPv6 } from '../../../src/platform/net/ip.js';
 import type { Blocklist } from '../../../src/intake/abuse/blocklist.js';
 
 const FILE = `# spam hosts

@@ -6,9 +6,9 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { startApp, uniqueUrl, methodCall, rpc, createTestDatabase, testConfig, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl } from '../../../src/intake/ping/ping-repository.js';
 import { buildApp } from '../../../src/app.js';
 import { BLOCKED_CLIENT, BLOCKED_WEBLOG } from '../../../src/intake/abuse/plugin.js';
+import { findPingsByUrl } from '../../helpers/rows.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pingd-abuse-'));
 const blocklistPath = join(dir, 'blocklist.txt');

@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, startApp, methodCall, readReply, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl, findWeblog } from '../../../src/intake/ping/ping-repository.js';
+import { findPingsByUrl, findWeblog } from '../../helpers/rows.js';
 
 let a: TestApp;
 let b: TestApp;

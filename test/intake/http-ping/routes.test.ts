@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl } from '../../../src/intake/ping/ping-repository.js';
+import { findPingsByUrl } from '../../helpers/rows.js';
 
 const run = promisify(execFile);
 let t: TestApp;

@@ -3,8 +3,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { INSERT_BATCH, findWeblog, insertPingBatch } from '../../../src/intake/ping/ping-repository.js';
+import { INSERT_BATCH, insertPingBatch } from '../../../src/intake/ping/ping-repository.js';
 import type { ValidPing } from '../../../src/intake/ping/validate.js';
+import { findWeblog } from '../../helpers/rows.js';
 
 let t: TestApp;
 before(async () => {

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { startApp, uniqueUrl, methodCall, readReply, type TestApp } from '../../helpers/app.js';
-import { countPings, findPingsByUrl } from '../../../src/intake/ping/ping-repository.js';
+import { countPings, findPingsByUrl } from '../../helpers/rows.js';
 
 let t: TestApp;
 before(async () => {

@@ -6,12 +6,11 @@ import zlib from 'node:zlib';
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { startApp, type TestApp } from '../../helpers/app.js';
-import { findPayloadsBySite } from '../../../src/intake/rss-ping/payload-repository.js';
-import { findWeblog } from '../../../src/intake/ping/ping-repository.js';
 import { PINGD_VERSION } from '../../../src/platform/fetch/user-agent.js';
-import { parseCidrList } from '../../../src/platform/fetch/address-policy.js';
+import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { payloadDigests, sameSite, servedDigest, trimBytes } from '../../../src/intake/rss-ping/hash-auth.js';
 import { readRssPingReply, rssPing, seed } from './helpers.js';
+import { findPayloadsBySite, findWeblog } from '../../helpers/rows.js';
 
 type Route = { status?: number; body?: string | Buffer; headers?: Record<string, string> };
 

@@ -10,7 +10,7 @@ const refused = (body: string | Buffer, message: string, contentType?: string) =
     (e: unknown) => {
       assert.ok(e instanceof RssPingError, String(e));
       assert.equal(e.message, message);
-      assert.equal(e.status, 400);
+      assert.equal(e.statusCode, 400);
       return true;
     },
   );

@@ -8,7 +8,7 @@ const SITE = 'http://example.com/';
 const refused = (payload: string, message: string) =>
   assert.throws(
     () => extractPayload(payload, SITE),
-    (e: unknown) => e instanceof RssPingError && e.message === message && e.status === 400,
+    (e: unknown) => e instanceof RssPingError && e.message === message && e.statusCode === 400,
   );
 
 test('an RSS 2.0 item fragment', () => {

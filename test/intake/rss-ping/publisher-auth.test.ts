@@ -8,10 +8,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase, startApp, type TestApp, type TestDatabase } from '../../helpers/app.js';
 import { main } from '../../../src/cli.js';
-import { findPayloadsBySite } from '../../../src/intake/rss-ping/payload-repository.js';
 import { deriveKey, endpointDigests, openPassword, sealPassword, SecretBoxError } from '../../../src/intake/rss-ping/secret-box.js';
 import { MAX_LIVE_TOKENS } from '../../../src/intake/rss-ping/token-store.js';
 import { readRssPingReply, rssPing } from './helpers.js';
+import { findPayloadsBySite } from '../../helpers/rows.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));

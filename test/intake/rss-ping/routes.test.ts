@@ -5,9 +5,8 @@ import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { startApp, uniqueUrl, methodCall, rpc, type TestApp } from '../../helpers/app.js';
-import { findPayloadsBySite } from '../../../src/intake/rss-ping/payload-repository.js';
-import { findPingsByUrl, findWeblog } from '../../../src/intake/ping/ping-repository.js';
 import { rssPing, readRssPingReply, seed, SEEDS, ITEM } from './helpers.js';
+import { findPayloadsBySite, findPingsByUrl, findWeblog } from '../../helpers/rows.js';
 
 const run = promisify(execFile);
 

@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, methodCall, rpc, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl, findWeblog } from '../../../src/intake/ping/ping-repository.js';
+import { findPingsByUrl, findWeblog } from '../../helpers/rows.js';
 
 let t: TestApp;
 before(async () => {

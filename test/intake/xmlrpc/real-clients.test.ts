@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { connect } from 'node:net';
 import xmlrpc from 'xmlrpc';
 import { startApp, uniqueUrl, readReply, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl } from '../../../src/intake/ping/ping-repository.js';
+import { findPingsByUrl } from '../../helpers/rows.js';
 
 const run = promisify(execFile);
 const FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'xmlrpc');

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkAddress, checkAddresses, classifyAddress, parseCidr, parseCidrList, parseIp, DEFAULT_POLICY } from '../../../src/platform/fetch/address-policy.js';
+import { checkAddress, checkAddresses, classifyAddress, DEFAULT_POLICY } from '../../../src/platform/fetch/address-policy.js';
+import { parseCidr, parseCidrList, parseIp } from '../../../src/platform/net/ip.js';
 
 test('parseIp reads IPv4, IPv6 with ::, brackets, zones and dotted tails', () => {
   const hex = (s: string) => Buffer.from(parseIp(s)!.bytes).toString('hex');

@@ -4,7 +4,7 @@ import http from 'node:http';
 import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { SafeFetcher, FetchError, type LookupFn } from '../../../src/platform/fetch/safe-fetch.js';
-import { parseCidrList } from '../../../src/platform/fetch/address-policy.js';
+import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { userAgent, PINGD_VERSION } from '../../../src/platform/fetch/user-agent.js';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;

@@ -3,7 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { escapeAttr, weblogElement, weblogUpdatesHead, WEBLOG_UPDATES_FOOT } from '../../../src/publishing/documents/weblog-updates.js';
+import { weblogElement, weblogUpdatesHead, WEBLOG_UPDATES_FOOT } from '../../../src/publishing/documents/weblog-updates.js';
+import { escapeAttr } from '../../../src/platform/xml/escape.js';
 import { strictParse, utc } from '../helpers.js';
 
 const UPDATED = utc('2026-11-22T08:30:00');

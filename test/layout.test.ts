@@ -1,0 +1,69 @@
+// The code layout the README's "Code layout" section describes, checked against the code: imports point
+// down (platform ← jobs; intake ← publishing ← operations), and the map names every folder of src/.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, dirname, relative, posix } from 'node:path';
+
+const root = join(import.meta.dirname, '..');
+const src = join(root, 'src');
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+}
+
+/** src-relative paths a module imports (relative specifiers only). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?\bfrom\s*'(\.[^']+)'|\bimport\(\s*'(\.[^']+)'\s*\)/g)) {
+    const spec = m[1] ?? m[2];
+    out.push(posix.normalize(relative(src, join(dirname(file), spec)).split('\\').join('/')));
+  }
+  return out;
+}
+
+/** The layer a src-relative path belongs to. */
+function layer(p: string): 'platform' | 'intake' | 'publishing' | 'operations' | 'top' {
+  const first = p.split('/')[0];
+  if (first === 'platform' || first === 'intake' || first === 'publishing' || first === 'operations') return first;
+  return 'top';
+}
+
+// What each layer may import besides itself.
+const ALLOWED: Record<ReturnType<typeof layer>, ReturnType<typeof layer>[]> = {
+  platform: [],
+  intake: ['platform'],
+  publishing: ['platform', 'intake'],
+  operations: ['platform', 'intake', 'publishing'],
+  top: ['platform', 'intake', 'publishing', 'operations'],
+};
+
+test('imports point down the layers: the platform imports no job, intake no publishing or operations', () => {
+  const wrong: string[] = [];
+  for (const f of files(src)) {
+    const from = relative(src, f).split('\\').join('/');
+    for (const to of importsOf(f)) {
+      const a = layer(from);
+      const b = layer(to);
+      if (a !== b && !ALLOWED[a].includes(b)) wrong.push(`${from} → ${to}`);
+    }
+  }
+  // REGRESSION: xml/escape.ts imported ping/validate.ts, and config.ts imported fetch/address-policy.ts.
+  assert.deepEqual(wrong, []);
+});
+
+test('the README\'s code layout names every folder of src/', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Code layout'));
+  assert.ok(section.length > 100, 'README has a "Code layout" section');
+  const folders = new Set<string>();
+  for (const f of files(src)) {
+    const d = dirname(relative(src, f)).split('\\').join('/');
+    if (d !== '.') folders.add(d);
+  }
+  for (const d of folders) {
+    const named = section.includes(`\`src/${d}/\``) || (!d.includes('/') && section.includes(`\`src/${d}/\` (files)`));
+    assert.ok(named, `src/${d}/ is missing from the README's code layout`);
+  }
+});
