@@ -247,6 +247,12 @@ export async function findDelta(q: Queryable, renderingId: number, baseId: numbe
 // ---------------------------------------------------------------------------------------------------------
 // Watermarks and housekeeping
 
+/**
+ * The renderer's mark: every hour before it has its archive closed (rendered for the last time). Retention
+ * keeps the raw pings of later hours whatever their age, so an archive is never rendered from a pruned hour.
+ */
+export const ARCHIVES_CLOSED_WATERMARK = 'archives_closed_before';
+
 export async function getWatermark(q: Queryable, name: string): Promise<number | null> {
   return store(`reading watermark ${name}`, async () => {
     const [r] = await q.query<{ us: number }>(`select ${US('at')} as us from publish_watermarks where name = $1`, [name]);

@@ -235,7 +235,7 @@ const rssItem = fc
     return `<item><title>${e(title)}</title><link>${e(link)}</link><description><![CDATA[${description.replace(/]]>/g, '')}]]></description><guid>${e(link)}</guid></item>`;
   });
 
-/** An rss_ping from the grammar (seed 003), loose as real senders are, with hostile content. */
+/** An rss_ping from the grammar (RSS Ping), loose as real senders are, with hostile content. */
 export const rssPingDoc = fc
   .record({
     version: fc.constantFrom('version=2', 'version="2.0"', "version='2'", '', 'version=3', 'version="2" version="2"'),

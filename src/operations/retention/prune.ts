@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queryable } from '../../platform/db/database.js';
 import { countPingsBefore, countRssPingPayloadsBefore, deletePingsBefore, deleteRssPingPayloadsBefore } from './retention-repository.js';
 // Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
-import { countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
+import { ARCHIVES_CLOSED_WATERMARK, countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
 
 /** Session advisory lock key: one instance prunes at a time ('prun'). */
 export const RETENTION_LOCK = 0x7072756e;
@@ -15,13 +15,6 @@ const DAY_MS = 86_400_000;
 
 /** An archive is one rendering per coding in chunks of up to 1 MiB: a day of hours per statement is plenty. */
 export const ARCHIVE_BATCH = 24;
-
-/**
- * The publishing module's mark: every hour before it has its archive closed. Raw pings of an hour not yet
- * closed are kept whatever their age, so an archive is never rendered from a pruned hour (after a long
- * outage the publisher catches up on those hours first).
- */
-export const ARCHIVES_CLOSED_WATERMARK = 'archives_closed_before';
 
 export interface PruneOptions {
   /** Days of raw pings to keep; 0 keeps them forever. */

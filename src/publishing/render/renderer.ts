@@ -10,6 +10,7 @@ import type { LiveDocument, RenderSource, RenderWindow, TickShared } from '../do
 import type { DocumentRegistry } from '../documents/registry.js';
 import { CONTENT_TYPE } from '../documents/weblog-updates.js';
 import {
+  ARCHIVES_CLOSED_WATERMARK,
   completeRendering,
   createRendering,
   currentRendering,
@@ -27,7 +28,6 @@ import { runPipeline } from './pipeline.js';
 export const RENDER_LOCK = 0x70756221; // 'pub!'
 /** Most delta bases kept per rendering (bounds the flush points written). */
 export const MAX_DELTA_BASES = 256;
-const CLOSED_WATERMARK = 'archives_closed_before';
 /** The embedded database's statistics are refreshed this often (it has no autovacuum). */
 const ANALYZE_EVERY_MS = 10 * 60_000;
 /** The current hour is re-rendered every tick until one rendering takes this long; then ~10% of the time. */
@@ -308,7 +308,7 @@ export class Renderer {
   /** Closes (renders for the last time) every finished hour not yet closed, oldest first, within a budget. */
   private async closeHours(q: Queryable, t: RenderTime, budgetMs: number, attempt: (path: string, document: string, fn: () => Promise<Outcome>) => Promise<boolean>): Promise<number> {
     const db = this.opts.db;
-    let nextUs = await getWatermark(db, CLOSED_WATERMARK);
+    let nextUs = await getWatermark(db, ARCHIVES_CLOSED_WATERMARK);
     if (nextUs === null) {
       const first = await firstPingUs(db);
       if (first === null) return 0;
@@ -322,7 +322,7 @@ export class Renderer {
       const ok = await attempt(archivePath(startMs), ARCHIVE_DOCUMENT, () => this.renderArchive(q, startMs, { closed: true, t, force: false }));
       if (!ok) break; // retried next tick; later hours wait so none is skipped
       nextUs += HOUR_MS * 1000;
-      await setWatermark(db, CLOSED_WATERMARK, nextUs);
+      await setWatermark(db, ARCHIVES_CLOSED_WATERMARK, nextUs);
       closed++;
     }
     return closed;

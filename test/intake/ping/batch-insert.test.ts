@@ -1,5 +1,5 @@
 // The group-commit statement: outcomes in input order, throttled pings told when their weblog last took a
-// ping, and a cached plan that stays right as the table grows (it is a prepared statement: issue #7).
+// ping, and a cached plan that stays right as the table grows (it is a prepared statement).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';

@@ -1,4 +1,4 @@
-// Group commit sized by load (issue #7): what arrives while a batch commits waits for one next batch
+// Group commit sized by load: what arrives while a batch commits waits for one next batch
 // instead of splitting into many small ones, yet a batch stuck on a lock never holds up the others.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

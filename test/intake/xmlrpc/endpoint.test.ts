@@ -39,7 +39,7 @@ test('extendedPing with 3 params stores the third as the RSS URL (WordPress form
   assert.equal(row.method, 'extendedPing');
 });
 
-test('extendedPing with 5 params stores changes URL, RSS URL and tags (seed 000 form)', async () => {
+test('extendedPing with 5 params stores changes URL, RSS URL and tags (the RSS Feed State form)', async () => {
   const url = uniqueUrl();
   const r = await rpc(t.app, methodCall('weblogUpdates.extendedPing', ['The RSS Blog', url, `${url}post/1`, 'http://feeds.example.com/TheRssBlog', 'rss|opml| ']));
   assert.equal(r.flerror, false);
