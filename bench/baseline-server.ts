@@ -1,6 +1,6 @@
 // Owns the benchmark's baseline: the smallest Fastify app that reads the same requests pingd reads and
 // answers fixed bytes, run in its own process. Its requests/s is this machine's HTTP-stack limit, against
-// which every pingd figure is given as a ratio (issue #7). The bench sets the fixed answer before each
+// which every pingd figure is given as a ratio. The bench sets the fixed answer before each
 // scenario through PUT /__bench/answer, so a 2 MB gzip document is compared with 2 MB of fixed bytes.
 import Fastify from 'fastify';
 

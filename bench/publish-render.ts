@@ -1,4 +1,4 @@
-// Owns the publishing benchmark (issue #3): how long rendering changes.xml takes and how much memory it
+// Owns the publishing benchmark: how long rendering changes.xml takes and how much memory it
 // peaks at with 1k, 10k and 100k weblogs in the hour, the same for a 1M-ping hourly archive, and the bytes a
 // crawler polling every minute receives per poll — full 200, 304, and 226 IM Used (A-IM: feed) — at 1k and
 // 100k weblogs per hour. Every measurement runs in a child process of its own so that its peak RSS is its

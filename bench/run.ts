@@ -1,4 +1,4 @@
-// Owns `npm run bench` (issue #7): pingd measured against this machine's own HTTP limit. It starts pingd
+// Owns `npm run bench`: pingd measured against this machine's own HTTP limit. It starts pingd
 // on a fresh PostgreSQL database and on a fresh embedded one, and a minimal Fastify app answering the same
 // bytes (the baseline), each in its own process, drives them in turns with autocannon, and prints
 // requests/s, p50/p99 and the ratio to the baseline measured seconds apart, plus the CPU each request cost
@@ -73,7 +73,7 @@ const INTAKE: IntakeScenario[] = [
 
 /**
  * Intake is measured with the renderer stopped: what it costs depends on how many pings the hour holds,
- * and a benchmark minute holds far more than a real hour (issue #7: ~200 pings/s at Spinn3r's peak, the
+ * and a benchmark minute holds far more than a real hour (~200 pings/s at Spinn3r's peak, the
  * bench sends thousands a second). Its cost is measured by the render scenarios; the `ping+render` row
  * measures intake while the renderer re-renders an hour of BENCH_HOUR_WEBLOGS weblogs on its schedule.
  */

@@ -4,7 +4,7 @@
 // cost of a ping). Anything it does not recognise, including every input that must be refused, returns
 // undefined and goes through the full parser (parse.ts), which stays the reference: a property test
 // checks the two agree on the fixture corpus and on generated inputs.
-import type { MethodCall, XmlRpcValue } from './parse.js';
+import type { MethodCall, XmlRpcValue } from './values.js';
 
 const MAX_FAST_PARAMS = 32;
 // What the full parser accepts as a declaration at the very start of the document (a subset of it).

@@ -4,8 +4,11 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { decodeXml, CharsetError } from '../../platform/xml/decode.js';
 import { fastParseMethodCall } from './fast-parse.js';
+import type { MethodCall, XmlRpcValue } from './values.js';
 import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
+
+export type { MethodCall, XmlRpcValue };
 
 /** Interoperable fault codes (http://xmlrpc-epi.sourceforge.net/specs/rfc.fault_codes.php). */
 export const FAULT = {
@@ -25,22 +28,6 @@ export class XmlRpcFault extends PingdError<'XMLRPC_FAULT'> {
   ) {
     super('XMLRPC_FAULT', faultString);
   }
-}
-
-export type XmlRpcValue =
-  | { type: 'string'; value: string }
-  | { type: 'base64'; value: Buffer }
-  | { type: 'int'; value: number }
-  | { type: 'boolean'; value: boolean }
-  | { type: 'double'; value: number }
-  | { type: 'dateTime'; value: string }
-  | { type: 'nil' }
-  | { type: 'array'; value: XmlRpcValue[] }
-  | { type: 'struct'; value: Map<string, XmlRpcValue> };
-
-export interface MethodCall {
-  methodName: string;
-  params: XmlRpcValue[];
 }
 
 export const MAX_PARAMS = 32;
