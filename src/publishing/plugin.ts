@@ -3,7 +3,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../platform/config.js';
-import { publishedDocuments, type DocumentRegistry } from './documents/registry.js';
+import { publishedDocuments } from './documents/published.js';
+import type { DocumentRegistry } from './documents/registry.js';
 import { publishMetrics } from './metrics.js';
 import { Reader } from './read/reader.js';
 import { documentRoutes } from './read/routes.js';

@@ -1,8 +1,6 @@
-// Owns the list of live documents pingd publishes. The server routes and renders exactly these, and so
-// does `pingd render`: a new document is one line in publishedDocuments().
+// Owns a set of live documents by path: what the renderer renders and the routes serve. The server's own
+// set is publishedDocuments() (published.ts).
 import type { LiveDocument } from './document.js';
-import { changesDocument, shortChangesDocument } from './changes.js';
-import { updatesDocument } from './updates.js';
 
 export class DocumentRegistry {
   private readonly byPath = new Map<string, LiveDocument>();
@@ -25,9 +23,4 @@ export class DocumentRegistry {
   get(path: string): LiveDocument | undefined {
     return this.byPath.get(path);
   }
-}
-
-/** Every live document this server publishes. */
-export function publishedDocuments(): DocumentRegistry {
-  return new DocumentRegistry([changesDocument(), shortChangesDocument(), updatesDocument()]);
 }

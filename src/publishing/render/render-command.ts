@@ -5,7 +5,7 @@ import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { parseHourArg } from '../documents/archive.js';
-import { publishedDocuments } from '../documents/registry.js';
+import { publishedDocuments } from '../documents/published.js';
 import { Renderer, type RenderReport } from './renderer.js';
 
 export const RENDER_USAGE = 'pingd render [--hour YYYY-MM-DDTHH]';

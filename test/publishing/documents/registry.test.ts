@@ -1,7 +1,8 @@
 // The document registry: one list the server routes and renders and `pingd render` renders.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DocumentRegistry, publishedDocuments } from '../../../src/publishing/documents/registry.js';
+import { DocumentRegistry } from '../../../src/publishing/documents/registry.js';
+import { publishedDocuments } from '../../../src/publishing/documents/published.js';
 import { changesDocument } from '../../../src/publishing/documents/changes.js';
 
 test('publishedDocuments lists changes.xml, shortChanges.xml and /updates.xml, in that order', () => {
