@@ -10,9 +10,6 @@ import { PingValidationError, validatePing, type RawPing, type ValidPing } from 
 
 export const THANKS = 'Thanks for the ping.';
 
-export type { RefusalReason } from './refusals.js';
-export type { ExtraWrite } from './ping-batcher.js';
-
 export type PingResult = { ok: true; message: string; id: number; receivedAt: Date; ping: ValidPing } | Refused;
 
 export interface PingOutcomeListener {

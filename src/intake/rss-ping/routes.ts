@@ -133,6 +133,7 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       let doc: RssPingDocument;
       let item: PayloadItem;
       let ping: ValidPing;
+      let feedUrls: string[];
       try {
         doc = parseRssPing(req.body as Buffer | undefined, req.headers['content-type']);
         const raw: RawPing = {
@@ -147,7 +148,7 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
         const admitted = app.pings.admit(raw, doc.feeds.slice(1).map((f) => f.uri));
         if (!admitted.ok) throw RssPingRefusal.of(admitted.result);
         ping = admitted.ping;
-        for (const f of doc.feeds) normalizeUrl(f.uri, 'feed_uri');
+        feedUrls = doc.feeds.map((f) => normalizeUrl(f.uri, 'feed_uri'));
         item = extractPayload(doc.payload.text, ping.url, doc.payload.type);
       } catch (err) {
         if (err instanceof RssPingError || err instanceof PingValidationError) throw new RssPingRefusal('invalid', err.message);
@@ -167,7 +168,7 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
 
       const record: PayloadRecord = {
         siteName: ping.name,
-        feeds: doc.feeds.map((f) => ({ uri: normalizeUrl(f.uri, 'feed_uri'), type: clip(canonicalFeedType(f.type) ?? f.type, 100) })),
+        feeds: doc.feeds.map((f, i) => ({ uri: feedUrls[i], type: clip(canonicalFeedType(f.type) ?? f.type, 100) })),
         auth: auth.level,
         authNote: clip(auth.note, 500),
         payloadType: clip(doc.payload.type, 200),

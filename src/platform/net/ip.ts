@@ -94,7 +94,6 @@ export function expandIPv6(addr: string): string[] | undefined {
  * groups, no leading zeros, never compressed); anything else (IPv4, not an address) as is.
  */
 export function slash64Key(addr: string): string {
-  if (isIP(addr) !== 6) return addr;
-  const g = v6Parts(addr.replace(/%.*$/, ''));
-  return `${g[0].toString(16)}:${g[1].toString(16)}:${g[2].toString(16)}:${g[3].toString(16)}::/64`;
+  const g = expandIPv6(addr);
+  return g ? `${g.slice(0, 4).join(':')}::/64` : addr;
 }

@@ -3,7 +3,7 @@
 // finished hour not yet closed (catching up on hours missed while down), then pruning superseded
 // renderings. Schedule → render → store; reading back is the reader's job (../read/reader.ts).
 import type { Db, Queryable } from '../../platform/db/database.js';
-import { beginSnapshot, endSnapshot, readClock, type Clock } from '../../platform/db/clock.js';
+import { beginSnapshot, endSnapshot, readClock } from '../../platform/db/clock.js';
 import { analyzePingTables, firstPingUs, totalPings } from '../../intake/ping/window-repository.js';
 import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
 import type { LiveDocument, RenderSource, RenderWindow, TickShared } from '../documents/document.js';
@@ -23,6 +23,7 @@ import {
   type RenderingMeta,
 } from '../rendering-store.js';
 import { runPipeline } from './pipeline.js';
+import { closeLimitUs, cursorFor, renderTime, wholeSecond, type RenderTime } from './render-time.js';
 
 /** Advisory lock held while rendering: one renderer among all instances sharing the database. */
 export const RENDER_LOCK = 0x70756221; // 'pub!'
@@ -129,7 +130,7 @@ export class Renderer {
     return this.serialised(async () => {
       const r = await this.opts.db.withTryAdvisoryLock(RENDER_LOCK, async (q) => {
         const clock = await readClock(q);
-        const t: RenderTime = { nowUs: opts.now ? opts.now.getTime() * 1000 : clock.nowUs, injected: Boolean(opts.now), clock };
+        const t = renderTime(clock, opts.now);
         const start = hourStart(hourMs);
         if (start * 1000 > t.nowUs) throw new Error(`the hour ${new Date(start).toISOString().slice(0, 13)} has not begun`);
         const closed = (start + HOUR_MS) * 1000 <= closeLimitUs(t);
@@ -171,7 +172,7 @@ export class Renderer {
   private async renderDue(q: Queryable, opts: TickOptions): Promise<TickReport> {
     const report: TickReport = { rendered: [], unchanged: [], closedHours: 0, failed: [] };
     const clock = await readClock(q);
-    const t: RenderTime = { nowUs: opts.now ? opts.now.getTime() * 1000 : clock.nowUs, injected: Boolean(opts.now), clock };
+    const t = renderTime(clock, opts.now);
     if (this.opts.db.kind === 'pglite' && performance.now() - this.analyzedAt > ANALYZE_EVERY_MS) {
       try {
         await analyzePingTables(q);
@@ -378,29 +379,4 @@ export class Renderer {
       throw err;
     }
   }
-}
-
-/** When a render happens: the time it renders as of (the database clock unless a test injected one). */
-interface RenderTime {
-  nowUs: number;
-  injected: boolean;
-  clock: Clock;
-}
-
-function wholeSecond(us: number): number {
-  return Math.floor(us / 1_000_000) * 1000;
-}
-
-/**
- * The cursor of a rendering covering pings up to `toUs`: no later than the oldest transaction still open
- * (a ping it writes is stamped with its start but visible only at commit), so a delta from this rendering
- * cannot miss a ping that commits later with an earlier stamp.
- */
-function cursorFor(t: RenderTime, toUs: number): number {
-  return Math.min(t.clock.nowUs, t.clock.oldestOpenUs ?? Infinity, toUs);
-}
-
-/** Hours ending at or before this (µs) can be closed: no transaction that could still add a ping to them is open. */
-function closeLimitUs(t: RenderTime): number {
-  return Math.min(t.clock.nowUs, t.clock.oldestOpenUs ?? Infinity, t.nowUs);
 }

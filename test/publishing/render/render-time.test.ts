@@ -1,0 +1,31 @@
+// The time decisions of a render: pure functions of the database clock.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { closeLimitUs, cursorFor, renderTime, wholeSecond } from '../../../src/publishing/render/render-time.js';
+
+const S = 1_000_000;
+
+test('a render renders as of the database clock, or as of the injected time', () => {
+  assert.deepEqual(renderTime({ nowUs: 100 * S, oldestOpenUs: null }), { nowUs: 100 * S, injected: false, clock: { nowUs: 100 * S, oldestOpenUs: null } });
+  const t = renderTime({ nowUs: 100 * S, oldestOpenUs: null }, new Date(5000));
+  assert.deepEqual([t.nowUs, t.injected], [5000 * 1000, true]);
+});
+
+test('documents are dated in whole seconds', () => {
+  assert.equal(wholeSecond(1_234_999_999), 1_234_000);
+  assert.equal(wholeSecond(1_000_000), 1000);
+});
+
+test('the cursor never passes the oldest open transaction, the clock or the window end', () => {
+  const open = renderTime({ nowUs: 100 * S, oldestOpenUs: 90 * S });
+  assert.equal(cursorFor(open, 95 * S), 90 * S, 'a ping of the open transaction may still commit with a stamp after 90 s');
+  assert.equal(cursorFor(open, 80 * S), 80 * S);
+  const idle = renderTime({ nowUs: 100 * S, oldestOpenUs: null });
+  assert.equal(cursorFor(idle, 120 * S), 100 * S);
+});
+
+test('hours close only up to the oldest open transaction and the render time', () => {
+  assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: 70 * S })), 70 * S);
+  assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: null }, new Date(50_000))), 50 * S);
+  assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: null })), 100 * S);
+});
