@@ -15,6 +15,7 @@ import { requestIdGenerator } from './operations/health/request-id.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
 import rssPingRoutes from './intake/rss-ping/routes.js';
+import verificationPlugin from './verification/plugin.js';
 
 export interface BuildOptions {
   config?: Config;
@@ -58,7 +59,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(xmlrpcRoutes, { config });
     await app.register(httpPingRoutes);
     await app.register(rssPingRoutes, { config });
-    // Publishing and operations.
+    // Verification of what was pinged, then publishing and operations.
+    await app.register(verificationPlugin, { config });
     await app.register(publishingPlugin, { config });
     await app.register(retentionPlugin, { config });
   } catch (err) {

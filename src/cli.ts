@@ -8,6 +8,7 @@ import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './operations/retention
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './operations/stats/stats-command.js';
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './intake/rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publishing/render/render-command.js';
+import { FEEDS_OPTIONS, FEEDS_USAGE, feedsCommand } from './verification/feeds-command.js';
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
@@ -70,6 +71,12 @@ export const COMMANDS: Record<string, Command> = {
     usage: RENDER_USAGE,
     options: RENDER_OPTIONS,
     run: ({ values }, config) => renderCommand(values, config, { openDb, EXIT }),
+  },
+  feeds: {
+    summary: 'Show what verification knows of a feed or weblog, or reset a gone or backed-off feed.',
+    usage: FEEDS_USAGE,
+    options: FEEDS_OPTIONS,
+    run: ({ values, positionals }, config) => feedsCommand(values, positionals, config, { openDb, EXIT }),
   },
 };
 

@@ -1,5 +1,5 @@
 // The code layout the README's "Code layout" section describes, checked against the code: imports point
-// down (platform ← jobs; intake ← publishing ← operations), and the map names every folder of src/.
+// down (platform ← jobs; intake ← verification ← publishing ← operations), and the map names every folder of src/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -24,9 +24,9 @@ function importsOf(file: string): string[] {
 }
 
 /** The layer a src-relative path belongs to. */
-function layer(p: string): 'platform' | 'intake' | 'publishing' | 'operations' | 'top' {
+function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'operations' | 'top' {
   const first = p.split('/')[0];
-  if (first === 'platform' || first === 'intake' || first === 'publishing' || first === 'operations') return first;
+  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'operations') return first;
   return 'top';
 }
 
@@ -34,9 +34,10 @@ function layer(p: string): 'platform' | 'intake' | 'publishing' | 'operations' |
 const ALLOWED: Record<ReturnType<typeof layer>, ReturnType<typeof layer>[]> = {
   platform: [],
   intake: ['platform'],
-  publishing: ['platform', 'intake'],
-  operations: ['platform', 'intake', 'publishing'],
-  top: ['platform', 'intake', 'publishing', 'operations'],
+  verification: ['platform', 'intake'],
+  publishing: ['platform', 'intake', 'verification'],
+  operations: ['platform', 'intake', 'verification', 'publishing'],
+  top: ['platform', 'intake', 'verification', 'publishing', 'operations'],
 };
 
 test('imports point down the layers: the platform imports no job, intake no publishing or operations', () => {

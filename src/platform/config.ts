@@ -120,6 +120,11 @@ const SPEC = {
   FETCH_ALLOW_PRIVATE: { default: 'false', parse: bool, doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)' },
   FETCH_ALLOW_ADDRESSES: { default: '', parse: cidrList, doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)' },
   FETCH_TIMEOUT_MS: { default: '5000', parse: int(100, 60000), doc: 'Longest one outbound request may take: DNS, connect, redirects and body' },
+  FETCH_MAX_BYTES: { default: '5242880', parse: int(1024, 256 * 1024 * 1024), doc: 'Largest feed or page verification reads, counted after decompression (larger: too_large)' },
+  FETCH_HOST_INTERVAL_MS: { default: '1000', parse: int(0, 3_600_000), doc: 'Minimum gap between two requests to one host, across instances' },
+  VERIFY_PINGS: { default: 'mark', parse: oneOf('off', 'mark', 'require'), doc: 'off: never fetch; mark: fetch pinged feeds, publish new items, list every ping; require: list a ping only once its feed showed something new' },
+  VERIFY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Verifications running at once in this instance' },
+  VERIFY_FEED_INTERVAL: { default: '60', parse: int(0, 86400), doc: 'Seconds between two fetches of one feed; pings arriving sooner are settled together by the next fetch' },
   FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: the project homepage' },
 } as const;
 

@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../platform/config.js';
 import { publishedDocuments } from './documents/published.js';
+import { listingFor } from './documents/listing.js';
 import type { DocumentRegistry } from './documents/registry.js';
 import { publishMetrics } from './metrics.js';
 import { Reader } from './read/reader.js';
@@ -22,7 +23,7 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
   const { config } = opts;
   const cadenceSec = cadenceSeconds(config.RENDER_CRON);
   const metrics = publishMetrics(app.metrics);
-  const documents = publishedDocuments();
+  const documents = publishedDocuments(listingFor(config.VERIFY_PINGS));
   const reader = new Reader({ db: app.db, pointerTtlMs: config.PUBLISH_POINTER_TTL_MS });
   const renderer = new Renderer(documents, {
     db: app.db,

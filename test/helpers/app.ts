@@ -51,7 +51,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 export function testConfig(db: TestDatabase, overrides: Partial<Config> = {}): Config {
-  return loadConfig({ LOG_LEVEL: 'silent' }, { ...db.config, ...overrides });
+  // Verification fetches what was pinged: off unless a test serves the feeds itself (loopback only).
+  return loadConfig({ LOG_LEVEL: 'silent', VERIFY_PINGS: 'off' }, { ...db.config, ...overrides });
 }
 
 export interface TestApp {

@@ -44,6 +44,8 @@ export interface BatcherOptions {
   maxQueue: number;
   /** Pings that must be waiting before a batch starts while another is still committing (default 64). */
   parallelBatchMin?: number;
+  /** Queue a verification job with every accepted ping, in the same statement (VERIFY_PINGS is not off). */
+  queueVerification?: boolean;
   onError?: (err: Error) => void;
 }
 
@@ -179,9 +181,10 @@ export class PingBatcher {
   private commit(batch: Pending[]): Promise<InsertOutcome[]> {
     const pings = batch.map((p) => p.ping);
     const extra = batch[0].extra;
-    if (!extra) return insertPingBatch(this.db, pings, this.opts.minIntervalSec);
+    const verify = this.opts.queueVerification ?? false;
+    if (!extra) return insertPingBatch(this.db, pings, this.opts.minIntervalSec, verify);
     return this.db.transaction(async (tx) => {
-      const outcomes = await insertPingBatch(tx, pings, this.opts.minIntervalSec);
+      const outcomes = await insertPingBatch(tx, pings, this.opts.minIntervalSec, verify);
       const o = outcomes[0];
       if (o.status === 'accepted') await extra(tx, o);
       return outcomes;

@@ -21,6 +21,7 @@ async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promi
     maxInFlight: app.db.kind === 'pglite' ? 1 : Math.max(1, Math.min(4, config.DB_POOL_MAX - 1)),
     timeoutMs: config.DB_TIMEOUT_MS,
     maxQueue: 50_000,
+    queueVerification: config.VERIFY_PINGS !== 'off',
     onError: (err) => app.log.error({ err: { message: err.message } }, 'ping batch failed'),
   });
   app.decorate('pings', new PingService(batcher, app.db, config.PING_MIN_INTERVAL));

@@ -1,7 +1,8 @@
 // Owns the hourly archives, /YYYY/MM/DD/HH.xml (UTC): every ping of one hour, oldest first, not
 // de-duplicated, in the weblogUpdates format; their paths and the renderer's source for one hour.
 import type { Queryable } from '../../platform/db/database.js';
-import { hourPage, hourStats, type After, type HourStats } from '../../intake/ping/window-repository.js';
+import type { After, HourStats } from '../../intake/ping/window-repository.js';
+import { listingReads, type ListingReads } from './listing.js';
 import type { Entry, RenderSource } from './document.js';
 import { WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
 
@@ -40,8 +41,8 @@ export function parseHourArg(s: string): number | null {
   return m ? parseArchivePath(m[1], m[2], m[3], m[4]) : null;
 }
 
-export async function archiveStats(q: Queryable, startMs: number, toUs: number): Promise<HourStats> {
-  return hourStats(q, startMs * 1000, toUs);
+export async function archiveStats(q: Queryable, startMs: number, toUs: number, reads: ListingReads = listingReads()): Promise<HourStats> {
+  return reads.hourStats(q, startMs * 1000, toUs);
 }
 
 /**
@@ -49,12 +50,12 @@ export async function archiveStats(q: Queryable, startMs: number, toUs: number):
  * the same bytes) or the render time while it grows; `when` counts back from it; `count` is the number of
  * pings in the archive. Pages are bounded by the highest id seen when counting, so count and entries agree.
  */
-export function archiveSource(q: Queryable, startMs: number, toUs: number, updatedMs: number, stats: HourStats): RenderSource {
+export function archiveSource(q: Queryable, startMs: number, toUs: number, updatedMs: number, stats: HourStats, reads: ListingReads = listingReads()): RenderSource {
   async function* pages(): AsyncIterable<Entry[]> {
     if (stats.n === 0) return;
     let after: After | null = null;
     for (;;) {
-      const rows = await hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS);
+      const rows = await reads.hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS);
       if (rows.length === 0) return;
       const last = rows[rows.length - 1];
       // No deltas on archives: one string per page (see Entry.count).

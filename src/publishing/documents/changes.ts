@@ -1,17 +1,18 @@
 // Owns the live weblogUpdates documents (weblogs.com's "Retrieving Pings"): changes.xml, the weblogs
 // pinged in the last hour, and shortChanges.xml, the last five minutes, newest first.
 import type { Queryable } from '../../platform/db/database.js';
-import { weblogWindowPage, weblogWindowStats, type After } from '../../intake/ping/window-repository.js';
+import type { After } from '../../intake/ping/window-repository.js';
+import { listingReads, type ListingReads } from './listing.js';
 import type { Entry, LiveDocument, RenderWindow } from './document.js';
 import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
 export const PAGE_ROWS = 2000;
 
-async function* weblogPages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
+async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads): AsyncIterable<Entry[]> {
   let after: After | null = null;
   for (;;) {
-    const rows = await weblogWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS);
+    const rows = await reads.weblogPage(q, w.fromUs, w.toUs, after, PAGE_ROWS);
     if (rows.length === 0) return;
     yield rows.map((r) => ({
       xml: weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, w.updatedMs),
@@ -25,9 +26,10 @@ async function* weblogPages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[
 
 /**
  * A weblogUpdates document of the weblogs whose latest ping falls in the last `windowSec` seconds, newest
- * first (so `when` ascends), `count` = every ping ever accepted.
+ * first (so `when` ascends), `count` = every ping ever accepted. Under the `verified` listing, a weblog's
+ * latest verified ping is what counts.
  */
-export function weblogUpdatesDocument(name: string, path: string, windowSec: number): LiveDocument {
+export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads()): LiveDocument {
   return {
     name,
     path,
@@ -36,15 +38,15 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
     deltas: true,
     async fingerprint(q, w, shared) {
       // Any accepted ping raises the total; an entry leaving the window lowers n: either changes bytes.
-      const s = await weblogWindowStats(q, w.fromUs, w.toUs);
+      const s = await reads.weblogStats(q, w.fromUs, w.toUs);
       return `${await shared.total()}:${s.n}:${s.maxUs}`;
     },
     async source(q, w, shared) {
-      const { n } = await weblogWindowStats(q, w.fromUs, w.toUs);
-      return { head: weblogUpdatesHead(new Date(w.updatedMs), await shared.total()), pages: weblogPages(q, w), foot: WEBLOG_UPDATES_FOOT, entries: n };
+      const { n } = await reads.weblogStats(q, w.fromUs, w.toUs);
+      return { head: weblogUpdatesHead(new Date(w.updatedMs), await shared.total()), pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n };
     },
   };
 }
 
-export const changesDocument = (): LiveDocument => weblogUpdatesDocument('changes.xml', '/changes.xml', 3600);
-export const shortChangesDocument = (): LiveDocument => weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', 300);
+export const changesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('changes.xml', '/changes.xml', 3600, reads);
+export const shortChangesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', 300, reads);

@@ -3,8 +3,10 @@
 import { changesDocument, shortChangesDocument } from './changes.js';
 import { DocumentRegistry } from './registry.js';
 import { updatesDocument } from './updates.js';
+import { listingReads, type Listing } from './listing.js';
 
-/** Every live document this server publishes. */
-export function publishedDocuments(): DocumentRegistry {
-  return new DocumentRegistry([changesDocument(), shortChangesDocument(), updatesDocument()]);
+/** Every live document this server publishes; `listing` (from VERIFY_PINGS) decides which pings they list. */
+export function publishedDocuments(listing: Listing = 'all'): DocumentRegistry {
+  const reads = listingReads(listing);
+  return new DocumentRegistry([changesDocument(reads), shortChangesDocument(reads), updatesDocument()], reads);
 }

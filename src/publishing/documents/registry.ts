@@ -1,11 +1,19 @@
 // Owns a set of live documents by path: what the renderer renders and the routes serve. The server's own
 // set is publishedDocuments() (published.ts).
 import type { LiveDocument } from './document.js';
+import { listingReads, type ListingReads } from './listing.js';
 
 export class DocumentRegistry {
   private readonly byPath = new Map<string, LiveDocument>();
 
-  constructor(documents: Iterable<LiveDocument> = []) {
+  /**
+   * @param listing which pings the weblogUpdates documents list; the hourly archives the renderer makes
+   *   beside these documents list the same.
+   */
+  constructor(
+    documents: Iterable<LiveDocument> = [],
+    readonly listing: ListingReads = listingReads(),
+  ) {
     for (const d of documents) this.register(d);
   }
 

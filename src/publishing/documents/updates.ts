@@ -1,7 +1,7 @@
-// Owns /updates.xml: an RSS 2.0 feed of the items received by RSS Ping in the last hour, newest first,
-// each with its title, link, guid, source site and feed, and its authentication level (the RSS Ping
-// specification, "Sharing authenticated pings between ping server providers": "place an authenticated flag
-// in feeds"). It is a LiveDocument of the publishing layer, so it gets the same rendering, caching,
+// Owns /updates.xml: an RSS 2.0 feed of the new items of the last hour, newest first: those carried by
+// RSS Ping payloads, with their authentication level (the RSS Ping specification, "Sharing authenticated
+// pings between ping server providers": "place an authenticated flag in feeds"), and those verification
+// found by fetching a pinged feed. Each says where it came from (rssping:origin), its source site and feed. It is a LiveDocument of the publishing layer, so it gets the same rendering, caching,
 // compression and RFC 3229 feed deltas as changes.xml. Rows in, bytes out: the renderers are pure. The
 // head and each item are built with xmlbuilder2 (small, and an hour's worth of items at most); each item
 // is its own string, because the renderer cuts feed deltas between entries.
@@ -10,6 +10,7 @@ import type { Entry, LiveDocument, RenderWindow } from './document.js';
 import { create, fragment } from 'xmlbuilder2';
 import { escapeXml } from '../../platform/xml/escape.js';
 import { payloadWindowPage, payloadWindowStats, type PayloadWindowRow } from '../../intake/rss-ping/payload-repository.js';
+import { itemWindowPage, itemWindowStats, type ItemWindowRow } from '../../verification/item-repository.js';
 
 export const UPDATES_PATH = '/updates.xml';
 export const UPDATES_WINDOW_SEC = 3600;
@@ -30,7 +31,7 @@ export function updatesHead(updated: Date, windowSec = UPDATES_WINDOW_SEC): stri
   channel.ele('title').txt('RSS Ping updates');
   // No public base URL is configured: the channel's link is the document's own path.
   channel.ele('link').txt(UPDATES_PATH);
-  channel.ele('description').txt(`Items received by RSS Ping in the last ${Math.round(windowSec / 60)} minutes, newest first, with how each ping was authenticated.`);
+  channel.ele('description').txt(`New items of the last ${Math.round(windowSec / 60)} minutes, newest first: carried by RSS Ping (with how each ping was authenticated) or found by fetching a pinged feed.`);
   channel.ele('lastBuildDate').txt(updated.toUTCString());
   channel.ele('generator').txt('pingd');
   channel.ele('docs').txt('https://www.rssboard.org/rss-specification');
@@ -63,19 +64,76 @@ export function updatesItem(r: PayloadWindowRow): string {
     if (f.type) e.att('type', escapeXml(f.type));
   }
   item.ele('rssping:authentication').txt(r.auth);
+  item.ele('rssping:origin').txt('rss_ping');
   return `${item.end(LAYOUT)}\n`;
 }
 
-async function* pages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
+/** One <item> verification found in a pinged feed: what the feed said, the weblog and feed it came from. */
+export function foundItem(r: ItemWindowRow): string {
+  const item = fragment().ele('item');
+  item.ele('title').txt(escapeXml(r.title ?? r.link ?? '(untitled)'));
+  if (r.link) item.ele('link').txt(escapeXml(r.link));
+  if (r.summary) item.ele('description').txt(escapeXml(r.summary));
+  const guid = r.guid ?? r.link;
+  if (guid) item.ele('guid').att('isPermaLink', String(guid === r.link)).txt(escapeXml(guid));
+  item.ele('pubDate').txt(new Date((r.published_us ?? r.at_us) / 1000).toUTCString());
+  item.ele('source').att('url', escapeXml(r.feed_url)).txt(escapeXml(r.weblog_name));
+  item.ele('rssping:site').att('url', escapeXml(r.weblog_url)).txt(escapeXml(r.weblog_name));
+  item.ele('rssping:feed').att('url', escapeXml(r.feed_url));
+  item.ele('rssping:origin').txt('fetched');
+  return `${item.end(LAYOUT)}\n`;
+}
+
+/** Entries of one source, newest first, in keyset pages. */
+async function* sourcePages<R extends { at_us: number }>(
+  read: (after: { atUs: number; id: number } | null) => Promise<R[]>,
+  id: (r: R) => number,
+  render: (r: R) => string,
+): AsyncGenerator<Entry[]> {
   let after: { atUs: number; id: number } | null = null;
   for (;;) {
-    const rows = await payloadWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS);
+    const rows = await read(after);
     if (rows.length === 0) return;
-    yield rows.map((r) => ({ xml: updatesItem(r), atUs: r.at_us }));
+    yield rows.map((r) => ({ xml: render(r), atUs: r.at_us }));
     if (rows.length < PAGE_ROWS) return;
     const last = rows[rows.length - 1];
-    after = { atUs: last.at_us, id: last.ping_id };
+    after = { atUs: last.at_us, id: id(last) };
   }
+}
+
+/** Two newest-first entry streams as one, newest first (ties: the first stream's entry first). */
+export async function* mergeNewestFirst(a: AsyncGenerator<Entry[]>, b: AsyncGenerator<Entry[]>, pageSize = PAGE_ROWS): AsyncGenerator<Entry[]> {
+  const bufs: Entry[][] = [[], []];
+  const srcs = [a, b];
+  const done = [false, false];
+  const fill = async (i: number) => {
+    while (!done[i] && bufs[i].length === 0) {
+      const n = await srcs[i].next();
+      if (n.done) done[i] = true;
+      else bufs[i] = n.value;
+    }
+  };
+  let out: Entry[] = [];
+  for (;;) {
+    await fill(0);
+    await fill(1);
+    const [x, y] = [bufs[0][0], bufs[1][0]];
+    if (!x && !y) break;
+    const take = !y || (x && x.atUs >= y.atUs) ? 0 : 1;
+    out.push(bufs[take].shift() as Entry);
+    if (out.length >= pageSize) {
+      yield out;
+      out = [];
+    }
+  }
+  if (out.length) yield out;
+}
+
+function pages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
+  return mergeNewestFirst(
+    sourcePages((after) => payloadWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS), (r: PayloadWindowRow) => r.ping_id, updatesItem),
+    sourcePages((after) => itemWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS), (r: ItemWindowRow) => r.id, foundItem),
+  );
 }
 
 /** The /updates.xml LiveDocument. */
@@ -87,9 +145,10 @@ export function updatesDocument(): LiveDocument {
     windowSec: UPDATES_WINDOW_SEC,
     deltas: true,
     async fingerprint(q, w) {
-      // A new payload raises the max; one leaving the window lowers n: either changes the bytes.
+      // A new payload or item raises a max; one leaving the window lowers an n: either changes the bytes.
       const s = await payloadWindowStats(q, w.fromUs, w.toUs);
-      return `${s.n}:${s.maxUs}:${s.maxId}`;
+      const f = await itemWindowStats(q, w.fromUs, w.toUs);
+      return `${s.n}:${s.maxUs}:${s.maxId}/${f.n}:${f.maxUs}:${f.maxId}`;
     },
     async source(q, w) {
       return { head: updatesHead(new Date(w.updatedMs)), pages: pages(q, w), foot: UPDATES_FOOT };

@@ -6,6 +6,7 @@ import type { Db } from '../../platform/db/database.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { parseHourArg } from '../documents/archive.js';
 import { publishedDocuments } from '../documents/published.js';
+import { listingFor } from '../documents/listing.js';
 import { Renderer, type RenderReport } from './renderer.js';
 
 export const RENDER_USAGE = 'pingd render [--hour YYYY-MM-DDTHH]';
@@ -50,7 +51,7 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       error: (o: object, m?: string) => console.error(`error: ${m ?? ''} ${JSON.stringify(o)}`),
     };
     // The same documents, lock and code as the server's renderer.
-    const renderer = new Renderer(publishedDocuments(), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
+    const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS)), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
 
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {

@@ -289,19 +289,19 @@ export class Renderer {
       o.closed ? { updatedMs: endMs, toUs: endMs * 1000 } : { updatedMs, toUs: Math.min(endMs * 1000, nowUs + 1) };
     return this.withSnapshot(q, async () => {
       let f = frame(o.t.nowUs, wholeSecond(o.t.nowUs));
-      let stats = await archiveStats(q, startMs, f.toUs);
+      let stats = await archiveStats(q, startMs, f.toUs, this.documents.listing);
       const print = () => `${stats.n}:${stats.maxId}:${o.closed ? 'closed' : 'open'}`;
       if (!o.force && prev && prev.fingerprint === print()) return 'unchanged';
       const later = o.closed || prev?.closed ? null : await this.afterPrevious(prev, o.t);
       if (later) {
         f = frame(later.nowUs, later.updatedMs);
-        stats = await archiveStats(q, startMs, f.toUs);
+        stats = await archiveStats(q, startMs, f.toUs, this.documents.listing);
       }
       const { updatedMs, toUs } = f;
       return this.store(
         { path, document: ARCHIVE_DOCUMENT, contentType: CONTENT_TYPE, updatedMs, cursorUs: cursorFor(o.t, toUs), fingerprint: print(), closed: o.closed, deltas: false, hourStartMs: startMs },
         prev,
-        async () => archiveSource(q, startMs, toUs, updatedMs, stats),
+        async () => archiveSource(q, startMs, toUs, updatedMs, stats, this.documents.listing),
       );
     });
   }

@@ -71,6 +71,6 @@ test('an /updates.xml item carries hostile titles, names, URLs and types back ex
 
 test('updates.xml items stay separate strings, each one <item> ending in a newline', () => {
   const row = { ping_id: 1, at_us: Date.UTC(2025, 0, 1) * 1000, site_url: 'http://x.example/', site_name: 'X', feeds: [], auth: 'none' as const, headline: 'H', item_link: null, item_guid: null, item_uri: 'urn:x:1', summary: null };
-  assert.equal(updatesItem(row), '<item>\n<title>H</title>\n<guid isPermaLink="false">urn:x:1</guid>\n<pubDate>Wed, 01 Jan 2025 00:00:00 GMT</pubDate>\n<rssping:site url="http://x.example/">X</rssping:site>\n<rssping:authentication>none</rssping:authentication>\n</item>\n');
+  assert.equal(updatesItem(row), '<item>\n<title>H</title>\n<guid isPermaLink="false">urn:x:1</guid>\n<pubDate>Wed, 01 Jan 2025 00:00:00 GMT</pubDate>\n<rssping:site url="http://x.example/">X</rssping:site>\n<rssping:authentication>none</rssping:authentication>\n<rssping:origin>rss_ping</rssping:origin>\n</item>\n');
   assert.ok(updatesHead(new Date(0)).endsWith('<docs>https://www.rssboard.org/rss-specification</docs>\n'));
 });

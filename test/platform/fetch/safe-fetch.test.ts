@@ -78,7 +78,7 @@ test('a GET sends the User-Agent, accepts gzip and returns status, body and the 
   assert.deepEqual(r.redirects, []);
   assert.equal(s.requests[0].url, '/x?y=1');
   assert.equal(s.requests[0].headers['user-agent'], UA);
-  assert.equal(s.requests[0].headers['accept-encoding'], 'gzip');
+  assert.equal(s.requests[0].headers['accept-encoding'], 'gzip, deflate, br');
 });
 
 test('gzip bodies are decompressed; a gzip bomb is stopped at the size cap', async () => {

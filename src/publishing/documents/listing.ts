@@ -1,0 +1,33 @@
+// Owns which pings the weblogUpdates documents list (VERIFY_PINGS): every accepted ping, or under
+// `require` only those whose feed verification found something new. Both read the same row shapes.
+import type { Queryable } from '../../platform/db/database.js';
+import { hourPage, hourStats, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
+import { verifiedHourPage, verifiedHourStats, verifiedWeblogWindowPage, verifiedWeblogWindowStats } from '../../verification/listing-repository.js';
+
+export type Listing = 'all' | 'verified';
+
+export interface ListingReads {
+  readonly listing: Listing;
+  weblogStats(q: Queryable, fromUs: number, toUs: number): Promise<WindowStats>;
+  weblogPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<WeblogWindowRow[]>;
+  hourStats(q: Queryable, startUs: number, endUs: number): Promise<HourStats>;
+  hourPage(q: Queryable, startUs: number, endUs: number, maxId: number, after: After | null, limit: number): Promise<PingPageRow[]>;
+}
+
+const ALL: ListingReads = { listing: 'all', weblogStats: weblogWindowStats, weblogPage: weblogWindowPage, hourStats, hourPage };
+const VERIFIED: ListingReads = {
+  listing: 'verified',
+  weblogStats: verifiedWeblogWindowStats,
+  weblogPage: verifiedWeblogWindowPage,
+  hourStats: verifiedHourStats,
+  hourPage: verifiedHourPage,
+};
+
+export function listingReads(listing: Listing = 'all'): ListingReads {
+  return listing === 'verified' ? VERIFIED : ALL;
+}
+
+/** VERIFY_PINGS → what is listed: only `require` holds pings back. */
+export function listingFor(verifyPings: 'off' | 'mark' | 'require'): Listing {
+  return verifyPings === 'require' ? 'verified' : 'all';
+}

@@ -1,0 +1,274 @@
+// Owns the SQL of feed state: each feed's HTTP state and hints (the RSS Feed State document: validators,
+// redirects, gone, polling hints), the identities of items seen, the weblog's remembered feed and latest
+// verification, the per-host request slots shared by instances, and the items found. Plain values in,
+// plain rows out.
+import type { Queryable } from '../platform/db/database.js';
+import { withContext } from '../platform/errors.js';
+import type { Outcome } from './manners.js';
+
+export interface FeedHints {
+  ttl?: number;
+  skipHours?: number[];
+  skipDays?: string[];
+  updatePeriod?: string;
+  updateFrequency?: number;
+}
+
+export interface FeedRow {
+  id: number;
+  url: string;
+  fetchUrl: string;
+  movedTo: string | null;
+  movedSeen: number;
+  etag: string | null;
+  lastModified: string | null;
+  lastStatus: number | null;
+  lastOutcome: Outcome | null;
+  lastFetchAt: Date | null;
+  lastSuccessAt: Date | null;
+  nextFetchAfter: Date | null;
+  failures: number;
+  gone: boolean;
+  hints: FeedHints;
+  title: string | null;
+  seen: string[];
+}
+
+const COLUMNS = `id, url, fetch_url, moved_to, moved_seen, etag, last_modified, last_status, last_outcome, last_fetch_at,
+  last_success_at, next_fetch_after, failures, gone, hints, title, seen`;
+
+type Raw = {
+  id: number;
+  url: string;
+  fetch_url: string;
+  moved_to: string | null;
+  moved_seen: number;
+  etag: string | null;
+  last_modified: string | null;
+  last_status: number | null;
+  last_outcome: Outcome | null;
+  last_fetch_at: Date | null;
+  last_success_at: Date | null;
+  next_fetch_after: Date | null;
+  failures: number;
+  gone: boolean;
+  hints: FeedHints | string;
+  title: string | null;
+  seen: string[] | null;
+};
+
+const date = (d: Date | null) => (d === null ? null : new Date(d));
+
+function feedOf(r: Raw): FeedRow {
+  return {
+    id: Number(r.id),
+    url: r.url,
+    fetchUrl: r.fetch_url,
+    movedTo: r.moved_to,
+    movedSeen: Number(r.moved_seen),
+    etag: r.etag,
+    lastModified: r.last_modified,
+    lastStatus: r.last_status === null ? null : Number(r.last_status),
+    lastOutcome: r.last_outcome,
+    lastFetchAt: date(r.last_fetch_at),
+    lastSuccessAt: date(r.last_success_at),
+    nextFetchAfter: date(r.next_fetch_after),
+    failures: Number(r.failures),
+    gone: Boolean(r.gone),
+    hints: typeof r.hints === 'string' ? (JSON.parse(r.hints) as FeedHints) : (r.hints ?? {}),
+    title: r.title,
+    seen: r.seen ?? [],
+  };
+}
+
+/** The feed named by `url` (as pinged or discovered), created on first sight. */
+export async function ensureFeed(q: Queryable, url: string): Promise<FeedRow> {
+  return withContext(`reading the feed ${url}`, async () => {
+    const [r] = await q.query<Raw>(
+      `with ins as (insert into feeds (url, fetch_url) values ($1, $1) on conflict (url) do nothing returning ${COLUMNS})
+       select ${COLUMNS} from ins union all select ${COLUMNS} from feeds where url = $1 limit 1`,
+      [url],
+    );
+    if (r) return feedOf(r);
+    // Another instance created it after this statement's snapshot was taken: it is visible now.
+    const [again] = await q.query<Raw>(`select ${COLUMNS} from feeds where url = $1`, [url]);
+    return feedOf(again);
+  });
+}
+
+export async function feedById(q: Queryable, id: number): Promise<FeedRow | undefined> {
+  const [r] = await withContext(`reading feed ${id}`, () => q.query<Raw>(`select ${COLUMNS} from feeds where id = $1`, [id]));
+  return r ? feedOf(r) : undefined;
+}
+
+export async function feedByUrl(q: Queryable, url: string): Promise<FeedRow | undefined> {
+  const [r] = await withContext(`reading the feed ${url}`, () => q.query<Raw>(`select ${COLUMNS} from feeds where url = $1 or fetch_url = $1 order by (url = $1) desc limit 1`, [url]));
+  return r ? feedOf(r) : undefined;
+}
+
+/** What one fetch changed in a feed's state (every field is written: the caller computed the new state). */
+export interface FeedUpdate {
+  fetchUrl: string;
+  movedTo: string | null;
+  movedSeen: number;
+  etag: string | null;
+  lastModified: string | null;
+  lastStatus: number | null;
+  lastOutcome: Outcome;
+  lastSuccessAt: Date | null;
+  nextFetchAfter: Date | null;
+  failures: number;
+  gone: boolean;
+  hints: FeedHints;
+  title: string | null;
+  seen: string[];
+}
+
+export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise<void> {
+  await withContext(`saving feed ${id}`, () =>
+    q.query(
+      `update feeds set fetch_url = $2, moved_to = $3, moved_seen = $4, etag = $5, last_modified = $6, last_status = $7,
+              last_outcome = $8, last_fetch_at = now(), last_success_at = $9, next_fetch_after = $10, failures = $11,
+              gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[]
+        where id = $1`,
+      [id, u.fetchUrl, u.movedTo, u.movedSeen, u.etag, u.lastModified, u.lastStatus, u.lastOutcome, u.lastSuccessAt, u.nextFetchAfter, u.failures, u.gone, JSON.stringify(u.hints), u.title, u.seen],
+    ),
+  );
+}
+
+/** Clears a feed's gone flag, backoff and failures (an operator's `pingd feeds reset`). */
+export async function resetFeed(q: Queryable, url: string): Promise<number> {
+  return withContext(`resetting the feed ${url}`, async () => {
+    const rows = await q.query(
+      'update feeds set gone = false, failures = 0, next_fetch_after = null, moved_to = null, moved_seen = 0 where url = $1 or fetch_url = $1 returning id',
+      [url],
+    );
+    return rows.length;
+  });
+}
+
+export interface WeblogVerification {
+  outcome: Outcome;
+  at: string;
+  httpStatus: number | null;
+  feedUrl: string | null;
+  newItems: { title: string | null; link: string | null; guid: string | null }[];
+}
+
+/**
+ * Records a weblog's latest verification and remembered feed; a `verified` one also moves the weblog's
+ * last verified ping time forward (what changes.xml lists under VERIFY_PINGS=require).
+ */
+export async function recordVerification(q: Queryable, weblogId: number, feedId: number | null, v: WeblogVerification, verifiedThrough: Date | null): Promise<void> {
+  await withContext(`recording the verification of weblog ${weblogId}`, () =>
+    q.query(
+      `update weblogs set verification = $2::jsonb, feed_id = coalesce($3, feed_id),
+              last_verified_at = case when $4::timestamptz is null then last_verified_at else greatest(coalesce(last_verified_at, $4::timestamptz), $4::timestamptz) end
+        where id = $1`,
+      [weblogId, JSON.stringify(v), feedId, verifiedThrough],
+    ),
+  );
+}
+
+export type HostSlot = { ok: true } | { ok: false; retryAt: Date; blocked: boolean };
+
+/**
+ * Takes the next request slot for `host` if it is free now: at most one request per `gapMs` to one host,
+ * whatever instance asks, and none while a Retry-After holds. Otherwise says when to ask again.
+ */
+export async function takeHostSlot(q: Queryable, host: string, gapMs: number): Promise<HostSlot> {
+  return withContext(`taking a request slot for ${host}`, async () => {
+    await q.query('insert into fetch_hosts (host, next_slot_at) values ($1, now()) on conflict (host) do nothing', [host]);
+    // The row lock serialises instances: a second taker re-reads the row after the first commits and finds
+    // the slot gone (READ COMMITTED re-checks the WHERE on the new row version).
+    const taken = await q.query(
+      `update fetch_hosts set next_slot_at = now() + make_interval(secs => $2::float8 / 1000)
+        where host = $1 and next_slot_at <= now() and (blocked_until is null or blocked_until <= now()) returning 1`,
+      [host, gapMs],
+    );
+    if (taken.length > 0) return { ok: true };
+    const [r] = await q.query<{ next_slot_at: Date; blocked_until: Date | null; now: Date }>('select next_slot_at, blocked_until, now() as now from fetch_hosts where host = $1', [host]);
+    const next = new Date(r.next_slot_at);
+    const blocked = r.blocked_until ? new Date(r.blocked_until) : null;
+    const isBlocked = blocked !== null && blocked > new Date(r.now);
+    return { ok: false, retryAt: isBlocked && blocked > next ? blocked : next, blocked: isBlocked };
+  });
+}
+
+/** No request to `host` before `until` (a 429 or 503 with Retry-After). */
+export async function blockHost(q: Queryable, host: string, until: Date): Promise<void> {
+  await withContext(`blocking requests to ${host}`, () =>
+    q.query(
+      `insert into fetch_hosts as h (host, next_slot_at, blocked_until) values ($1, now(), $2)
+       on conflict (host) do update set blocked_until = greatest(coalesce(h.blocked_until, $2), $2)`,
+      [host, until],
+    ),
+  );
+}
+
+export interface NewItemRow {
+  feedId: number;
+  weblogId: number;
+  pingId: number;
+  weblogUrl: string;
+  weblogName: string;
+  feedUrl: string;
+  title: string | null;
+  link: string | null;
+  guid: string | null;
+  publishedAt: Date | null;
+  summary: string | null;
+}
+
+/** Stores the items a fetch found new (they appear in /updates.xml); one statement for all of them. */
+export async function insertItems(q: Queryable, items: NewItemRow[]): Promise<void> {
+  if (items.length === 0) return;
+  await withContext(`storing ${items.length} feed items`, () =>
+    q.query(
+      `insert into feed_items (feed_id, weblog_id, ping_id, received_at, weblog_url, weblog_name, feed_url, title, link, guid, published_at, summary)
+       select t.feed_id, t.weblog_id, t.ping_id, clock_timestamp() + (t.ord * interval '1 microsecond'), t.weblog_url, t.weblog_name, t.feed_url, t.title, t.link, t.guid, t.published_at, t.summary
+         from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::text[])
+              with ordinality as t(feed_id, weblog_id, ping_id, weblog_url, weblog_name, feed_url, title, link, guid, published_at, summary, ord)`,
+      [
+        items.map((i) => i.feedId),
+        items.map((i) => i.weblogId),
+        items.map((i) => i.pingId),
+        items.map((i) => i.weblogUrl),
+        items.map((i) => i.weblogName),
+        items.map((i) => i.feedUrl),
+        items.map((i) => i.title),
+        items.map((i) => i.link),
+        items.map((i) => i.guid),
+        items.map((i) => i.publishedAt),
+        items.map((i) => i.summary),
+      ],
+    ),
+  );
+}
+
+export interface WeblogView {
+  id: number;
+  url: string;
+  name: string;
+  rssUrl: string | null;
+  lastPingAt: Date;
+  pingCount: number;
+  verification: WeblogVerification | null;
+  feed: FeedRow | undefined;
+}
+
+/** A weblog as pingd knows it, with its feed (GET /api/weblogs). */
+export async function weblogView(q: Queryable, url: string): Promise<WeblogView | undefined> {
+  const [w] = await withContext(`reading the weblog ${url}`, () =>
+    q.query<{ id: number; url: string; name: string; rss_url: string | null; last_ping_at: Date; ping_count: number; verification: WeblogVerification | string | null; feed_id: number | null }>(
+      'select id, url, name, rss_url, last_ping_at, ping_count, verification, feed_id from weblogs where url = $1',
+      [url],
+    ),
+  );
+  if (!w) return undefined;
+  const verification = typeof w.verification === 'string' ? (JSON.parse(w.verification) as WeblogVerification) : w.verification;
+  const feedId = w.feed_id === null ? null : Number(w.feed_id);
+  let feed = feedId !== null ? await feedById(q, feedId) : undefined;
+  if (!feed && w.rss_url) feed = await feedByUrl(q, w.rss_url);
+  return { id: Number(w.id), url: w.url, name: w.name, rssUrl: w.rss_url, lastPingAt: new Date(w.last_ping_at), pingCount: Number(w.ping_count), verification, feed };
+}

@@ -1,0 +1,60 @@
+// Owns `pingd feeds show|reset <url>`: what pingd knows of a feed (by feed URL, or by a weblog's URL) and,
+// for an operator, clearing its gone flag and backoff so the next ping of its weblog fetches it again.
+import type { Config } from '../platform/config.js';
+import type { Db } from '../platform/db/database.js';
+import { pendingMigrations } from '../platform/db/migrate.js';
+import { feedByUrl, resetFeed, weblogView } from './feed-repository.js';
+import { weblogJson } from './routes.js';
+
+export const FEEDS_OPTIONS = { json: { type: 'boolean' } } as const;
+
+export const FEEDS_USAGE = `pingd feeds show <url> [--json]
+pingd feeds reset <url>
+
+  show     the feed's HTTP state (URL fetched, validators, last status and outcome, backoff, gone, hints);
+           <url> is a feed URL or a weblog's URL (then its weblog record and last verification too)
+  reset    clear a feed's gone flag, failures and backoff (a 410 is not final if the publisher says so)
+
+Exit codes: 0 done, 1 not found, 2 usage error.`;
+
+export interface CommandDeps {
+  openDb(config: Config): Promise<Db>;
+  EXIT: { OK: number; FAILURE: number; USAGE: number };
+}
+
+export async function feedsCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: CommandDeps): Promise<number> {
+  const { EXIT } = deps;
+  const [sub, url, ...extra] = positionals;
+  if (!sub || !['show', 'reset'].includes(sub) || !url || extra.length > 0) {
+    console.error(`pingd feeds: ${!sub || ['show', 'reset'].includes(sub) ? 'a subcommand and one <url> are required' : `unknown subcommand ${JSON.stringify(sub)}`}\nUsage: ${FEEDS_USAGE}`);
+    return EXIT.USAGE;
+  }
+  const db = await deps.openDb(config);
+  try {
+    if ((await pendingMigrations(db)).length > 0) {
+      console.error('pingd feeds: the database schema is not up to date; run `pingd migrate` first');
+      return EXIT.FAILURE;
+    }
+    if (sub === 'reset') {
+      const n = await resetFeed(db, url);
+      if (n === 0) {
+        console.error(`pingd feeds: no feed ${url}`);
+        return EXIT.FAILURE;
+      }
+      console.log(`reset ${url}: not gone, no failures, no backoff`);
+      return EXIT.OK;
+    }
+    const feed = await feedByUrl(db, url);
+    const weblog = feed ? undefined : await weblogView(db, url);
+    if (!feed && !weblog) {
+      console.error(`pingd feeds: no feed or weblog ${url}`);
+      return EXIT.FAILURE;
+    }
+    const out = feed ? { feed: { ...feed, seen: feed.seen.length } } : weblogJson(weblog!);
+    if (values.json) console.log(JSON.stringify(out, null, 2));
+    else for (const [k, v] of Object.entries(out)) console.log(`${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v, null, 2) : String(v)}`);
+    return EXIT.OK;
+  } finally {
+    await db.close();
+  }
+}

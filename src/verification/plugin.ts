@@ -1,0 +1,96 @@
+// Owns verification as a Fastify resource (`app.verification`): the verifier and this instance's worker
+// (started unless VERIFY_PINGS=off, woken by every ping this instance accepts, stopped on close before the
+// database), its metrics, and GET /api/weblogs, what pingd knows of a weblog and what it saw last time.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge } from 'prom-client';
+import type { Config } from '../platform/config.js';
+import { OUTCOMES, statusClass } from './manners.js';
+import { claimJobs, queueStats } from './job-repository.js';
+import { Verifier } from './verifier.js';
+import { VerifyWorker } from './worker.js';
+import { weblogRoutes } from './routes.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    verification: { verifier: Verifier; worker: VerifyWorker | undefined };
+  }
+}
+
+/** How often an idle worker looks for jobs queued by other instances or coming due. */
+const POLL_MS = 1000;
+
+async function verificationPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  const registry = app.metrics;
+  const verifications = new Counter({
+    name: 'pingd_verifications_total',
+    help: 'Verifications finished, by outcome (each may settle several pings of one weblog).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  for (const o of OUTCOMES) verifications.inc({ outcome: o }, 0);
+  const fetches = new Counter({
+    name: 'pingd_verify_fetches_total',
+    help: 'Requests made by verification, by HTTP status class (none: no answer).',
+    labelNames: ['class'] as const,
+    registers: [registry],
+  });
+  const bytes = new Counter({ name: 'pingd_verify_fetched_bytes_total', help: 'Bytes of feeds and pages read by verification (decompressed).', registers: [registry] });
+  new Gauge({
+    name: 'pingd_verify_queue',
+    help: 'Verification jobs waiting (depth) and the age in seconds of the oldest (oldest_age_seconds), read at scrape time.',
+    labelNames: ['measure'] as const,
+    registers: [registry],
+    async collect() {
+      try {
+        const s = await queueStats(app.db);
+        this.set({ measure: 'depth' }, s.depth);
+        this.set({ measure: 'oldest_age_seconds' }, s.oldestAgeSec);
+      } catch {
+        // The database is down: /metrics still answers with the rest.
+      }
+    },
+  });
+
+  const verifier = new Verifier(
+    app.db,
+    app.fetcher,
+    { maxBytes: config.FETCH_MAX_BYTES, timeoutMs: config.FETCH_TIMEOUT_MS, hostIntervalMs: config.FETCH_HOST_INTERVAL_MS, feedIntervalSec: config.VERIFY_FEED_INTERVAL },
+    (r) => {
+      fetches.inc({ class: r.status === null ? 'none' : statusClass(r.status) });
+      bytes.inc(r.bytes);
+    },
+  );
+
+  let worker: VerifyWorker | undefined;
+  if (config.VERIFY_PINGS !== 'off') {
+    // A lease long enough for the slowest verification: a homepage and a feed, each with its deadline.
+    const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 30;
+    const w = new VerifyWorker({
+      concurrency: config.VERIFY_CONCURRENCY,
+      pollMs: POLL_MS,
+      claim: (limit) => claimJobs(app.db, limit, leaseSec),
+      run: async (job) => {
+        const r = await verifier.run(job);
+        if (r.kind === 'done' && r.report.settled > 0) {
+          verifications.inc({ outcome: r.report.outcome });
+          app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, ...r.report }, 'verified');
+        } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
+      },
+      onError: (err, job) => app.log.warn({ err: { message: err.message }, ping: job?.pingId }, 'verification failed; the job is retried after its lease'),
+    });
+    worker = w;
+    app.pings.onOutcome((_m, r) => {
+      if (r.ok) w.wake();
+    });
+    app.addHook('onReady', async () => w.start());
+    app.addHook('onClose', async () => {
+      await w.close(config.FETCH_TIMEOUT_MS * 2);
+    });
+  }
+  app.decorate('verification', { verifier, worker });
+  await app.register(weblogRoutes);
+}
+
+export default fp(verificationPlugin, { name: 'verification', dependencies: ['metrics', 'db', 'fetch', 'pings'] });
