@@ -54,7 +54,7 @@ export function parseFeed(body: Buffer, contentType?: string): Parsed {
   switch (r.format) {
     case 'rss':
     case 'rdf':
-      return rssLike(r.format, r.feed as RssLike);
+      return rssLike(r.format, r.feed as RssLike, text);
     case 'atom':
       return atom(r.feed as AtomLike);
     case 'json':
@@ -118,7 +118,15 @@ function date(v: string | undefined): Date | null {
   return Number.isFinite(d.getTime()) ? d : null;
 }
 
-function rssLike(format: 'rss' | 'rdf', f: RssLike): Parsed {
+// feedsmith 3.0.1 drops a <skipHours> or <skipDays> holding a single <hour>/<day> (two or more parse):
+// those two hints are read from the channel's text when it returned none.
+function listHint(xml: string, outer: 'skipHours' | 'skipDays', inner: 'hour' | 'day'): string[] {
+  const block = new RegExp(`<${outer}\\b[^>]*>([\\s\\S]{0,2000}?)</${outer}>`).exec(xml);
+  if (!block) return [];
+  return [...block[1].matchAll(new RegExp(`<${inner}\\b[^>]*>\\s*([^<]{1,20}?)\\s*</${inner}>`, 'g'))].map((m) => m[1]).slice(0, 24);
+}
+
+function rssLike(format: 'rss' | 'rdf', f: RssLike, xml: string): Parsed {
   const items = (f.items ?? []).map(
     (i): FeedItem => ({
       title: text(i.title),
@@ -131,8 +139,10 @@ function rssLike(format: 'rss' | 'rdf', f: RssLike): Parsed {
   );
   const hints: FeedHints = {};
   if (typeof f.ttl === 'number') hints.ttl = f.ttl;
-  if (f.skipHours?.length) hints.skipHours = f.skipHours;
-  if (f.skipDays?.length) hints.skipDays = f.skipDays;
+  const skipHours = f.skipHours?.length ? f.skipHours : listHint(xml, 'skipHours', 'hour').map(Number).filter((h) => Number.isInteger(h) && h >= 0 && h <= 24);
+  const skipDays = f.skipDays?.length ? f.skipDays : listHint(xml, 'skipDays', 'day');
+  if (skipHours.length) hints.skipHours = skipHours;
+  if (skipDays.length) hints.skipDays = skipDays;
   if (f.sy?.updatePeriod) hints.updatePeriod = f.sy.updatePeriod;
   if (typeof f.sy?.updateFrequency === 'number') hints.updateFrequency = f.sy.updateFrequency;
   return { kind: 'feed', format, title: text(f.title), items, hints };

@@ -56,8 +56,23 @@ export class Verifier {
     private readonly onFetch: (r: FetchReport) => void = () => undefined,
   ) {}
 
+  /** Weblogs with a verification running in this instance: their other jobs wait for its outcome. */
+  private readonly busy = new Set<number>();
+
   /** Runs one claimed job to its end (settled, or deferred for politeness). */
   async run(job: Job): Promise<Done> {
+    // Jobs of one weblog claimed together: one fetch settles them all, so the others come back shortly
+    // and find themselves settled.
+    if (this.busy.has(job.weblogId)) return this.defer(job, new Date(Date.now() + 250));
+    this.busy.add(job.weblogId);
+    try {
+      return await this.runAlone(job);
+    } finally {
+      this.busy.delete(job.weblogId);
+    }
+  }
+
+  private async runAlone(job: Job): Promise<Done> {
     if (!(await isOpen(this.db, job.pingId))) return { kind: 'done', report: { outcome: 'unchanged', httpStatus: null, feedUrl: null, newItems: 0, settled: 0 } };
     if (job.attempts > MAX_ATTEMPTS) return this.settle(job, 'unreachable', null, null, [], undefined);
     const started = new Date();

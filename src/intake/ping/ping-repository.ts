@@ -38,7 +38,7 @@ up as (
         ping_count = w.ping_count + 1
     where $9::int = 0 or w.last_ping_at <= now() - make_interval(secs => $9::int)
   returning w.id, w.url
-)
+),
 ins as (
   insert into pings (weblog_id, received_at, method, name, url, changes_url, rss_url, tags, client_addr, user_agent)
   select up.id, now(), i.method, i.name, i.url, i.changes_url, i.rss_url, string_to_array(i.tags, '|'), i.client_addr, i.user_agent

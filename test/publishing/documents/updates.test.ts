@@ -11,7 +11,7 @@ import { startApp, type TestApp } from '../../helpers/app.js';
 import { archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { addPublisher } from '../../../src/intake/rss-ping/publisher-repository.js';
 import { deriveKey, sealPassword } from '../../../src/intake/rss-ping/secret-box.js';
-import { updatesItem } from '../../../src/publishing/documents/updates.js';
+import { foundItem, mergeNewestFirst, updatesItem } from '../../../src/publishing/documents/updates.js';
 import { readRssPingReply, rssPing, seed } from '../../intake/rss-ping/helpers.js';
 
 const SECRET = 'k'.repeat(40);
@@ -201,6 +201,42 @@ test('updatesItem escapes everything it writes', () => {
     xml,
     '<item>\n<title>&lt;/title&gt;&lt;evil/&gt;</title>\n<description>]]&gt;</description>\n<guid isPermaLink="false">urn:x:&lt;1&gt;</guid>\n<pubDate>Wed, 01 Jan 2025 00:00:00 GMT</pubDate>\n' +
       '<source url="http://x.example/f?x=&quot;y&quot;">ab &amp; &quot;c&quot;</source>\n<rssping:site url="http://x.example/?a=1&amp;b=&lt;2&gt;">ab &amp; &quot;c&quot;</rssping:site>\n' +
-      '<rssping:feed url="http://x.example/f?x=&quot;y&quot;" type="RSS &lt;2&gt;"/>\n<rssping:authentication>none</rssping:authentication>\n</item>\n',
+      '<rssping:feed url="http://x.example/f?x=&quot;y&quot;" type="RSS &lt;2&gt;"/>\n<rssping:authentication>none</rssping:authentication>\n<rssping:origin>rss_ping</rssping:origin>\n</item>\n',
   );
+});
+
+test('foundItem escapes everything it writes and says the item was found by fetching', () => {
+  const xml = foundItem({
+    id: 1,
+    at_us: Date.UTC(2025, 0, 1) * 1000,
+    weblog_url: 'http://x.example/?a=1&b=<2>',
+    weblog_name: 'a & "b"',
+    feed_url: 'http://x.example/f?x="y"',
+    title: '</title><evil/>',
+    link: 'http://x.example/p?a=1&b=2',
+    guid: null,
+    published_us: Date.UTC(2024, 11, 31) * 1000,
+    summary: ']]>',
+  });
+  assert.equal(
+    xml,
+    '<item>\n<title>&lt;/title&gt;&lt;evil/&gt;</title>\n<link>http://x.example/p?a=1&amp;b=2</link>\n<description>]]&gt;</description>\n' +
+      '<guid isPermaLink="true">http://x.example/p?a=1&amp;b=2</guid>\n<pubDate>Tue, 31 Dec 2024 00:00:00 GMT</pubDate>\n' +
+      '<source url="http://x.example/f?x=&quot;y&quot;">a &amp; &quot;b&quot;</source>\n<rssping:site url="http://x.example/?a=1&amp;b=&lt;2&gt;">a &amp; &quot;b&quot;</rssping:site>\n' +
+      '<rssping:feed url="http://x.example/f?x=&quot;y&quot;"/>\n<rssping:origin>fetched</rssping:origin>\n</item>\n',
+  );
+});
+
+test('mergeNewestFirst interleaves two newest-first streams by time, across page boundaries', async () => {
+  async function* src(times: number[][]) {
+    for (const page of times) yield page.map((atUs) => ({ xml: String(atUs), atUs }));
+  }
+  const out: number[] = [];
+  let pages = 0;
+  for await (const page of mergeNewestFirst(src([[9, 7], [5], [1]]), src([[8], [6, 2]]), 3)) {
+    pages++;
+    for (const e of page) out.push(e.atUs);
+  }
+  assert.deepEqual(out, [9, 8, 7, 6, 5, 2, 1]);
+  assert.equal(pages, 3);
 });
