@@ -4,6 +4,7 @@
 
 export class HostGate {
   private readonly inFlight = new Map<string, number>();
+  private readonly lastStart = new Map<string, number>();
 
   constructor(private readonly perHost: number) {}
 
@@ -20,6 +21,24 @@ export class HostGate {
       if (left <= 0) this.inFlight.delete(host);
       else this.inFlight.set(host, left);
     };
+  }
+
+  /**
+   * Waits until `gapMs` after the previous request this instance started to `host`, then counts this one
+   * as started. The database's slots space requests across instances; this spaces them at the moment they
+   * leave, which the slot cannot (a busy event loop may hold one request back until the next is due).
+   */
+  async spaced(host: string, gapMs: number): Promise<void> {
+    if (gapMs <= 0) return;
+    const now = Date.now();
+    const start = Math.max(now, (this.lastStart.get(host) ?? 0) + gapMs);
+    this.lastStart.set(host, start);
+    if (this.lastStart.size > 10_000) this.forget(now - gapMs);
+    if (start > now) await new Promise((r) => setTimeout(r, start - now));
+  }
+
+  private forget(before: number): void {
+    for (const [h, at] of this.lastStart) if (at < before) this.lastStart.delete(h);
   }
 
   /** Requests in flight to `host` now (tests, metrics). */

@@ -65,8 +65,9 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
 
   let worker: VerifyWorker | undefined;
   if (config.VERIFY_PINGS !== 'off') {
-    // A lease long enough for the slowest verification: a homepage and a feed, each with its deadline.
-    const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 30;
+    // A lease long enough for the slowest verification (a homepage and a feed, each with its deadline, and
+    // a few statements); a job whose instance died is claimed again once it runs out.
+    const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 10;
     const w = new VerifyWorker({
       concurrency: config.VERIFY_CONCURRENCY,
       pollMs: POLL_MS,

@@ -215,6 +215,7 @@ export class Verifier {
         if (slot.blocked && slot.retryAt.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: slot.retryAt };
         return { kind: 'deferred', until: slot.retryAt };
       }
+      await this.gate.spaced(host, this.opts.hostIntervalMs);
       let res: FetchResult;
       try {
         res = await this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs });
