@@ -49,6 +49,13 @@ export function outcomeOfStatus(status: number): Outcome | 'body' {
   return 'not_a_feed';
 }
 
+const DAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const MONTH = '(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
+/** IMF-fixdate, the obsolete RFC 850 form, and asctime. */
+const HTTP_DATE = new RegExp(
+  `^(?:${DAY}, \\d{2} ${MONTH} \\d{4} \\d{2}:\\d{2}:\\d{2} GMT|${DAY}[a-z]*, \\d{2}-${MONTH}-\\d{2} \\d{2}:\\d{2}:\\d{2} GMT|${DAY} ${MONTH} [ \\d]\\d \\d{2}:\\d{2}:\\d{2} \\d{4})$`,
+);
+
 /**
  * A Retry-After value (delay-seconds or an HTTP-date) as an absolute time, or undefined when absent or
  * unreadable. Capped at a week: a header is a hint from a stranger, not a reason to forget a host.
@@ -59,6 +66,8 @@ export function retryAfter(value: string | string[] | undefined, now: Date, capM
   let at: number;
   if (/^\d+$/.test(v)) at = now.getTime() + Number(v) * 1000;
   else {
+    // Only the three HTTP-date forms (RFC 9110 §5.6.7): Date.parse alone takes "+3600" for the year 3600.
+    if (!HTTP_DATE.test(v)) return undefined;
     at = Date.parse(v);
     if (!Number.isFinite(at)) return undefined;
   }

@@ -4,42 +4,12 @@
 // opens again (its stale lock is taken over).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request } from 'node:http';
 import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueUrl } from '../helpers/app.js';
 import { openDatabase } from '../../src/platform/db/database.js';
-import { freePort } from './private-postgres.js';
-
-const ROOT = new URL('../../', import.meta.url).pathname;
-
-interface Server {
-  child: ChildProcess;
-  port: number;
-  exited: Promise<number | null>;
-  stderr(): string;
-}
-
-async function startServer(env: Record<string, string>): Promise<Server> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
-    cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', RENDER_CRON: '0 0 1 1 *' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  child.stderr?.on('data', (d) => (err += d));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) break;
-    const up = await fetch(`http://127.0.0.1:${port}/`).then((r) => r.ok, () => false);
-    if (up) return { child, port, exited, stderr: () => err };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`the server did not start: ${err}`);
-}
+import { startServer } from './serve-process.js';
 
 function post(agent: Agent, port: number, body: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

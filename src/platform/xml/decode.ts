@@ -57,5 +57,9 @@ export function decodeXml(buf: Buffer, contentType?: string): string {
   const m = DECL.exec(head);
   const label = (m?.[1] ?? contentTypeCharset(contentType) ?? 'utf-8').toLowerCase();
   if (label === 'utf-8' || ALIASES[label] === 'utf-8') return buf.toString('utf8');
-  return decoderFor(label).decode(buf);
+  // REGRESSION: Node 20's one-shot decode() reads windows-1252 (and the iso-8859-1/latin1 labels that
+  // mean it) as Latin-1, so 0x80–0x9F became control characters instead of € ’ — (nodejs/node#56542);
+  // the streaming form decodes them right.
+  const d = decoderFor(label);
+  return d.decode(buf, { stream: true }) + d.decode();
 }

@@ -1,0 +1,34 @@
+// Test harness: `pingd serve` as a real process on a free port (for kills and restarts), its stderr kept.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { freePort } from './private-postgres.js';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+export interface Server {
+  child: ChildProcess;
+  port: number;
+  exited: Promise<number | null>;
+  stderr(): string;
+}
+
+/** Starts `pingd serve` with `env` on top of the test's environment; resolves once it answers HTTP. */
+export async function startServer(env: Record<string, string>): Promise<Server> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', RENDER_CRON: '0 0 1 1 *', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.on('data', (d) => (err += d));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) break;
+    const up = await fetch(`http://127.0.0.1:${port}/`).then((r) => r.ok, () => false);
+    if (up) return { child, port, exited, stderr: () => err };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`the server did not start: ${err}`);
+}
+

@@ -1,0 +1,84 @@
+// Promised work survives a crash: pings are accepted while their feeds' host hangs, the server is killed
+// (SIGKILL) with verifications claimed and in flight and others still queued, and after a restart on the
+// same database every acknowledged ping's verification runs to an outcome.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BACKEND, createTestDatabase, testConfig, methodCall, readReply } from '../helpers/app.js';
+import { openDatabase } from '../../src/platform/db/database.js';
+import { startFeedServer, feedFixture } from '../helpers/feed-server.js';
+import { startServer } from './serve-process.js';
+
+test('SIGKILL with verifications queued and in flight: after a restart every one of them is settled', { timeout: 120_000 }, async (ctx) => {
+  const tdb = await createTestDatabase();
+  const cfg = testConfig(tdb);
+  const feeds = await startFeedServer('127.0.0.11');
+  let hang = true;
+  const hung: import('node:http').ServerResponse[] = [];
+  for (let i = 0; i < 20; i++) {
+    feeds.route(`/w${i}/feed.xml`, (_req, res) => {
+      if (hang) {
+        hung.push(res);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/rss+xml' });
+      res.end(feedFixture('rss20.xml'));
+    });
+  }
+  const env: Record<string, string> = {
+    ...(cfg.DATABASE_URL ? { DATABASE_URL: cfg.DATABASE_URL } : { DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR }),
+    VERIFY_PINGS: 'mark',
+    VERIFY_CONCURRENCY: '4',
+    FETCH_ALLOW_PRIVATE: 'true',
+    FETCH_HOST_INTERVAL_MS: '0',
+    FETCH_TIMEOUT_MS: '4000',
+    PING_MIN_INTERVAL: '0',
+  };
+  const blogs = Array.from({ length: 20 }, (_, i) => `${feeds.origin}/w${i}/`);
+  try {
+    const server = await startServer(env);
+    for (const url of blogs) {
+      const res = await fetch(`http://127.0.0.1:${server.port}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.extendedPing', ['W', url, url, `${url}feed.xml`]) });
+      assert.equal(readReply(res.status, await res.text()).flerror, false);
+    }
+    // Kill while the first verifications wait on the hung host and the rest are queued.
+    for (let i = 0; i < 200 && feeds.requests.length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(feeds.requests.length >= 1, 'verifications were in flight');
+    const inFlight = feeds.requests.length;
+    server.child.kill('SIGKILL');
+    await server.exited;
+    for (const res of hung.splice(0)) res.destroy();
+    ctx.diagnostic(`${inFlight} verifications in flight and ${20 - inFlight} queued when the process was killed (${BACKEND})`);
+
+    hang = false;
+    const again = await startServer(env);
+    try {
+      // The killed instance's claims come back when their lease runs out (2 × FETCH_TIMEOUT_MS + 10 s).
+      const deadline = Date.now() + 60_000;
+      const outcomes = new Map<string, string>();
+      while (outcomes.size < blogs.length && Date.now() < deadline) {
+        for (const url of blogs) {
+          if (outcomes.has(url)) continue;
+          const r = await fetch(`http://127.0.0.1:${again.port}/api/weblogs?url=${encodeURIComponent(url)}`);
+          const body = (await r.json()) as { verification: { outcome: string } | null };
+          if (body.verification) outcomes.set(url, body.verification.outcome);
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      assert.equal(outcomes.size, blogs.length, `settled: ${outcomes.size} of ${blogs.length}`);
+      assert.deepEqual([...new Set(outcomes.values())], ['verified']);
+    } finally {
+      again.child.kill('SIGTERM');
+      assert.equal(await again.exited, 0, again.stderr());
+    }
+    const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 1, timeoutMs: 5000 });
+    try {
+      const rows = await db.query<{ n: number; open: number }>('select count(*)::int as n, count(*) filter (where outcome is null)::int as open from ping_verifications');
+      assert.deepEqual(rows[0], { n: 20, open: 0 }, 'one job per acknowledged ping, none left open');
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await feeds.close();
+    await tdb.drop();
+  }
+});
