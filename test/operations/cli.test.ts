@@ -100,7 +100,7 @@ test('pingd prune: --dry-run counts, then deletes only pings older than --days, 
 
   const r = cli(['prune', '--days', '30']);
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /^deleted 3 pings received before \d{4}-\d\d-\d\dT[\d:.]+Z \(and 0 RSS Ping payloads\)$/m);
+  assert.match(r.stdout, /^deleted 3 pings received before \d{4}-\d\d-\d\dT[\d:.]+Z \(and 0 RSS Ping payloads, 0 verifications, 0 found items\)$/m);
   assert.match(r.stdout, /^hourly archives are kept forever \(archive days = 0\)$/m);
   const db = await openDb();
   try {

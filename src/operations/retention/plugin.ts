@@ -51,6 +51,8 @@ async function retentionPlugin(app: FastifyInstance, opts: { config: Config }): 
   });
   deleted.inc({ table: 'pings' }, 0);
   deleted.inc({ table: 'rssping_payloads' }, 0);
+  deleted.inc({ table: 'ping_verifications' }, 0);
+  deleted.inc({ table: 'feed_items' }, 0);
   deleted.inc({ table: 'archives' }, 0);
 
   const pass = async (): Promise<RetentionRun> => {
@@ -72,10 +74,12 @@ async function retentionPlugin(app: FastifyInstance, opts: { config: Config }): 
       const res = r.value;
       deleted.inc({ table: 'pings' }, res.pingsDeleted);
       deleted.inc({ table: 'rssping_payloads' }, res.payloadsDeleted);
+      deleted.inc({ table: 'ping_verifications' }, res.verificationsDeleted);
+      deleted.inc({ table: 'feed_items' }, res.itemsDeleted);
       deleted.inc({ table: 'archives' }, res.archivesDeleted);
       runs.inc({ outcome: 'pruned' });
       lastSuccess.set(Date.now() / 1000);
-      const fields = { pingsDeleted: res.pingsDeleted, payloadsDeleted: res.payloadsDeleted, archivesDeleted: res.archivesDeleted, batches: res.batches, complete: res.complete };
+      const fields = { pingsDeleted: res.pingsDeleted, payloadsDeleted: res.payloadsDeleted, verificationsDeleted: res.verificationsDeleted, itemsDeleted: res.itemsDeleted, archivesDeleted: res.archivesDeleted, batches: res.batches, complete: res.complete };
       if (res.pingsDeleted > 0 || res.archivesDeleted > 0 || !res.complete) app.log.info(fields, 'retention pass done');
       else app.log.debug(fields, 'retention pass done');
       return { ran: true, result: res };

@@ -38,7 +38,7 @@ function describe(r: PruneResult): string {
   const lines: string[] = [];
   lines.push(
     r.pingCutoff
-      ? `${verb} ${r.pingsDeleted} pings received before ${r.pingCutoff.toISOString()} (and ${r.payloadsDeleted} RSS Ping payloads)`
+      ? `${verb} ${r.pingsDeleted} pings received before ${r.pingCutoff.toISOString()} (and ${r.payloadsDeleted} RSS Ping payloads, ${r.verificationsDeleted} verifications, ${r.itemsDeleted} found items)`
       : 'raw pings are kept forever (days = 0)',
   );
   lines.push(r.archiveCutoff ? `${verb} ${r.archivesDeleted} hourly archives older than ${r.archiveCutoff.toISOString()}` : 'hourly archives are kept forever (archive days = 0)');

@@ -1,10 +1,20 @@
-// Owns one retention pass: raw pings (with their RSS Ping payloads) older than RETENTION_DAYS, and rendered
+// Owns one retention pass: raw pings (with their RSS Ping payloads, verification jobs and found items)
+// older than RETENTION_DAYS, and rendered
 // archives older than ARCHIVE_RETENTION_DAYS, are deleted in bounded batches, each its own short
 // transaction, with a pause between batches so intake (and the embedded database's single session) is
 // never held up for long.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queryable } from '../../platform/db/database.js';
-import { countPingsBefore, countRssPingPayloadsBefore, deletePingsBefore, deleteRssPingPayloadsBefore } from './retention-repository.js';
+import {
+  countFoundItemsBefore,
+  countPingsBefore,
+  countRssPingPayloadsBefore,
+  countVerificationsBefore,
+  deleteFoundItemsBefore,
+  deletePingsBefore,
+  deleteRssPingPayloadsBefore,
+  deleteVerificationsBefore,
+} from './retention-repository.js';
 // Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
 import { ARCHIVES_CLOSED_WATERMARK, countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
 
@@ -41,6 +51,9 @@ export interface PruneResult {
   pingsDeleted: number;
   /** RSS Ping payloads (kept exactly as long as the raw pings they came with). */
   payloadsDeleted: number;
+  /** Verification jobs and the items verification found (kept as long as the raw pings too). */
+  verificationsDeleted: number;
+  itemsDeleted: number;
   archivesDeleted: number;
   batches: number;
   /** False when the pass stopped early (shutdown or maxBatches) with rows still to delete. */
@@ -61,6 +74,8 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     archiveCutoff: cutoffFor(opts.archiveDays, now),
     pingsDeleted: 0,
     payloadsDeleted: 0,
+    verificationsDeleted: 0,
+    itemsDeleted: 0,
     archivesDeleted: 0,
     batches: 0,
     complete: true,
@@ -87,6 +102,8 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     if (closedUs !== null && closedUs / 1000 < result.pingCutoff.getTime()) result.pingCutoff = new Date(Math.floor(closedUs / 1000));
     result.pingsDeleted = opts.dryRun ? await countPingsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deletePingsBefore);
     result.payloadsDeleted = opts.dryRun ? await countRssPingPayloadsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteRssPingPayloadsBefore);
+    result.verificationsDeleted = opts.dryRun ? await countVerificationsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteVerificationsBefore);
+    result.itemsDeleted = opts.dryRun ? await countFoundItemsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteFoundItemsBefore);
   }
   if (result.archiveCutoff) {
     result.archivesDeleted = opts.dryRun ? await countArchivesBefore(q, result.archiveCutoff) : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));

@@ -1,4 +1,5 @@
-// Owns the SQL of retention: deleting raw pings and the RSS Ping payloads stored beside them older than a
+// Owns the SQL of retention: deleting raw pings, and the RSS Ping payloads, verification jobs and found
+// items stored beside them, older than a
 // cutoff, a bounded batch per statement, and counting what a prune would remove. (Rendered archives are
 // the rendering store's rows.) Plain values in, plain numbers out.
 import type { Queryable } from '../../platform/db/database.js';
@@ -12,6 +13,9 @@ import { withContext } from '../../platform/errors.js';
 const LOGS = {
   pings: { table: 'pings', key: 'id', label: 'pings' },
   payloads: { table: 'rssping_payloads', key: 'ping_id', label: 'RSS Ping payloads' },
+  // Verification's job rows and the items it found (migrations/004_verification.sql), by the same rule.
+  verifications: { table: 'ping_verifications', key: 'ping_id', label: 'verifications' },
+  items: { table: 'feed_items', key: 'id', label: 'found items' },
 } as const;
 
 type Log = keyof typeof LOGS;
@@ -47,3 +51,7 @@ export const deletePingsBefore = (q: Queryable, cutoff: Date, limit: number): Pr
 export const countPingsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'pings', cutoff);
 export const deleteRssPingPayloadsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'payloads', cutoff, limit);
 export const countRssPingPayloadsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'payloads', cutoff);
+export const deleteVerificationsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'verifications', cutoff, limit);
+export const countVerificationsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'verifications', cutoff);
+export const deleteFoundItemsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'items', cutoff, limit);
+export const countFoundItemsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'items', cutoff);

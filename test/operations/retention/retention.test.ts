@@ -67,7 +67,7 @@ test('prune deletes exactly the pings older than the cutoff, in batches, and kee
 
   const r = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 3, pauseMs: 0 });
   assert.equal(r.pingsDeleted, 7);
-  assert.equal(r.batches, 4, 'pings 3 + 3 + 1 (the short batch ends it), then one empty batch of RSS Ping payloads');
+  assert.equal(r.batches, 6, 'pings 3 + 3 + 1 (the short batch ends it), then one empty batch each of RSS Ping payloads, verifications and found items');
   assert.equal(r.complete, true);
   assert.equal(r.archiveCutoff, null, 'archives are kept forever by default');
   assert.ok(r.pingCutoff && Math.abs(r.pingCutoff.getTime() - (Date.now() - 30 * 86_400_000)) < 60_000);
@@ -79,7 +79,7 @@ test('prune deletes exactly the pings older than the cutoff, in batches, and kee
 
   const again = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 3 });
   assert.equal(again.pingsDeleted, 0);
-  assert.equal(again.batches, 2, 'one empty batch per table');
+  assert.equal(again.batches, 4, 'one empty batch per table (pings, payloads, verifications, found items)');
   const never = await prune(a.db, { pingDays: 0, archiveDays: 0, batchSize: 3 });
   assert.deepEqual([never.pingCutoff, never.pingsDeleted, never.batches], [null, 0, 0], 'days = 0 keeps everything');
 });
@@ -127,6 +127,37 @@ test('RSS Ping payloads follow the retention of their pings; nothing younger goe
   const left = (await a.db.query<{ ping_id: number }>('select ping_id from rssping_payloads where site_url = $1 order by ping_id', [url])).map((x) => Number(x.ping_id));
   assert.deepEqual(left, ids.slice(3));
   assert.equal(await countFor(a, url), 2);
+});
+
+test('verification jobs and found items follow the retention of their pings; nothing younger goes', async () => {
+  // VERIFY_PINGS=mark writes a job with every ping; no feed server is asked (the jobs are aged, not run).
+  const { app: a } = await app({ VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: false });
+  await a.verification.worker?.close(0);
+  const url = uniqueUrl('verified');
+  const ids: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const r = await a.pings.accept({ method: 'ping', name: 'Verified blog', url });
+    assert.ok(r.ok);
+    ids.push(r.id);
+  }
+  const [w] = await a.db.query<{ id: number }>('select id from weblogs where url = $1', [url]);
+  await a.db.query(
+    `insert into feed_items (feed_id, weblog_id, ping_id, received_at, weblog_url, weblog_name, feed_url, title)
+     select 0, $1, p.id, p.received_at, $2, 'Verified blog', $2 || 'feed', 'item ' || p.id from pings p where p.id = any($3::bigint[])`,
+    [w.id, url, ids],
+  );
+  const old = ids.slice(0, 3);
+  for (const table of ['pings', 'ping_verifications', 'feed_items']) {
+    const key = table === 'pings' ? 'id' : 'ping_id';
+    await a.db.query(`update ${table} set received_at = received_at - interval '45 days' where ${key} = any($1::bigint[])`, [old]);
+  }
+  const dry = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, dryRun: true });
+  assert.deepEqual([dry.pingsDeleted, dry.verificationsDeleted, dry.itemsDeleted], [3, 3, 3]);
+  const r = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, pauseMs: 0 });
+  assert.deepEqual([r.pingsDeleted, r.verificationsDeleted, r.itemsDeleted], [3, 3, 3]);
+  const jobs = (await a.db.query<{ ping_id: number }>('select ping_id from ping_verifications where weblog_id = $1', [w.id])).map((x) => Number(x.ping_id));
+  const items = (await a.db.query<{ ping_id: number }>('select ping_id from feed_items where weblog_id = $1', [w.id])).map((x) => Number(x.ping_id));
+  assert.deepEqual([jobs, items], [ids.slice(3), ids.slice(3)]);
 });
 
 test('ARCHIVE_RETENTION_DAYS deletes only the hourly archives older than it, with their bytes; the others are still served', async () => {
