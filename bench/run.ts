@@ -13,7 +13,8 @@
 // BENCH_CONNECTIONS (64), BENCH_BACKENDS (postgres,pglite), BENCH_SCENARIOS (ids below), BENCH_SHORT_WEBLOGS
 // (weblogs in the served shortChanges.xml, 5000), BENCH_HOUR_WEBLOGS (weblogs in the hour the renderer re-renders
 // during the ping+render row, 100000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
-// BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>).
+// BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>). Scenario `ping-hosts` compares intake with VERIFY_PINGS=off and
+// =mark (pings of weblogs on loopback hosts, verified while the load runs).
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -22,7 +23,8 @@ import pg from 'pg';
 import { ROOT, dropStaleDatabases, removeStaleDataDirs, track, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
 import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
 import { snapshot, diff } from './lib/cpu.js';
-import { pingSpec, extendedPingSpec, pingSiteFormSpec, documentSpec, sample } from './lib/scenarios.js';
+import { pingSpec, extendedPingSpec, pingSiteFormSpec, pingOnHostsSpec, documentSpec, sample } from './lib/scenarios.js';
+import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
 import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type RenderRow } from './lib/report.js';
 import { summarize } from './profile-summary.js';
 
@@ -56,6 +58,8 @@ function pingdEnv(extra: Record<string, string>): Record<string, string> {
 }
 
 const wanted = (id: string) => !OPTS.scenarios || OPTS.scenarios.includes(id);
+/** The loopback weblog hosts the `ping-hosts` rows ping (started by main). */
+let feedHosts: FeedHosts | undefined;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 interface IntakeScenario {
@@ -83,6 +87,21 @@ function intakeGroups(): IntakeGroup[] {
     // The embedded database's target is about pings; its other rows only when named (they cost a minute).
     const scenarios = backend === 'pglite' ? INTAKE.filter((s) => s.id === 'ping' || OPTS.scenarios?.includes(s.id)) : INTAKE;
     groups.push({ backend, label: backend, scenarios, env: { RENDER_SCHEDULER: 'false' } });
+  }
+  // Intake with verification on (VERIFY_PINGS=mark, the default) against the same with it off: pings of
+  // distinct weblogs on loopback weblog hosts, each verified (homepage, autodiscovery, feed) while the load runs.
+  if (wanted('ping-hosts') && feedHosts) {
+    const spec = () => pingOnHostsSpec(feedHosts!.origins);
+    for (const backend of OPTS.backends) {
+      for (const verify of ['off', 'mark']) {
+        groups.push({
+          backend,
+          label: `${backend}, VERIFY_PINGS=${verify}`,
+          scenarios: [{ id: 'ping-hosts', label: 'weblogUpdates.ping, distinct weblogs on 8 loopback hosts', spec }],
+          env: { RENDER_SCHEDULER: 'false', VERIFY_PINGS: verify, FETCH_ALLOW_PRIVATE: 'true' },
+        });
+      }
+    }
   }
   if (OPTS.backends.includes('postgres')) {
     groups.push({
@@ -438,6 +457,7 @@ async function main(): Promise<number> {
   const staleDirs = removeStaleDataDirs();
   if (staleDirs.length) log(`removed data directories left by killed runs: ${staleDirs.join(', ')}`);
   const baseline = await startBaseline();
+  feedHosts = wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
   const rows: Row[] = [];
   const checks: string[] = [];
   const profiles: string[] = [];
@@ -458,6 +478,8 @@ async function main(): Promise<number> {
     }
   } finally {
     await baseline.stop();
+    if (feedHosts) log(`weblog hosts served ${feedHosts.served.pages} homepages and ${feedHosts.served.feeds} feeds to verification`);
+    await feedHosts?.close();
   }
   const head = (end: Date) => [
     `### Benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`,

@@ -33,6 +33,27 @@ export function pingSpec(): LoadSpec {
   };
 }
 
+/**
+ * `weblogUpdates.ping` of distinct weblogs on the given loopback weblog hosts (round robin): with
+ * VERIFY_PINGS=mark, every ping is verified against a real server (homepage, autodiscovery, feed).
+ */
+export function pingOnHostsSpec(origins: string[]): LoadSpec {
+  const head = Buffer.from('<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>');
+  const tail = Buffer.from('/</string></value></param>\n</params></methodCall>\n');
+  let n = 0;
+  return {
+    method: 'POST',
+    path: '/RPC2',
+    headers: { 'content-type': 'text/xml', 'user-agent': UA },
+    makeBody: () => {
+      const i = ++seq;
+      return Buffer.concat([head, Buffer.from(`${origins[n++ % origins.length]}/b${i.toString(36)}`), tail]);
+    },
+    isAck: isRpcAck,
+    isUnsure,
+  };
+}
+
 /** `weblogUpdates.extendedPing(name, url, rssUrl)`: WordPress's exact bytes (HTML-escaped name, UTF-8). */
 export function extendedPingSpec(): LoadSpec {
   const head = Buffer.from(

@@ -5,6 +5,7 @@
 export class HostGate {
   private readonly inFlight = new Map<string, number>();
   private readonly lastStart = new Map<string, number>();
+  private readonly reserved = new Map<string, number>();
 
   constructor(private readonly perHost: number) {}
 
@@ -35,6 +36,19 @@ export class HostGate {
     this.lastStart.set(host, start);
     if (this.lastStart.size > 10_000) this.forget(now - gapMs);
     if (start > now) await new Promise((r) => setTimeout(r, start - now));
+  }
+
+  /**
+   * When a job that found `host` busy should come back: its own turn, `gapMs` after the last turn handed
+   * out for that host and not before `earliest`. Jobs of a burst on one host are spread one gap apart
+   * instead of all coming due at the host's next slot, where all but one would be put back again (a
+   * queue of thousands re-read every second).
+   */
+  nextTurn(host: string, earliest: number, gapMs: number): number {
+    const turn = Math.max(earliest, (this.reserved.get(host) ?? 0) + Math.max(gapMs, 1));
+    this.reserved.set(host, turn);
+    if (this.reserved.size > 10_000) for (const [h, at] of this.reserved) if (at < Date.now()) this.reserved.delete(h);
+    return turn;
   }
 
   private forget(before: number): void {

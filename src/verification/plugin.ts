@@ -87,7 +87,8 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     });
     app.addHook('onReady', async () => w.start());
     app.addHook('onClose', async () => {
-      await w.close(config.FETCH_TIMEOUT_MS * 2);
+      // Jobs still running after one fetch deadline are left to their leases (claimed again after a restart).
+      await w.close(config.FETCH_TIMEOUT_MS);
     });
   }
   app.decorate('verification', { verifier, worker });

@@ -207,13 +207,14 @@ export class Verifier {
     } catch {
       return { kind: 'failed', outcome: 'refused', status: null };
     }
+    const gap = this.opts.hostIntervalMs;
     const release = this.gate.tryEnter(host);
-    if (!release) return { kind: 'deferred', until: new Date(Date.now() + Math.max(this.opts.hostIntervalMs, 250)) };
+    if (!release) return { kind: 'deferred', until: new Date(this.gate.nextTurn(host, Date.now() + Math.max(gap, 250), Math.max(gap, 250))) };
     try {
       const slot = await takeHostSlot(this.db, host, this.opts.hostIntervalMs);
       if (!slot.ok) {
         if (slot.blocked && slot.retryAt.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: slot.retryAt };
-        return { kind: 'deferred', until: slot.retryAt };
+        return { kind: 'deferred', until: new Date(this.gate.nextTurn(host, slot.retryAt.getTime(), gap)) };
       }
       await this.gate.spaced(host, this.opts.hostIntervalMs);
       let res: FetchResult;
