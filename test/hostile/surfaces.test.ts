@@ -23,6 +23,8 @@ const PUBLIC_ROUTES = new Set([
   'POST /rssping', 'POST /rssping/:endpoint', 'GET /rssping/token',
   'GET /changes.xml', 'GET /shortChanges.xml', 'GET /updates.xml', 'GET /:year(^\\d{4})/:month(^\\d{2})/:day(^\\d{2})/:hour(^\\d{2}).xml',
   'GET /healthz', 'GET /readyz', 'GET /metrics',
+  // What verification knows of one weblog: read-only, public data (what its own feed and pings say).
+  'GET /api/weblogs',
 ]);
 
 test('the HTTP surface is exactly the public endpoints: no administration over HTTP', async () => {

@@ -59,9 +59,10 @@ test('a burst of pings for many weblogs on one host becomes one request at a tim
   assert.ok(la.maxInFlight <= 2, `at most 2 requests in flight to one host, saw ${la.maxInFlight}`);
   const times = la.arrivals.map((r) => r.at).sort((x, y) => x - y);
   const gaps = times.slice(1).map((x, i) => Math.round(x - times[i]));
-  // pingd starts them at least 150 ms apart; on the embedded database (which runs on pingd's event loop) a
-  // connection may still leave a little late, so arrivals are checked with some slack, and on average.
-  assert.ok(Math.min(...gaps) >= 100, `requests to one host about 150 ms apart at least, gaps: ${gaps.join(', ')}`);
+  // pingd starts them at least 150 ms apart, but a connection can leave late when the machine is loaded
+  // (the embedded database shares pingd's event loop), bunching two arrivals: judge the rate, not one gap.
+  const median = [...gaps].sort((x, y) => x - y)[Math.floor(gaps.length / 2)];
+  assert.ok(median >= 140, `the median gap between requests to one host is ~150 ms or more, gaps: ${gaps.join(', ')}`);
   assert.ok(times[times.length - 1] - times[0] >= 11 * 150 - 20, `12 requests take at least 11 gaps, gaps: ${gaps.join(', ')}`);
   // The other host is not held up behind the first one's queue.
   assert.ok(Math.max(...lb.arrivals.map((r) => r.at)) < times[times.length - 1], 'host B was served while host A still waited');

@@ -71,10 +71,10 @@ test('the generic plan of the batch statement reads weblogs only through an inde
   const db = t.app.db;
   await db.transaction(async (tx) => {
     await tx.exec(`set local plan_cache_mode = force_generic_plan`);
-    await tx.exec(`prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int) as ${INSERT_BATCH}`);
+    await tx.exec(`prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int, boolean) as ${INSERT_BATCH}`);
     try {
       const rows = await tx.query<Record<string, string>>(
-        `explain execute pingd_plan_check (array['ping'], array['n'], array['http://plan.example.com/'], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], 300)`,
+        `explain execute pingd_plan_check (array['ping'], array['n'], array['http://plan.example.com/'], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], 300, true)`,
       );
       const plan = rows.map((r) => Object.values(r)[0]).join('\n');
       assert.match(plan, /Insert on weblogs/);
