@@ -31,17 +31,32 @@ export interface WindowStats {
   maxUs: number;
 }
 
-/** How many weblogs pinged last in (fromUs, toUs], and the latest such ping. */
-export async function weblogWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<WindowStats> {
-  return withContext('reading the weblog window', async () => {
-    const [r] = await q.query<{ n: number; max_us: number | null }>(
-      `select count(*)::bigint as n, ${US('max(last_ping_at)')} as max_us
-         from weblogs where last_ping_at > ${TS(1)} and last_ping_at <= ${TS(2)}`,
-      [fromUs, toUs],
-    );
-    return { n: Number(r.n), maxUs: Number(r.max_us ?? 0) };
-  });
+/**
+ * Reads of the weblogs whose time in `timeCol` falls in (fromUs, toUs]: how many and the latest, and keyset
+ * pages newest first. `last_ping_at` is intake's (every accepted ping); verification lists by its own
+ * column of the same table.
+ */
+export function weblogWindow(timeCol: 'last_ping_at' | 'last_verified_at') {
+  const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url, changes_url', 'weblogs', timeCol, 'id');
+  return {
+    stats: (q: Queryable, fromUs: number, toUs: number): Promise<WindowStats> =>
+      withContext(`reading the weblog window (${timeCol})`, async () => {
+        const [r] = await q.query<{ n: number; max_us: number | null }>(
+          `select count(*)::bigint as n, ${US(`max(${timeCol})`)} as max_us
+             from weblogs where ${timeCol} > ${TS(1)} and ${timeCol} <= ${TS(2)}`,
+          [fromUs, toUs],
+        );
+        return { n: Number(r.n), maxUs: Number(r.max_us ?? 0) };
+      }),
+    page: (q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<WeblogWindowRow[]> =>
+      withContext(`reading a page of weblogs (${timeCol})`, () => page(q, fromUs, toUs, after, limit)),
+  };
 }
+
+const lastPinged = weblogWindow('last_ping_at');
+
+/** How many weblogs pinged last in (fromUs, toUs], and the latest such ping. */
+export const weblogWindowStats = lastPinged.stats;
 
 export interface WeblogWindowRow {
   id: number;
@@ -52,27 +67,45 @@ export interface WeblogWindowRow {
   at_us: number;
 }
 
-const weblogPage = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url, changes_url', 'weblogs', 'last_ping_at', 'id');
-
 /** One page of the weblogs pinged last in (fromUs, toUs], newest first, after the keyset `after` (last_ping_at index). */
-export async function weblogWindowPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<WeblogWindowRow[]> {
-  return withContext('reading a page of weblogs', () => weblogPage(q, fromUs, toUs, after, limit));
-}
+export const weblogWindowPage = lastPinged.page;
 
 export interface HourStats {
   n: number;
   maxId: number;
 }
 
-/** Pings received in [startUs, endUs): how many, and the highest id (bounds the pages of one rendering). */
-export async function hourStats(q: Queryable, startUs: number, endUs: number): Promise<HourStats> {
-  return withContext('reading an hour of pings', async () => {
-    const [r] = await q.query<{ n: number; max_id: number | null }>(
-      `select count(*)::bigint as n, max(id) as max_id from pings where received_at >= ${TS(1)} and received_at < ${TS(2)}`,
-      [startUs, endUs],
-    );
-    return { n: Number(r.n), maxId: Number(r.max_id ?? 0) };
-  });
+/**
+ * Reads of the pings received in [startUs, endUs), optionally only those matching `filter` (an SQL condition
+ * on `pings`; verification passes "its outcome is verified"): how many with the highest id (which bounds
+ * the pages of one rendering), and pages oldest first by (received_at, id).
+ */
+export function hourWindow(filter = 'true') {
+  return {
+    stats: (q: Queryable, startUs: number, endUs: number): Promise<HourStats> =>
+      withContext('reading an hour of pings', async () => {
+        const [r] = await q.query<{ n: number; max_id: number | null }>(
+          `select count(*)::bigint as n, max(id) as max_id from pings where received_at >= ${TS(1)} and received_at < ${TS(2)} and ${filter}`,
+          [startUs, endUs],
+        );
+        return { n: Number(r.n), maxId: Number(r.max_id ?? 0) };
+      }),
+    page: (q: Queryable, startUs: number, endUs: number, maxId: number, after: After | null, limit: number): Promise<PingPageRow[]> =>
+      withContext('reading a page of pings', async () => {
+        const rows = await q.query<PingPageRow>(
+          `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
+            where received_at >= ${TS(1)} and received_at < ${TS(2)} and id <= $3
+              and (received_at > ${TS(1)} or id > $4) and ${filter}
+            order by received_at, id limit $5`,
+          [after ? after.atUs : startUs, endUs, maxId, after ? after.id : 0, limit],
+        );
+        for (const r of rows) {
+          r.id = Number(r.id);
+          r.at_us = Number(r.at_us);
+        }
+        return rows;
+      }),
+  };
 }
 
 export interface PingPageRow {
@@ -83,23 +116,13 @@ export interface PingPageRow {
   at_us: number;
 }
 
+const everyPing = hourWindow();
+
+/** Pings received in [startUs, endUs): how many, and the highest id (bounds the pages of one rendering). */
+export const hourStats = everyPing.stats;
+
 /** One page of the pings received in [startUs, endUs) with id <= maxId, oldest first (received_at, id). */
-export async function hourPage(q: Queryable, startUs: number, endUs: number, maxId: number, after: After | null, limit: number): Promise<PingPageRow[]> {
-  return withContext('reading a page of pings', async () => {
-    const rows = await q.query<PingPageRow>(
-      `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
-        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id <= $3
-          and (received_at > ${TS(1)} or id > $4)
-        order by received_at, id limit $5`,
-      [after ? after.atUs : startUs, endUs, maxId, after ? after.id : 0, limit],
-    );
-    for (const r of rows) {
-      r.id = Number(r.id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
-  });
-}
+export const hourPage = everyPing.page;
 
 /** The earliest ping still stored (µs), or null: where catching up on archive hours starts. */
 export async function firstPingUs(q: Queryable): Promise<number | null> {
