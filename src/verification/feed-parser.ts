@@ -7,7 +7,15 @@
 import { parseFeed as feedsmith } from 'feedsmith';
 import { decodeXml } from '../platform/xml/decode.js';
 import type { FeedItem } from './identity.js';
-import type { FeedHints } from './feed-repository.js';
+
+/** The feed's own polling hints (RSS 2.0 ttl/skipHours/skipDays, RSS 1.0's syndication module). */
+export interface FeedHints {
+  ttl?: number;
+  skipHours?: number[];
+  skipDays?: string[];
+  updatePeriod?: string;
+  updateFrequency?: number;
+}
 
 export type Parsed =
   | { kind: 'feed'; format: 'rss' | 'rdf' | 'atom' | 'json'; title: string | null; items: FeedItem[]; hints: FeedHints }

@@ -5,14 +5,9 @@
 import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
 import type { Outcome } from './manners.js';
+import type { FeedHints } from './feed-parser.js';
 
-export interface FeedHints {
-  ttl?: number;
-  skipHours?: number[];
-  skipDays?: string[];
-  updatePeriod?: string;
-  updateFrequency?: number;
-}
+export type { FeedHints };
 
 export interface FeedRow {
   id: number;
