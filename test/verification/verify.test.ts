@@ -76,6 +76,49 @@ test('a matching validator gets 304 (not_modified); A-IM: feed goes with the val
   assert.equal(api.body.feed.etag, '"c2"');
 });
 
+test('with validators pingd asks for a delta (A-IM: feed) and reads a 226 IM Used answer as the new items', async () => {
+  const url = blog();
+  const full = feedFixture('rss20.xml').toString('utf8');
+  const next = feedFixture('rss20-next.xml').toString('utf8');
+  // The delta: the next version of the feed with only the items the client has not seen (RFC 3229 with feeds).
+  const newItem = next.slice(next.indexOf('<item>'), next.indexOf('</item>') + '</item>'.length);
+  const delta = full.slice(0, full.indexOf('<item>')) + newItem + '\n</channel>\n</rss>\n';
+  s.route('/delta.xml', (req, res) => {
+    if (req.headers['if-none-match'] === '"d1"' && req.headers['a-im'] === 'feed') {
+      res.writeHead(226, { 'content-type': 'application/rss+xml', etag: '"d2"', im: 'feed', 'cache-control': 'no-store, im' });
+      res.end(delta);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/rss+xml', etag: '"d1"' });
+    res.end(full);
+  });
+  assert.equal((await pingAndSettle(t, url, `${s.origin}/delta.xml`)).outcome, 'verified');
+  const second = await pingAndSettle(t, url, `${s.origin}/delta.xml`);
+  assert.equal(second.outcome, 'verified');
+  assert.equal(second.http_status, 226);
+  const api = await weblogApi(t, url);
+  assert.equal(api.body.feed.etag, '"d2"');
+  assert.deepEqual(
+    api.body.verification.newItems.map((i: { guid: string }) => i.guid),
+    [/<guid[^>]*>([^<]+)<\/guid>/.exec(newItem)![1]],
+  );
+});
+
+test('more than 5 redirects is unreachable; 5 are followed', async () => {
+  for (let i = 0; i < 7; i++) {
+    s.route(`/hop${i}.xml`, (_req, res) => {
+      res.writeHead(307, { location: `${s.origin}/hop${i + 1}.xml` });
+      res.end();
+    });
+  }
+  s.route('/hop7.xml', bytes(feedFixture('rss20.xml')));
+  // hop2 → … → hop7: five redirects.
+  assert.equal((await pingAndSettle(t, blog(), `${s.origin}/hop2.xml`)).outcome, 'verified');
+  // hop1 → … → hop7: six.
+  const six = await pingAndSettle(t, blog(), `${s.origin}/hop1.xml`);
+  assert.equal(six.outcome, 'unreachable');
+});
+
 test('a feed that stamps a fresh date on every request but has no new item is "unchanged"', async () => {
   const url = blog();
   s.route('/fresh/rss.xml', (_req, res) => {
@@ -215,6 +258,12 @@ test('410 Gone and the empty XML redirect mark the feed gone: no more requests u
   s.route('/gone.xml', bytes(feedFixture('rss20.xml')));
   assert.equal((await pingAndSettle(t, url, feedUrl)).outcome, 'verified');
   assert.equal(s.hits('/gone.xml').length, 2);
+  // A weblog whose feed is gone is verified again as soon as it pings with another feed.
+  s.route('/gone-too.xml', bytes('', {}, 410));
+  s.route('/successor.xml', bytes(feedFixture('atom10.xml'), { 'content-type': 'application/atom+xml' }));
+  const url3 = blog();
+  assert.equal((await pingAndSettle(t, url3, `${s.origin}/gone-too.xml`)).outcome, 'gone');
+  assert.equal((await pingAndSettle(t, url3, `${s.origin}/successor.xml`)).outcome, 'verified');
 
   const url2 = blog();
   s.route('/over.xml', bytes(feedFixture('xml-redirect-gone.xml'), { 'content-type': 'text/xml' }));
