@@ -63,6 +63,8 @@ async function runCase(backend: 'pglite' | 'postgres', hosts: FeedHosts, c: Case
   let pingd: Child | undefined;
   try {
     pingd = await startPingd({
+      // BENCH_VERIFY_PROFILE=<dir>: pingd under --cpu-prof (summarise with bench/profile-summary.ts).
+      nodeArgs: env.BENCH_VERIFY_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${env.BENCH_VERIFY_PROFILE}`] : [],
       env: {
         ...db.env,
         VERIFY_PINGS: 'mark',

@@ -171,9 +171,10 @@ export type HostSlot = { ok: true } | { ok: false; retryAt: Date; blocked: boole
  * Takes the next request slot for `host` if it is free now: at most one request per `gapMs` to one host,
  * whatever instance asks, and none while a Retry-After holds. Otherwise says when to ask again.
  */
-export async function takeHostSlot(q: Queryable, host: string, gapMs: number): Promise<HostSlot> {
+export async function takeHostSlot(q: Queryable, host: string, gapMs: number, known = false): Promise<HostSlot> {
   return withContext(`taking a request slot for ${host}`, async () => {
-    await q.query('insert into fetch_hosts (host, next_slot_at) values ($1, now()) on conflict (host) do nothing', [host]);
+    // `known`: the caller saw this host's row before (rows are never deleted), so it need not be created.
+    if (!known) await q.query('insert into fetch_hosts (host, next_slot_at) values ($1, now()) on conflict (host) do nothing', [host]);
     // The row lock serialises instances: a second taker re-reads the row after the first commits and finds
     // the slot gone (READ COMMITTED re-checks the WHERE on the new row version).
     const taken = await q.query(

@@ -51,6 +51,12 @@ export class HostGate {
     return turn;
   }
 
+  /** When this instance may next start a request to `host` (its last start plus the gap; 0 when none). */
+  freeAt(host: string, gapMs: number): number {
+    const last = this.lastStart.get(host);
+    return last === undefined ? 0 : last + gapMs;
+  }
+
   private forget(before: number): void {
     for (const [h, at] of this.lastStart) if (at < before) this.lastStart.delete(h);
   }

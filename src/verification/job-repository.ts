@@ -104,12 +104,6 @@ export async function settleJobs(
   });
 }
 
-/** Whether a job is still open (another worker may have settled it with a fetch of the same weblog). */
-export async function isOpen(q: Queryable, pingId: number): Promise<boolean> {
-  const rows = await withContext(`reading verification ${pingId}`, () => q.query('select 1 from ping_verifications where ping_id = $1 and outcome is null', [pingId]));
-  return rows.length > 0;
-}
-
 export interface QueueStats {
   depth: number;
   oldestAgeSec: number;
