@@ -78,6 +78,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
           verifications.inc({ outcome: r.report.outcome });
           app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, ...r.report }, 'verified');
         } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
+        return r.kind;
       },
       onError: (err, job) => app.log.warn({ err: { message: err.message }, ping: job?.pingId }, 'verification failed; the job is retried after its lease'),
     });

@@ -10,7 +10,7 @@ import { chooseFeed, discoverFeeds } from './discover.js';
 import { novelty, type FeedItem } from './identity.js';
 import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, retryAfter, type Outcome } from './manners.js';
 import { parseFeed } from './feed-parser.js';
-import { deferJob, settleJobs, type Job } from './job-repository.js';
+import { deferHost, deferJob, settleJobs, type Job } from './job-repository.js';
 import { blockHost, ensureFeed, feedById, insertItems, recordVerification, saveFeed, takeHostSlot, type FeedRow, type FeedUpdate } from './feed-repository.js';
 import { HostGate } from './host-gate.js';
 
@@ -77,9 +77,8 @@ export class Verifier {
   private async runAlone(job: Job): Promise<Done> {
     // A host this instance asked less than a gap ago: take a turn without asking the database (a burst on
     // one host would otherwise cost a slot query per job and per turn).
-    const first = hostOf(job.pingRssUrl ?? job.weblogUrl);
-    const free = first ? this.gate.freeAt(first, this.opts.hostIntervalMs) : 0;
-    if (first && free > Date.now()) return this.defer(job, new Date(this.gate.nextTurn(first, free, this.opts.hostIntervalMs)));
+    const free = this.gate.freeAt(job.host, this.opts.hostIntervalMs);
+    if (free > Date.now()) return this.waitForHost(job, job.host, free);
     if (job.attempts > MAX_ATTEMPTS) return this.settle(job, 'unreachable', null, null, [], undefined);
     const started = new Date();
 
@@ -90,6 +89,7 @@ export class Verifier {
     if (!feedUrl) {
       const page = await this.politeGet(job, job.weblogUrl, HTML_ACCEPT, {});
       if (page.kind === 'deferred') return this.defer(job, page.until);
+      if (page.kind === 'busy') return this.waitForHost(job, page.host, page.from);
       if (page.kind === 'failed') return this.settle(job, page.outcome, page.status, null, [], undefined);
       if (page.res.status !== 200) {
         const o = outcomeOfStatus(page.res.status);
@@ -134,6 +134,7 @@ export class Verifier {
     for (;;) {
       const got = await this.politeGet(job, url, FEED_ACCEPT, validators, hopsLeft);
       if (got.kind === 'deferred') return this.defer(job, got.until);
+      if (got.kind === 'busy') return this.waitForHost(job, got.host, got.from);
       if (got.kind === 'failed') return this.finishFailure(job, feed, got.outcome, got.status, got.retryAt, started);
       const res = got.res;
       const byStatus = outcomeOfStatus(res.status);
@@ -206,19 +207,19 @@ export class Verifier {
     accept: string,
     headers: Record<string, string>,
     maxRedirects = MAX_REDIRECTS,
-  ): Promise<{ kind: 'ok'; res: FetchResult } | { kind: 'deferred'; until: Date } | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }> {
+  ): Promise<{ kind: 'ok'; res: FetchResult } | { kind: 'deferred'; until: Date } | { kind: 'busy'; host: string; from: number } | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }> {
     const host = hostOf(url);
     if (!host) return { kind: 'failed', outcome: 'refused', status: null };
     const gap = this.opts.hostIntervalMs;
     const release = this.gate.tryEnter(host);
-    if (!release) return { kind: 'deferred', until: new Date(this.gate.nextTurn(host, Date.now() + Math.max(gap, 250), Math.max(gap, 250))) };
+    if (!release) return { kind: 'busy', host, from: Date.now() + Math.max(gap, 250) };
     try {
       const slot = await takeHostSlot(this.db, host, this.opts.hostIntervalMs, this.knownHosts.has(host));
       if (this.knownHosts.size > 100_000) this.knownHosts.clear();
       this.knownHosts.add(host);
       if (!slot.ok) {
         if (slot.blocked && slot.retryAt.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: slot.retryAt };
-        return { kind: 'deferred', until: new Date(this.gate.nextTurn(host, slot.retryAt.getTime(), gap)) };
+        return { kind: 'busy', host, from: slot.retryAt.getTime() };
       }
       await this.gate.spaced(host, this.opts.hostIntervalMs);
       let res: FetchResult;
@@ -240,6 +241,22 @@ export class Verifier {
     } finally {
       release();
     }
+  }
+
+  /**
+   * The host is busy until `from`: the job takes the next turn, and when it is the host the job was queued
+   * under, every other due job of that host takes a turn after it, in one statement (a burst of pings on
+   * one host is read from the queue once, not once per job per turn).
+   */
+  private async waitForHost(job: Job, host: string, from: number): Promise<Done> {
+    const gap = this.opts.hostIntervalMs;
+    const turn = this.gate.nextTurn(host, from, gap);
+    await deferJob(this.db, job.pingId, new Date(turn));
+    if (host === job.host) {
+      const n = await deferHost(this.db, host, new Date(turn), gap);
+      if (n > 0) this.gate.reserveUntil(host, turn + n * Math.max(gap, 1));
+    }
+    return { kind: 'deferred', until: new Date(turn) };
   }
 
   private async defer(job: Job, until: Date): Promise<Done> {
@@ -271,7 +288,7 @@ export class Verifier {
           })),
         );
       }
-      const s = await settleJobs(tx, job.pingId, job.weblogId, started, outcome, httpStatus, feed?.id ?? null);
+      const s = await settleJobs(tx, job.pingId, job.host, job.weblogId, started, outcome, httpStatus, feed?.id ?? null);
       await recordVerification(
         tx,
         job.weblogId,

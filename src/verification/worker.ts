@@ -5,11 +5,15 @@
 // another instance (or the next start) claims it again, so nothing queued is lost.
 import type { Job } from './job-repository.js';
 
+/** Least time between two claims prompted by wake() (accepted pings, finished jobs). */
+const WAKE_GAP_MS = 20;
+
 export interface WorkerOptions {
   concurrency: number;
   pollMs: number;
   claim(limit: number): Promise<Job[]>;
-  run(job: Job): Promise<unknown>;
+  /** Runs a job; 'deferred' when it was put back for later (no point looking for more work at once). */
+  run(job: Job): Promise<'done' | 'deferred'>;
   onError(err: Error, job?: Job): void;
 }
 
@@ -19,6 +23,8 @@ export class VerifyWorker {
   private again = false;
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+  private lastClaimAt = 0;
   private idleWaiters: (() => void)[] = [];
 
   constructor(private readonly opts: WorkerOptions) {}
@@ -27,11 +33,15 @@ export class VerifyWorker {
     this.schedule(0);
   }
 
-  /** Something may be due now (a ping was accepted here): claim soon. */
+  /**
+   * Something may be due now (a ping was accepted here, a job finished): claim soon, but not more often
+   * than every WAKE_GAP_MS. Under a burst of pings every request wakes the worker, and a claim per request
+   * would cost the database as much as intake itself.
+   */
   wake(): void {
     if (this.closed) return;
     if (this.claiming) this.again = true;
-    else this.schedule(0);
+    else this.schedule(Math.max(0, this.lastClaimAt + WAKE_GAP_MS - performance.now()));
   }
 
   get active(): number {
@@ -40,8 +50,16 @@ export class VerifyWorker {
 
   private schedule(ms: number): void {
     if (this.closed) return;
+    const at = performance.now() + ms;
+    // An earlier claim already planned stands.
+    if (this.timer && this.timerAt <= at) return;
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), ms);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = Number.POSITIVE_INFINITY;
+      void this.tick();
+    }, ms);
     this.timer.unref();
   }
 
@@ -51,6 +69,7 @@ export class VerifyWorker {
     if (free <= 0) return this.schedule(this.opts.pollMs);
     this.claiming = true;
     this.again = false;
+    this.lastClaimAt = performance.now();
     let jobs: Job[] = [];
     try {
       jobs = await this.opts.claim(free);
@@ -61,18 +80,24 @@ export class VerifyWorker {
     }
     for (const job of jobs) this.launch(job);
     // A full claim may have left more behind; an empty one waits for the next ping or poll.
-    this.schedule(this.again || (jobs.length === free && free > 0 && !this.closed) ? 0 : this.opts.pollMs);
+    if (this.again || (jobs.length === free && free > 0)) this.wake();
+    else this.schedule(this.opts.pollMs);
   }
 
   private launch(job: Job): void {
     this.running++;
     this.opts
       .run(job)
-      .catch((err: Error) => this.opts.onError(err, job))
-      .finally(() => {
+      .catch((err: Error) => {
+        this.opts.onError(err, job);
+        return 'done' as const;
+      })
+      .then((r) => {
         this.running--;
         if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
-        if (!this.closed) this.wake();
+        // A finished job frees a place for the next; a deferred one says its host is busy: the next poll,
+        // a ping or another job's end looks again.
+        if (r === 'done') this.wake();
       });
   }
 
