@@ -8,9 +8,6 @@ create table ping_verifications (
   ping_id bigint primary key,
   weblog_id bigint not null,
   received_at timestamptz not null,
-  -- The host the first request goes to (the ping's feed URL, else the weblog's), as URL.host writes it:
-  -- a busy host's waiting jobs are put back all at once, spread one request gap apart.
-  host text not null,
   -- When the job may be claimed next: now() when queued; a claim pushes it one lease ahead, so the job
   -- of an instance that died is claimed again once the lease runs out.
   due_at timestamptz not null default now(),
@@ -23,9 +20,8 @@ create table ping_verifications (
 
 -- The queue: open jobs by when they are due (claims walk it with FOR UPDATE SKIP LOCKED).
 create index ping_verifications_queue on ping_verifications (due_at) where outcome is null;
--- The open jobs of one host (put back together while it is busy) and of one weblog on it (one fetch
--- settles all of them).
-create index ping_verifications_open_host on ping_verifications (host, weblog_id) where outcome is null;
+-- The open jobs of one weblog: one fetch settles all of them.
+create index ping_verifications_open_weblog on ping_verifications (weblog_id) where outcome is null;
 -- Retention, and the pings of an hour that were verified (archives under VERIFY_PINGS=require).
 create index ping_verifications_received_at on ping_verifications (received_at);
 

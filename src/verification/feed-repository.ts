@@ -150,6 +150,11 @@ export interface WeblogVerification {
   newItems: { title: string | null; link: string | null; guid: string | null }[];
 }
 
+/** The weblog's feed, found by autodiscovery: later verifications go straight to it. */
+export async function rememberFeed(q: Queryable, weblogId: number, feedId: number): Promise<void> {
+  await withContext(`remembering the feed of weblog ${weblogId}`, () => q.query('update weblogs set feed_id = $2 where id = $1', [weblogId, feedId]));
+}
+
 /**
  * Records a weblog's latest verification and remembered feed; a `verified` one also moves the weblog's
  * last verified ping time forward (what changes.xml lists under VERIFY_PINGS=require).

@@ -51,11 +51,6 @@ export class HostGate {
     return turn;
   }
 
-  /** Turns up to `until` were handed out for `host` elsewhere (the queue's bulk deferral). */
-  reserveUntil(host: string, until: number): void {
-    if ((this.reserved.get(host) ?? 0) < until) this.reserved.set(host, until);
-  }
-
   /** When this instance may next start a request to `host` (its last start plus the gap; 0 when none). */
   freeAt(host: string, gapMs: number): number {
     const last = this.lastStart.get(host);

@@ -16,8 +16,6 @@ export interface Job {
   weblogName: string;
   weblogFeedId: number | null;
   weblogRssUrl: string | null;
-  /** The host of the ping's feed URL, else of the weblog (URL.host of the normalised URL). */
-  host: string;
 }
 
 // A claim pushes due_at one lease ahead: if this instance dies mid-job, another claims it after the lease.
@@ -32,9 +30,9 @@ with c as (
 u as (
   update ping_verifications v set due_at = now() + make_interval(secs => $2::int), attempts = v.attempts + 1
     from c where v.ping_id = c.ping_id
-  returning v.ping_id, v.weblog_id, v.received_at, v.attempts, v.host
+  returning v.ping_id, v.weblog_id, v.received_at, v.attempts
 )
-select u.ping_id, u.weblog_id, u.received_at, u.attempts, u.host, p.rss_url as ping_rss_url,
+select u.ping_id, u.weblog_id, u.received_at, u.attempts, p.rss_url as ping_rss_url,
        w.url as weblog_url, w.name as weblog_name, w.feed_id, w.rss_url as weblog_rss_url
   from u join weblogs w on w.id = u.weblog_id left join pings p on p.id = u.ping_id
  order by u.received_at`;
@@ -46,7 +44,6 @@ export async function claimJobs(q: Queryable, limit: number, leaseSec: number): 
       weblog_id: number;
       received_at: Date;
       attempts: number;
-      host: string;
       ping_rss_url: string | null;
       weblog_url: string;
       weblog_name: string;
@@ -63,7 +60,6 @@ export async function claimJobs(q: Queryable, limit: number, leaseSec: number): 
       weblogName: r.weblog_name,
       weblogFeedId: r.feed_id === null ? null : Number(r.feed_id),
       weblogRssUrl: r.weblog_rss_url,
-      host: r.host,
     }));
   });
 }
@@ -73,31 +69,6 @@ export async function deferJob(q: Queryable, pingId: number, dueAt: Date, refund
   await withContext(`deferring verification ${pingId}`, () =>
     q.query('update ping_verifications set due_at = $2, attempts = attempts - $3::int where ping_id = $1 and outcome is null', [pingId, dueAt, refund ? 1 : 0]),
   );
-}
-
-/**
- * Puts back every due job of a busy `host` (not held by another worker), spread one `gapMs` apart from
- * `firstTurn` in queue order: one statement instead of a claim and a deferral per job per turn. Returns how
- * many turns it handed out.
- */
-export async function deferHost(q: Queryable, host: string, firstTurn: Date, gapMs: number): Promise<number> {
-  return withContext(`deferring the jobs of ${host}`, async () => {
-    const [r] = await q.query<{ n: number }>(
-      `with c as (
-         select ping_id, due_at from ping_verifications
-          where host = $1 and outcome is null and due_at <= now()
-          for update skip locked
-       ),
-       r as (select ping_id, row_number() over (order by due_at, ping_id) as n from c),
-       u as (
-         update ping_verifications v set due_at = $2::timestamptz + make_interval(secs => r.n * $3::float8 / 1000)
-           from r where v.ping_id = r.ping_id
-         returning 1
-       ) select count(*)::int as n from u`,
-      [host, firstTurn, Math.max(gapMs, 1)],
-    );
-    return Number(r.n);
-  });
 }
 
 export interface Settled {
@@ -114,7 +85,6 @@ export interface Settled {
 export async function settleJobs(
   q: Queryable,
   pingId: number,
-  host: string,
   weblogId: number,
   upTo: Date,
   outcome: Outcome,
@@ -125,10 +95,10 @@ export async function settleJobs(
     const [r] = await q.query<{ n: number; last: Date | null }>(
       `with s as (
          update ping_verifications set outcome = $4, done_at = now(), http_status = $5, feed_id = $6
-          where outcome is null and (ping_id = $1 or (host = $7 and weblog_id = $2 and received_at <= $3))
+          where outcome is null and (ping_id = $1 or (weblog_id = $2 and received_at <= $3))
          returning received_at
        ) select count(*)::int as n, max(received_at) as last from s`,
-      [pingId, weblogId, upTo, outcome, httpStatus, feedId, host],
+      [pingId, weblogId, upTo, outcome, httpStatus, feedId],
     );
     return { n: Number(r.n), lastReceivedAt: r.last ? new Date(r.last) : null };
   });

@@ -19,6 +19,35 @@ declare module 'fastify' {
 
 /** How often an idle worker looks for jobs queued by other instances or coming due. */
 const POLL_MS = 1000;
+/**
+ * Accepted pings per second above which verification yields to intake (worker.ts, intakeBusy). Well
+ * above what one instance verifies (~100/s measured, bench/verify.ts) and far above a busy day's average:
+ * a burst this size is met at full speed, and its verifications follow when it ends.
+ */
+const YIELD_RATE = 300;
+
+/** Events in the last second, in four buckets of 250 ms. */
+class RateMeter {
+  private readonly buckets = [0, 0, 0, 0];
+  private at = 0;
+
+  private roll(): void {
+    const slot = Math.floor(performance.now() / 250);
+    const steps = Math.min(4, slot - this.at);
+    for (let i = 1; i <= steps; i++) this.buckets[(this.at + i) % 4] = 0;
+    this.at = slot;
+  }
+
+  count(): void {
+    this.roll();
+    this.buckets[this.at % 4]++;
+  }
+
+  perSecond(): number {
+    this.roll();
+    return this.buckets[0] + this.buckets[1] + this.buckets[2] + this.buckets[3];
+  }
+}
 
 async function verificationPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
@@ -68,6 +97,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     // A lease long enough for the slowest verification (a homepage and a feed, each with its deadline, and
     // a few statements); a job whose instance died is claimed again once it runs out.
     const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 10;
+    const intake = new RateMeter();
     const w = new VerifyWorker({
       concurrency: config.VERIFY_CONCURRENCY,
       pollMs: POLL_MS,
@@ -80,11 +110,14 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
         } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
         return r.kind;
       },
+      intakeBusy: () => intake.perSecond() >= YIELD_RATE,
       onError: (err, job) => app.log.warn({ err: { message: err.message }, ping: job?.pingId }, 'verification failed; the job is retried after its lease'),
     });
     worker = w;
     app.pings.onOutcome((_m, r) => {
-      if (r.ok) w.wake();
+      if (!r.ok) return;
+      intake.count();
+      w.wake();
     });
     app.addHook('onReady', async () => w.start());
     app.addHook('onClose', async () => {

@@ -10,8 +10,8 @@ import { chooseFeed, discoverFeeds } from './discover.js';
 import { novelty, type FeedItem } from './identity.js';
 import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, retryAfter, type Outcome } from './manners.js';
 import { parseFeed } from './feed-parser.js';
-import { deferHost, deferJob, settleJobs, type Job } from './job-repository.js';
-import { blockHost, ensureFeed, feedById, insertItems, recordVerification, saveFeed, takeHostSlot, type FeedRow, type FeedUpdate } from './feed-repository.js';
+import { deferJob, settleJobs, type Job } from './job-repository.js';
+import { blockHost, ensureFeed, feedById, insertItems, recordVerification, rememberFeed, saveFeed, takeHostSlot, type FeedRow, type FeedUpdate } from './feed-repository.js';
 import { HostGate } from './host-gate.js';
 
 export interface VerifierOptions {
@@ -77,8 +77,9 @@ export class Verifier {
   private async runAlone(job: Job): Promise<Done> {
     // A host this instance asked less than a gap ago: take a turn without asking the database (a burst on
     // one host would otherwise cost a slot query per job and per turn).
-    const free = this.gate.freeAt(job.host, this.opts.hostIntervalMs);
-    if (free > Date.now()) return this.waitForHost(job, job.host, free);
+    const first = hostOf(job.pingRssUrl ?? job.weblogUrl);
+    const free = first ? this.gate.freeAt(first, this.opts.hostIntervalMs) : 0;
+    if (first && free > Date.now()) return this.waitForHost(job, first, free);
     if (job.attempts > MAX_ATTEMPTS) return this.settle(job, 'unreachable', null, null, [], undefined);
     const started = new Date();
 
@@ -102,6 +103,8 @@ export class Verifier {
     }
 
     const feed = await ensureFeed(this.db, feedUrl);
+    // Remembered at once: if the feed's host makes this job wait, its next run does not read the homepage again.
+    if (job.weblogFeedId !== feed.id && !job.pingRssUrl) await rememberFeed(this.db, job.weblogId, feed.id);
     if (feed.gone) return this.settle(job, 'gone', feed.lastStatus, feed, [], undefined);
     const now = Date.now();
     if (feed.nextFetchAfter && feed.nextFetchAfter.getTime() > now) {
@@ -244,19 +247,11 @@ export class Verifier {
   }
 
   /**
-   * The host is busy until `from`: the job takes the next turn, and when it is the host the job was queued
-   * under, every other due job of that host takes a turn after it, in one statement (a burst of pings on
-   * one host is read from the queue once, not once per job per turn).
+   * The host is busy until `from`: the job takes the next turn, one gap after the last one handed out, so
+   * the jobs of a burst on one host come due one at a time instead of all at the host's next slot.
    */
-  private async waitForHost(job: Job, host: string, from: number): Promise<Done> {
-    const gap = this.opts.hostIntervalMs;
-    const turn = this.gate.nextTurn(host, from, gap);
-    await deferJob(this.db, job.pingId, new Date(turn));
-    if (host === job.host) {
-      const n = await deferHost(this.db, host, new Date(turn), gap);
-      if (n > 0) this.gate.reserveUntil(host, turn + n * Math.max(gap, 1));
-    }
-    return { kind: 'deferred', until: new Date(turn) };
+  private waitForHost(job: Job, host: string, from: number): Promise<Done> {
+    return this.defer(job, new Date(this.gate.nextTurn(host, from, this.opts.hostIntervalMs)));
   }
 
   private async defer(job: Job, until: Date): Promise<Done> {
@@ -288,7 +283,7 @@ export class Verifier {
           })),
         );
       }
-      const s = await settleJobs(tx, job.pingId, job.host, job.weblogId, started, outcome, httpStatus, feed?.id ?? null);
+      const s = await settleJobs(tx, job.pingId, job.weblogId, started, outcome, httpStatus, feed?.id ?? null);
       await recordVerification(
         tx,
         job.weblogId,

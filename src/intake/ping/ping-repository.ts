@@ -43,13 +43,13 @@ ins as (
   insert into pings (weblog_id, received_at, method, name, url, changes_url, rss_url, tags, client_addr, user_agent)
   select up.id, now(), i.method, i.name, i.url, i.changes_url, i.rss_url, string_to_array(i.tags, '|'), i.client_addr, i.user_agent
   from input i join up on up.url = i.url
-  returning id, weblog_id, url, rss_url, received_at
+  returning id, weblog_id, url, received_at
 ),
 -- Verification's job, committed with the ping it is for (nothing acknowledged is lost, promised work
 -- included); no row at all when verification is off.
 job as (
-  insert into ping_verifications (ping_id, weblog_id, received_at, host)
-  select id, weblog_id, received_at, substring(coalesce(rss_url, url) from '^[a-z][a-z0-9+.-]*://([^/?#]*)') from ins where $10::boolean
+  insert into ping_verifications (ping_id, weblog_id, received_at)
+  select id, weblog_id, received_at from ins where $10::boolean
 )
 select id, url, received_at as at from ins`;
 
