@@ -83,15 +83,23 @@ if (BACKEND === 'postgres') {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     // Every connection of the pool held by a transaction that does nothing (no statement timeout applies).
+    let holding = 0;
     const holders = Array.from({ length: 3 }, () => t.app.db.transaction(async (tx) => {
       await tx.query('select 1');
+      holding++;
       await released;
     }));
-    await new Promise((r) => setTimeout(r, 100));
-    assert.equal(t.app.db.poolStats().idle, 0);
-    await refusedClearly(t, 'pool exhausted');
-    release();
-    await Promise.all(holders);
+    // REGRESSION: a failed assertion below left the holders holding, and closing the app then waited
+    // for them forever (the pool ends only when every client is back): the test hung instead of failing.
+    try {
+      for (let i = 0; i < 200 && holding < 3; i++) await new Promise((r) => setTimeout(r, 25));
+      assert.equal(holding, 3, 'all three connections held');
+      assert.equal(t.app.db.poolStats().idle, 0);
+      await refusedClearly(t, 'pool exhausted');
+    } finally {
+      release();
+      await Promise.allSettled(holders);
+    }
     await recovers(t, 'after the pool drained');
   });
 } else {

@@ -5,6 +5,9 @@ import { spawnSync } from 'node:child_process';
 import { startApp } from '../helpers/app.js';
 import { startFeedServer, bytes } from '../helpers/feed-server.js';
 import { pingAndSettle } from './helpers.js';
+import { parseArgs } from 'node:util';
+import { FEEDS_OPTIONS, feedsCommand } from '../../src/verification/feeds-command.js';
+import { EXIT, openDb } from '../../src/cli.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -24,6 +27,21 @@ test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 
   }
   const env = { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: t.config.DATABASE_URL ?? '', DATA_DIR: t.config.DATA_DIR };
   const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'feeds', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
+  // The command in this process too (a process costs seconds): its output and exit code as the CLI returns them.
+  const run = async (...args: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const [log, error] = [console.log, console.error];
+    console.log = (s: string) => void out.push(`${s}\n`);
+    console.error = (s: string) => void err.push(`${s}\n`);
+    try {
+      const { values, positionals } = parseArgs({ args, options: FEEDS_OPTIONS, allowPositionals: true });
+      const status = await feedsCommand(values, positionals, t.config, { openDb, EXIT });
+      return { status, stdout: out.join(''), stderr: err.join('') };
+    } finally {
+      [console.log, console.error] = [log, error];
+    }
+  };
   try {
     const shown = cli('show', feed, '--json');
     assert.equal(shown.status, 0, shown.stderr);
@@ -32,21 +50,21 @@ test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 
     assert.equal(f.gone, true);
     assert.equal(f.lastStatus, 410);
 
-    const byWeblog = cli('show', blog, '--json');
+    const reset = cli('reset', feed);
+    assert.equal(reset.status, 0, reset.stderr);
+    assert.equal(reset.stdout, `reset ${feed}: not gone, no failures, no backoff\n`);
+    assert.equal(JSON.parse((await run('show', feed, '--json')).stdout).feed.gone, false);
+
+    const byWeblog = await run('show', blog, '--json');
     assert.equal(byWeblog.status, 0, byWeblog.stderr);
     const w = JSON.parse(byWeblog.stdout);
     assert.equal(w.verification.outcome, 'gone');
     assert.equal(w.feed.url, feed);
 
-    const reset = cli('reset', feed);
-    assert.equal(reset.status, 0, reset.stderr);
-    assert.equal(reset.stdout, `reset ${feed}: not gone, no failures, no backoff\n`);
-    assert.equal(JSON.parse(cli('show', feed, '--json').stdout).feed.gone, false);
-
-    const unknown = cli('show', 'http://unknown.example/');
+    const unknown = await run('show', 'http://unknown.example/');
     assert.equal(unknown.status, 1);
     assert.equal(unknown.stderr, 'pingd feeds: no feed or weblog http://unknown.example/\n');
-    const usage = cli('shout', feed);
+    const usage = await run('shout', feed);
     assert.equal(usage.status, 2);
     assert.match(usage.stderr, /^pingd feeds: unknown subcommand "shout"\nUsage: pingd feeds show <url>/);
   } finally {
