@@ -17,8 +17,12 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A new, empty database (no migrations applied) on the selected backend. */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A new database on the selected backend: empty (no migrations applied), or on the embedded database with
+ * `migrated` a copy of one with every migration applied (test/run.mjs builds it; the app's own migration
+ * step then finds nothing to do). The server backend is always empty: the app migrates it.
+ */
+export async function createTestDatabase(opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
   if (BACKEND === 'postgres') {
     const url = process.env.TEST_DATABASE_URL;
     if (!url) throw new Error('TEST_BACKEND=postgres needs TEST_DATABASE_URL');
@@ -40,7 +44,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     };
   }
   const dir = mkdtempSync(join(tmpdir(), 'pingd-test-'));
-  const template = process.env.PINGD_PGLITE_TEMPLATE;
+  const template = (opts.migrated && process.env.PINGD_PGLITE_MIGRATED_TEMPLATE) || process.env.PINGD_PGLITE_TEMPLATE;
   if (template) cpSync(template, join(dir, 'pgdata'), { recursive: true });
   return {
     config: { DATABASE_URL: undefined, DATA_DIR: dir },
@@ -67,7 +71,7 @@ export interface TestApp {
 
 /** Builds the app on a fresh database; close() closes the app and drops the database. */
 export async function startApp(overrides: Partial<Config> = {}, db?: TestDatabase): Promise<TestApp> {
-  const tdb = db ?? (await createTestDatabase());
+  const tdb = db ?? (await createTestDatabase({ migrated: true }));
   const config = testConfig(tdb, overrides);
   const app = await buildApp({ config, logger: false });
   const t: TestApp = {
