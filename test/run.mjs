@@ -47,11 +47,15 @@ async function pgliteTemplate() {
 // The same with every migration applied, keyed by the migrations' bytes: an app on a fresh embedded database
 // spent ~3.5 s of its ~5 s start applying them (measured), and the suite starts some 150 of them. Tests
 // that need an empty database (migrations themselves, readiness before them) ask for the bare one.
-function migratedTemplate(bare) {
+function migrationsHash() {
   const dir = join(root, 'migrations');
   const hash = createHash('sha1');
   for (const f of readdirSync(dir).sort()) hash.update(f).update(readFileSync(join(dir, f)));
-  const out = `${bare}-migrated-${hash.digest('hex').slice(0, 12)}`;
+  return hash.digest('hex').slice(0, 12);
+}
+
+function migratedTemplate(bare) {
+  const out = `${bare}-migrated-${migrationsHash()}`;
   if (existsSync(join(out, 'PG_VERSION'))) return out;
   const work = mkdtempSync(join(tmpdir(), 'pingd-migrate-'));
   try {
@@ -105,6 +109,32 @@ async function dropStaleTestDatabases(url) {
   }
 }
 
+// On the server: a database with every migration applied that test databases are created from
+// (CREATE DATABASE … TEMPLATE), made once per set of migrations; older ones are dropped.
+async function postgresTemplate(url) {
+  const name = `pingd_tpl_${migrationsHash()}`;
+  const { default: pg } = await import('pg');
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query("select datname from pg_database where datname like 'pingd_tpl_%'");
+    if (rows.some((r) => r.datname === name)) return name;
+    for (const { datname } of rows) await admin.query(`drop database if exists ${datname} with (force)`);
+    await admin.query(`create database ${name}`);
+    const u = new URL(url);
+    u.pathname = `/${name}`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], { cwd: root, env: { ...process.env, DATABASE_URL: u.href, LOG_LEVEL: 'silent' }, encoding: 'utf8' });
+    if (r.status !== 0) {
+      await admin.query(`drop database if exists ${name} with (force)`);
+      console.error(`could not build the migrated PostgreSQL template (tests will migrate each database): ${r.stderr}`);
+      return undefined;
+    }
+    return name;
+  } finally {
+    await admin.end();
+  }
+}
+
 const template = await pgliteTemplate();
 const migrated = migratedTemplate(template);
 let passed = 0;
@@ -112,6 +142,7 @@ let failed = 0;
 let failedRuns = 0;
 for (const [backend, extra] of backends) {
   console.log(`\n=== ${files.length} test files on ${backend} ===`);
+  const pgTemplate = backend === 'postgres' ? await postgresTemplate(extra.TEST_DATABASE_URL) : undefined;
   const r = spawnSync(
     process.execPath,
     ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 3}`, ...files],
@@ -119,7 +150,7 @@ for (const [backend, extra] of backends) {
       cwd: root,
       // Verification fetches what was pinged; servers the tests start fetch nothing unless a test turns it on
       // with loopback feed servers of its own (tests send traffic to loopback only).
-      env: { VERIFY_PINGS: 'off', ...process.env, ...extra, TEST_BACKEND: backend, PINGD_PGLITE_TEMPLATE: template, ...(migrated ? { PINGD_PGLITE_MIGRATED_TEMPLATE: migrated } : {}), LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
+      env: { VERIFY_PINGS: 'off', ...process.env, ...extra, TEST_BACKEND: backend, PINGD_PGLITE_TEMPLATE: template, ...(migrated ? { PINGD_PGLITE_MIGRATED_TEMPLATE: migrated } : {}), ...(pgTemplate ? { PINGD_PG_TEMPLATE_DB: pgTemplate } : {}), LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
       maxBuffer: 256 * 1024 * 1024,

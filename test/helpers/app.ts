@@ -19,8 +19,9 @@ export interface TestDatabase {
 
 /**
  * A new database on the selected backend: empty (no migrations applied), or on the embedded database with
- * `migrated` a copy of one with every migration applied (test/run.mjs builds it; the app's own migration
- * step then finds nothing to do). The server backend is always empty: the app migrates it.
+ * `migrated` a copy of one with every migration applied (test/run.mjs builds them: a data directory for the
+ * embedded database, a template database on the server; the app's own migration step then finds nothing
+ * to do).
  */
 export async function createTestDatabase(opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
   if (BACKEND === 'postgres') {
@@ -29,7 +30,8 @@ export async function createTestDatabase(opts: { migrated?: boolean } = {}): Pro
     const name = `pingd_test_${process.pid}_${randomBytes(4).toString('hex')}`;
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
-    await admin.query(`create database ${name}`);
+    const template = opts.migrated ? process.env.PINGD_PG_TEMPLATE_DB : undefined;
+    await admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`);
     await admin.end();
     const u = new URL(url);
     u.pathname = `/${name}`;
