@@ -37,30 +37,42 @@ async function lockUrl(url: string): Promise<{ release(): Promise<void> }> {
 }
 
 test('pings arriving one by one while a batch commits are committed together in the next batch', { skip: ONE_SESSION }, async () => {
-  const first = uniqueUrl('held');
-  const lock = await lockUrl(first);
-  const before = batches.length;
-  const p1 = t.app.pings.batcher.submit(ping(first));
-  await tick();
-  // Twenty pings, each in its own turn of the event loop, while the first batch waits on the lock.
-  const rest: Promise<unknown>[] = [];
-  for (let i = 0; i < 20; i++) {
-    rest.push(t.app.pings.batcher.submit(ping(uniqueUrl('follow'))));
+  // One attempt: the held batch, then twenty pings each in its own turn of the event loop while it waits on
+  // the lock. Returns the batch sizes.
+  const attempt = async (): Promise<number[]> => {
+    const first = uniqueUrl('held');
+    const lock = await lockUrl(first);
+    const before = batches.length;
+    const p1 = t.app.pings.batcher.submit(ping(first));
     await tick();
-  }
-  const outcomes = await Promise.all(rest);
-  await lock.release();
-  assert.equal((await p1).status, 'accepted');
-  assert.ok(outcomes.every((o) => (o as { status: string }).status === 'accepted'));
-  const mine = batches.slice(before);
-  assert.equal(
-    mine.reduce((a, b) => a + b.size, 0),
-    21,
-  );
+    const rest: Promise<unknown>[] = [];
+    for (let i = 0; i < 20; i++) {
+      rest.push(t.app.pings.batcher.submit(ping(uniqueUrl('follow'))));
+      await tick();
+    }
+    const outcomes = await Promise.all(rest);
+    await lock.release();
+    assert.equal((await p1).status, 'accepted');
+    assert.ok(outcomes.every((o) => (o as { status: string }).status === 'accepted'));
+    const mine = batches.slice(before);
+    assert.equal(
+      mine.reduce((a, b) => a + b.size, 0),
+      21,
+    );
+    return mine.map((b) => b.size);
+  };
   // The held batch and one batch for the twenty (started once the first proved slow; two or three if this
   // process was descheduled meanwhile). Starting a batch per turn of the event loop while connections are
-  // free, as the batcher once did, makes five or more.
-  assert.ok(mine.length <= 4, `batch sizes ${mine.map((b) => b.size).join(', ')}`);
+  // free, as the batcher once did, makes five or more every time. A turn slower than the batcher's quiet
+  // time (1 ms) looks like the end of a burst, which a loaded CI machine produces now and then: up to three
+  // attempts, of which one must show it (the old batcher fails all three).
+  const seen: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const sizes = await attempt();
+    seen.push(sizes.join(', '));
+    if (sizes.length <= 4) return;
+  }
+  assert.fail(`batch sizes in three attempts: ${seen.join(' / ')}`);
 });
 
 test('a batch stuck on a row lock does not hold up pings for other weblogs', { skip: ONE_SESSION }, async () => {
