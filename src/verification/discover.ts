@@ -4,6 +4,7 @@
 //
 // A scan of <link>/<base> start tags rather than an HTML parser: only these two elements' attributes are
 // needed, and the head ends where the body starts, so a DOM would be built for nothing.
+import { decodeHtmlReferences } from '../intake/ping/validate.js';
 
 export type FeedLinkType = 'rss' | 'atom' | 'json';
 
@@ -28,22 +29,9 @@ function attributes(raw: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const m of raw.matchAll(ATTR)) {
     const name = m[1].toLowerCase();
-    if (!out.has(name)) out.set(name, decodeEntities(m[2] ?? m[3] ?? m[4] ?? ''));
+    if (!out.has(name)) out.set(name, decodeHtmlReferences(m[2] ?? m[3] ?? m[4] ?? ''));
   }
   return out;
-}
-
-const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
-
-function decodeEntities(s: string): string {
-  if (!s.includes('&')) return s;
-  return s.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, ref: string) => {
-    if (ref[0] === '#') {
-      const code = ref[1] === 'x' || ref[1] === 'X' ? parseInt(ref.slice(2), 16) : parseInt(ref.slice(1), 10);
-      return Number.isFinite(code) && code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : whole;
-    }
-    return NAMED[ref.toLowerCase()] ?? whole;
-  });
 }
 
 /** Every feed link of the page's head, in document order (links after <body> starts do not count). */

@@ -60,9 +60,4 @@ export class HostGate {
   private forget(before: number): void {
     for (const [h, at] of this.lastStart) if (at < before) this.lastStart.delete(h);
   }
-
-  /** Requests in flight to `host` now (tests, metrics). */
-  count(host: string): number {
-    return this.inFlight.get(host) ?? 0;
-  }
 }

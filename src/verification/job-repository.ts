@@ -117,11 +117,3 @@ export async function queueStats(q: Queryable): Promise<QueueStats> {
     return { depth: Number(r.n), oldestAgeSec: r.age === null ? 0 : Math.max(0, Number(r.age)) };
   });
 }
-
-/** Outcomes of the verifications of one ping (tests, the CLI). */
-export async function verificationOf(q: Queryable, pingId: number): Promise<{ outcome: Outcome | null; httpStatus: number | null; attempts: number } | undefined> {
-  const [r] = await withContext(`reading verification ${pingId}`, () =>
-    q.query<{ outcome: Outcome | null; http_status: number | null; attempts: number }>('select outcome, http_status, attempts from ping_verifications where ping_id = $1', [pingId]),
-  );
-  return r ? { outcome: r.outcome, httpStatus: r.http_status, attempts: Number(r.attempts) } : undefined;
-}

@@ -88,7 +88,7 @@ export class Verifier {
     if (!feedUrl && job.weblogFeedId !== null) feedUrl = (await feedById(this.db, job.weblogFeedId))?.url ?? null;
     feedUrl ??= job.weblogRssUrl;
     if (!feedUrl) {
-      const page = await this.politeGet(job, job.weblogUrl, HTML_ACCEPT, {});
+      const page = await this.politeGet(job.weblogUrl, HTML_ACCEPT, {});
       if (page.kind === 'deferred') return this.defer(job, page.until);
       if (page.kind === 'busy') return this.waitForHost(job, page.host, page.from);
       if (page.kind === 'failed') return this.settle(job, page.outcome, page.status, null, [], undefined);
@@ -135,7 +135,7 @@ export class Verifier {
     let xmlMove: string | undefined;
     let hopsLeft = MAX_REDIRECTS;
     for (;;) {
-      const got = await this.politeGet(job, url, FEED_ACCEPT, validators, hopsLeft);
+      const got = await this.politeGet(url, FEED_ACCEPT, validators, hopsLeft);
       if (got.kind === 'deferred') return this.defer(job, got.until);
       if (got.kind === 'busy') return this.waitForHost(job, got.host, got.from);
       if (got.kind === 'failed') return this.finishFailure(job, feed, got.outcome, got.status, got.retryAt, started);
@@ -205,7 +205,6 @@ export class Verifier {
 
   /** One GET through the host's gate and slot; failures become outcomes (a 429/503 blocks the host). */
   private async politeGet(
-    job: Job,
     url: string,
     accept: string,
     headers: Record<string, string>,
@@ -238,7 +237,7 @@ export class Verifier {
       this.onFetch({ status: res.status, bytes: res.body.length });
       if (res.status === 429 || res.status === 503) {
         const until = retryAfter(res.headers['retry-after'], new Date());
-        if (until) await blockHost(this.db, new URL(res.url).host.toLowerCase(), until);
+        if (until) await blockHost(this.db, hostOf(res.url) ?? host, until);
       }
       return { kind: 'ok', res };
     } finally {

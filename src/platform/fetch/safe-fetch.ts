@@ -133,7 +133,6 @@ export class SafeFetcher {
   private async follow(start: string, o: GetOptions, signal: AbortSignal, timeoutMs: number): Promise<FetchResult> {
     const maxRedirects = o.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
     const maxBytes = o.maxBytes ?? DEFAULT_MAX_BYTES;
-    const redirects: string[] = [];
     const hops: { status: number; to: string }[] = [];
     let current = parseTarget(start, start);
     for (;;) {
@@ -142,17 +141,16 @@ export class SafeFetcher {
       const location = res.headers.location;
       if (REDIRECTS.has(res.statusCode ?? 0) && location) {
         res.resume();
-        if (redirects.length >= maxRedirects) {
+        if (hops.length >= maxRedirects) {
           throw new FetchError('FETCH_TOO_MANY_REDIRECTS', `more than ${maxRedirects} redirects`, current.href);
         }
         const next = parseTarget(location, current.href, current);
-        redirects.push(next.href);
         hops.push({ status: res.statusCode ?? 0, to: next.href });
         current = next;
         continue;
       }
       const body = await readBody(res, maxBytes, current.href);
-      return { url: current.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects, hops, address: res.socket?.remoteAddress ?? addresses[0] };
+      return { url: current.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: hops.map((h) => h.to), hops, address: res.socket?.remoteAddress ?? addresses[0] };
     }
   }
 
