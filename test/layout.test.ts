@@ -24,9 +24,9 @@ function importsOf(file: string): string[] {
 }
 
 /** The layer a src-relative path belongs to. */
-function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'operations' | 'top' {
+function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'push' | 'operations' | 'top' {
   const first = p.split('/')[0];
-  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'operations') return first;
+  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'push' || first === 'operations') return first;
   return 'top';
 }
 
@@ -36,8 +36,9 @@ const ALLOWED: Record<ReturnType<typeof layer>, ReturnType<typeof layer>[]> = {
   intake: ['platform'],
   verification: ['platform', 'intake'],
   publishing: ['platform', 'intake', 'verification'],
-  operations: ['platform', 'intake', 'verification', 'publishing'],
-  top: ['platform', 'intake', 'verification', 'publishing', 'operations'],
+  push: ['platform', 'intake', 'verification', 'publishing'],
+  operations: ['platform', 'intake', 'verification', 'publishing', 'push'],
+  top: ['platform', 'intake', 'verification', 'publishing', 'push', 'operations'],
 };
 
 test('imports point down the layers: the platform imports no job, intake no publishing or operations', () => {

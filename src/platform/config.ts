@@ -86,6 +86,16 @@ const optionalHttpUrl: Parser<string | undefined> = (raw, name) => {
   return v;
 };
 
+// PUBLIC_URL: the origin (and optional path prefix) the service is reached at; kept without a trailing slash
+// so `${PUBLIC_URL}/changes.xml` is the document's absolute URL.
+const publicUrl: Parser<string | undefined> = (raw, name) => {
+  const v = optionalHttpUrl(raw, name);
+  if (v === undefined) return undefined;
+  const u = new URL(v);
+  if (u.search || u.hash || u.username || u.password) throw new ConfigError(`${name} must be a plain origin with an optional path (no query, fragment or credentials), got ${JSON.stringify(raw)}`);
+  return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+};
+
 /** The table: every variable the service reads, its default (as the raw string) and validator. */
 const SPEC = {
   PORT: { default: '8080', parse: int(0, 65535), doc: 'TCP port to listen on' },
@@ -126,6 +136,16 @@ const SPEC = {
   VERIFY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Verifications running at once in this instance' },
   VERIFY_FEED_INTERVAL: { default: '60', parse: int(0, 86400), doc: 'Seconds between two fetches of one feed; pings arriving sooner are settled together by the next fetch' },
   FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: the project homepage' },
+  PUBLIC_URL: { default: '', parse: publicUrl, doc: 'Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute; unset = the request\'s Host (links inside documents: http://localhost:PORT)' },
+  STREAM_MAX_CLIENTS: { default: '1000', parse: int(0, 1_000_000), doc: 'Live stream (/stream) connections one instance serves at once; beyond it 503 with Retry-After' },
+  STREAM_BUFFER_BYTES: { default: '1048576', parse: int(16384, 256 * 1024 * 1024), doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)' },
+  STREAM_HEARTBEAT_MS: { default: '15000', parse: int(100, 300_000), doc: 'Interval of the comment line that keeps idle stream connections open through proxies' },
+  STREAM_RETRY_MS: { default: '3000', parse: int(100, 600_000), doc: 'The reconnection delay (SSE `retry:`) streams tell their clients' },
+  WEBSUB_LEASE_DEFAULT: { default: '864000', parse: int(60, 365 * 86400), doc: 'WebSub lease, in seconds, when the subscriber asks for none (10 days)' },
+  WEBSUB_LEASE_MIN: { default: '3600', parse: int(1, 365 * 86400), doc: 'Shortest WebSub lease granted (shorter requests get this): renewals, each verified with a request to the callback, come no more often' },
+  WEBSUB_LEASE_MAX: { default: '2592000', parse: int(60, 365 * 86400), doc: 'Longest WebSub lease granted (30 days)' },
+  WEBSUB_MAX_SUBSCRIPTIONS: { default: '10000', parse: int(0, 10_000_000), doc: 'Subscriptions (active and pending) the hub keeps; beyond it new ones are refused with 503' },
+  WEBSUB_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance' },
 } as const;
 
 type Spec = typeof SPEC;

@@ -12,10 +12,19 @@ import { documentRoutes } from './read/routes.js';
 import { Renderer } from './render/renderer.js';
 import { cadenceSeconds, scheduleRenders } from './render/schedule.js';
 
+/** What other layers may know of publishing's output: when a document changed, and its current bytes. */
+export interface Publications {
+  /** Registers a listener told of every path that got a new current rendering (in the rendering instance). */
+  onPublished(listener: (path: string) => void): void;
+  /** The current rendering of `path` (uncompressed), if any. */
+  read(path: string): Promise<{ contentType: string; body: Buffer; renderingId: number } | undefined>;
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     documents: DocumentRegistry;
     renderer: Renderer;
+    publications: Publications;
   }
 }
 
@@ -25,17 +34,29 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
   const metrics = publishMetrics(app.metrics);
   const documents = publishedDocuments(listingFor(config.VERIFY_PINGS));
   const reader = new Reader({ db: app.db, pointerTtlMs: config.PUBLISH_POINTER_TTL_MS });
+  const listeners: ((path: string) => void)[] = [];
   const renderer = new Renderer(documents, {
     db: app.db,
     log: app.log,
     deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
     publishDir: config.PUBLISH_DIR,
     metrics: metrics.sink,
-    onPublished: (path) => reader.invalidate(path),
+    onPublished: (path) => {
+      reader.invalidate(path);
+      for (const l of listeners) l(path);
+    },
   });
   await documentRoutes(app, { documents, reader, cadenceSec, record: metrics.responses });
   app.decorate('documents', documents);
   app.decorate('renderer', renderer);
+  app.decorate('publications', {
+    onPublished: (l: (path: string) => void) => void listeners.push(l),
+    read: async (path: string) => {
+      const meta = await reader.current(path);
+      if (!meta) return undefined;
+      return { contentType: meta.contentType, body: await toBuffer(await reader.fullBody(meta, 'identity')), renderingId: meta.id };
+    },
+  } satisfies Publications);
 
   let stopSchedule: (() => Promise<void>) | undefined;
   if (config.RENDER_SCHEDULER) {
@@ -47,6 +68,13 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
     await stopSchedule?.();
     await renderer.close();
   });
+}
+
+async function toBuffer(b: Buffer | NodeJS.ReadableStream): Promise<Buffer> {
+  if (Buffer.isBuffer(b)) return b;
+  const parts: Buffer[] = [];
+  for await (const c of b) parts.push(Buffer.isBuffer(c) ? c : Buffer.from(c));
+  return Buffer.concat(parts);
 }
 
 export default fp(publishingPlugin, { name: 'publishing', dependencies: ['db', 'metrics'] });

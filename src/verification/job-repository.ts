@@ -80,7 +80,7 @@ export interface Settled {
 
 /**
  * Settles the job and every open job of its weblog received up to `upTo` (the fetch started after them,
- * so it answered them too) with one outcome.
+ * so it answered them too) with one outcome, and what it found new (the stream's `verified` events).
  */
 export async function settleJobs(
   q: Queryable,
@@ -90,15 +90,16 @@ export async function settleJobs(
   outcome: Outcome,
   httpStatus: number | null,
   feedId: number | null,
+  newItems: { title: string | null; link: string | null; guid: string | null }[] | null = null,
 ): Promise<Settled> {
   return withContext(`settling verification ${pingId}`, async () => {
     const [r] = await q.query<{ n: number; last: Date | null }>(
       `with s as (
-         update ping_verifications set outcome = $4, done_at = now(), http_status = $5, feed_id = $6
+         update ping_verifications set outcome = $4, done_at = now(), http_status = $5, feed_id = $6, new_items = $7::jsonb
           where outcome is null and (ping_id = $1 or (weblog_id = $2 and received_at <= $3))
          returning received_at
        ) select count(*)::int as n, max(received_at) as last from s`,
-      [pingId, weblogId, upTo, outcome, httpStatus, feedId],
+      [pingId, weblogId, upTo, outcome, httpStatus, feedId, newItems === null ? null : JSON.stringify(newItems)],
     );
     return { n: Number(r.n), lastReceivedAt: r.last ? new Date(r.last) : null };
   });

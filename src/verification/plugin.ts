@@ -13,7 +13,12 @@ import { weblogRoutes } from './routes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    verification: { verifier: Verifier; worker: VerifyWorker | undefined };
+    verification: {
+      verifier: Verifier;
+      worker: VerifyWorker | undefined;
+      /** Registers a listener told after outcomes were committed (the stream stamps and sends them). */
+      onSettled(listener: () => void): void;
+    };
   }
 }
 
@@ -93,6 +98,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   );
 
   let worker: VerifyWorker | undefined;
+  const settledListeners: (() => void)[] = [];
   if (config.VERIFY_PINGS !== 'off') {
     // A lease long enough for the slowest verification (a homepage and a feed, each with its deadline, and
     // a few statements); a job whose instance died is claimed again once it runs out.
@@ -106,6 +112,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
         const r = await verifier.run(job);
         if (r.kind === 'done' && r.report.settled > 0) {
           verifications.inc({ outcome: r.report.outcome });
+          for (const l of settledListeners) l();
           app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, ...r.report }, 'verified');
         } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
         return r.kind;
@@ -125,7 +132,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       await w.close(config.FETCH_TIMEOUT_MS);
     });
   }
-  app.decorate('verification', { verifier, worker });
+  app.decorate('verification', { verifier, worker, onSettled: (l: () => void) => void settledListeners.push(l) });
   await app.register(weblogRoutes);
 }
 

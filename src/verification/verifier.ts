@@ -282,7 +282,7 @@ export class Verifier {
           })),
         );
       }
-      const s = await settleJobs(tx, job.pingId, job.weblogId, started, outcome, httpStatus, feed?.id ?? null);
+      const s = await settleJobs(tx, job.pingId, job.weblogId, started, outcome, httpStatus, feed?.id ?? null, outcome === 'verified' ? newItems : null);
       await recordVerification(
         tx,
         job.weblogId,
