@@ -16,6 +16,8 @@ import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
 import rssPingRoutes from './intake/rss-ping/routes.js';
 import verificationPlugin from './verification/plugin.js';
+import websubPlugin from './push/websub/plugin.js';
+import streamPlugin from './push/stream/plugin.js';
 
 export interface BuildOptions {
   config?: Config;
@@ -62,6 +64,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // Verification of what was pinged, then publishing and operations.
     await app.register(verificationPlugin, { config });
     await app.register(publishingPlugin, { config });
+    await app.register(websubPlugin, { config });
+    await app.register(streamPlugin, { config });
     await app.register(retentionPlugin, { config });
   } catch (err) {
     // A plugin that failed to start must not leave the ones before it open (the embedded database keeps

@@ -4,6 +4,12 @@ import type { Queryable } from '../../platform/db/database.js';
 import type { ValidPing } from './validate.js';
 import { withContext } from '../../platform/errors.js';
 
+/**
+ * Held (transaction-scoped) by every transaction that hands out live-stream positions from the pings' id
+ * sequence: the ping insert below and the stream's stamping of verification outcomes.
+ */
+export const EVENT_ORDER_LOCK = 0x70657673; // 'pevs'
+
 export type InsertOutcome =
   | { status: 'accepted'; id: number; receivedAt: Date }
   | { status: 'throttled'; lastPingAt: Date | null };
@@ -21,15 +27,25 @@ export type InsertOutcome =
  * sequentially: PostgreSQL's CPU per ping grew with the table, 60 → 400 µs.
  *
  * With `queueVerification`, each accepted ping's verification job is written by the same statement.
+ *
+ * Ping ids are the live stream's positions, and a stream reader takes "every row after the last id I saw":
+ * that is only gap-free if ids become visible in id order. Two batches committing at once could make id
+ * 101 visible before 100 (a reader would pass 100 for good), so every transaction that draws from the
+ * pings' sequence holds EVENT_ORDER_LOCK (transaction-scoped) from before its first id until its commit.
+ * The lock is taken before the weblog upserts' row locks, so batches never deadlock on it. Its cost is that
+ * batches commit one after another rather than overlapping (bench/results, the stream's closing figures).
  */
 export const INSERT_BATCH = `
 with input as (
   select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
     as t(method, name, url, changes_url, rss_url, tags, client_addr, user_agent)
 ),
+serial as materialized (
+  select pg_advisory_xact_lock(${EVENT_ORDER_LOCK}) is null as locked
+),
 up as (
   insert into weblogs as w (url, name, changes_url, rss_url, first_ping_at, last_ping_at)
-  select url, name, changes_url, rss_url, now(), now() from input
+  select url, name, changes_url, rss_url, now(), now() from input cross join serial
   on conflict (url) do update
     set name = excluded.name,
         changes_url = coalesce(excluded.changes_url, w.changes_url),

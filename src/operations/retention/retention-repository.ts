@@ -10,15 +10,15 @@ import { withContext } from '../../platform/errors.js';
  * are part of the raw ping they came with and follow its retention; that table has no foreign key to
  * pings precisely so it can be pruned on its own.
  */
-const LOGS = {
-  pings: { table: 'pings', key: 'id', label: 'pings' },
+const LOGS: Record<string, { table: string; key: string; label: string; position?: string }> = {
+  pings: { table: 'pings', key: 'id', label: 'pings', position: 't.id' },
   payloads: { table: 'rssping_payloads', key: 'ping_id', label: 'RSS Ping payloads' },
   // Verification's job rows and the items it found (migrations/004_verification.sql), by the same rule.
-  verifications: { table: 'ping_verifications', key: 'ping_id', label: 'verifications' },
+  verifications: { table: 'ping_verifications', key: 'ping_id', label: 'verifications', position: 'greatest(t.event_id, t.release_id)' },
   items: { table: 'feed_items', key: 'id', label: 'found items' },
-} as const;
+};
 
-type Log = keyof typeof LOGS;
+type Log = 'pings' | 'payloads' | 'verifications' | 'items';
 
 /**
  * Deletes at most `limit` rows received before `cutoff`, oldest first, in one statement (its own short
@@ -27,11 +27,16 @@ type Log = keyof typeof LOGS;
  * wait for each other's locks. weblogs rows (first/last ping, ping_count) are not touched.
  */
 async function deleteBefore(q: Queryable, log: Log, cutoff: Date, limit: number): Promise<number> {
-  const { table, key, label } = LOGS[log];
+  const { table, key, label, position } = LOGS[log];
+  // Rows that were live-stream events move the stream's horizon up in the same statement: a client resuming
+  // from before it is told that events may be gone (migrations/005_stream.sql).
+  const horizon = position
+    ? `, h as (update stream_horizon set pruned_through = greatest(pruned_through, m.p) from (select max(p) as p from gone) m where m.p is not null)`
+    : '';
   return withContext(`deleting ${label} received before ${cutoff.toISOString()} failed`, async () => {
     const [r] = await q.query<{ n: number }>(
       `with doomed as (select ${key} from ${table} where received_at < $1 order by received_at limit $2),
-            gone as (delete from ${table} t using doomed where t.${key} = doomed.${key} returning 1)
+            gone as (delete from ${table} t using doomed where t.${key} = doomed.${key} returning ${position ?? '1'} as p)${horizon}
        select count(*)::int as n from gone`,
       [cutoff, limit],
     );

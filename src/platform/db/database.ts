@@ -31,8 +31,23 @@ export interface Db extends Queryable {
    */
   withTryAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
   poolStats(): PoolStats;
+  /**
+   * Tells every listener of `channel` (PostgreSQL NOTIFY: every instance on the server; PGlite: this
+   * process). Payloads are small hints ("something new after N"), never data: NOTIFY payloads are bounded
+   * and a notification is lost when no one listens.
+   */
+  notify(channel: string, payload: string): Promise<void>;
+  /**
+   * Calls `onNotify` with every payload sent to `channel` until the returned function is called. On
+   * PostgreSQL a dedicated connection (outside the pool) listens; when it is lost it reconnects and calls
+   * `onReconnect` (notifications sent meanwhile are gone: the listener should look for itself).
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
+
+/** How long a lost LISTEN connection waits before reconnecting. */
+const LISTEN_RETRY_MS = 1000;
 
 export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED'> {
   constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED', options?: { cause?: unknown }) {
@@ -146,10 +161,72 @@ function openPostgres(url: string, opts: DbOptions): Db {
     poolStats() {
       return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
     },
+    async notify(channel, payload) {
+      await pool.query('select pg_notify($1, $2)', [channel, payload]);
+    },
+    listen: (channel, onNotify, onReconnect) => listenPostgres(url, channel, onNotify, onReconnect, opts.onBackgroundError),
     async close() {
       if (pool.ended || pool.ending) return;
       await pool.end();
     },
+  };
+}
+
+async function listenPostgres(
+  url: string,
+  channel: string,
+  onNotify: (payload: string) => void,
+  onReconnect: (() => void) | undefined,
+  onError: ((err: Error) => void) | undefined,
+): Promise<() => Promise<void>> {
+  let stopped = false;
+  let client: pg.Client | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client({ connectionString: url, application_name: 'pingd-listen', keepAlive: true });
+    const lost = (err?: Error) => {
+      if (client !== c) return;
+      client = undefined;
+      c.removeAllListeners('notification');
+      c.end().catch(() => {});
+      if (err) onError?.(err);
+      if (!stopped) retry = setTimeout(() => void reconnect(), LISTEN_RETRY_MS).unref();
+    };
+    c.on('error', lost);
+    c.on('end', () => lost());
+    c.on('notification', (m) => {
+      if (m.channel === channel) onNotify(m.payload ?? '');
+    });
+    client = c;
+    await c.connect();
+    await c.query(`listen ${pg.escapeIdentifier(channel)}`);
+  };
+  const reconnect = async () => {
+    try {
+      await connect();
+      onReconnect?.();
+    } catch (err) {
+      const c = client;
+      client = undefined;
+      c?.end().catch(() => {});
+      onError?.(err as Error);
+      if (!stopped) retry = setTimeout(() => void reconnect(), LISTEN_RETRY_MS).unref();
+    }
+  };
+  try {
+    await connect();
+  } catch (err) {
+    const c = client;
+    client = undefined;
+    await c?.end().catch(() => {});
+    throw new DatabaseError(`cannot listen on ${channel}: ${(err as Error).message}`, 'DB_UNAVAILABLE', { cause: err });
+  }
+  return async () => {
+    stopped = true;
+    clearTimeout(retry);
+    const c = client;
+    client = undefined;
+    await c?.end().catch(() => {});
   };
 }
 
@@ -172,6 +249,8 @@ async function openPglite(dataDir: string): Promise<Db> {
   }
   let closed = false;
   let busy = 0;
+  // One process owns the embedded database: notifications never leave it.
+  const channels = new Map<string, Set<(payload: string) => void>>();
 
   const wrap = (c: Pick<PGlite, 'query' | 'exec'>): Queryable => ({
     async query<T>(sql: string, params?: unknown[]) {
@@ -203,6 +282,18 @@ async function openPglite(dataDir: string): Promise<Db> {
     },
     poolStats() {
       return { total: 1, idle: busy > 0 ? 0 : 1, waiting: Math.max(0, busy - 1) };
+    },
+    async notify(channel, payload) {
+      for (const l of channels.get(channel) ?? []) queueMicrotask(() => l(payload));
+    },
+    async listen(channel, onNotify) {
+      const set = channels.get(channel) ?? new Set();
+      channels.set(channel, set);
+      const l = (p: string) => onNotify(p);
+      set.add(l);
+      return async () => {
+        set.delete(l);
+      };
     },
     async close() {
       if (closed) return;

@@ -1,0 +1,146 @@
+// Owns the SQL of the live stream: reading the events after a position (accepted pings and settled
+// verifications, merged in position order), stamping settled verifications with their positions, the
+// latest position, and the retention horizon. Plain values in, plain rows out.
+import type { Db, Queryable } from '../../platform/db/database.js';
+import { withContext } from '../../platform/errors.js';
+import { EVENT_ORDER_LOCK } from '../../intake/ping/ping-repository.js';
+
+export interface EventRow {
+  type: 'ping' | 'verified';
+  pos: number;
+  pingId: number;
+  name: string | null;
+  url: string;
+  changesUrl: string | null;
+  rssUrl: string | null;
+  tags: string[] | null;
+  method: string | null;
+  receivedAt: Date;
+  outcome: string | null;
+  newItems: { title: string | null; link: string | null; guid: string | null }[] | null;
+}
+
+interface RawRow {
+  type: 'ping' | 'verified';
+  pos: number;
+  ping_id: number;
+  name: string | null;
+  url: string;
+  changes_url: string | null;
+  rss_url: string | null;
+  tags: string[] | null;
+  method: string | null;
+  received_at: Date;
+  outcome: string | null;
+  new_items: unknown;
+}
+
+const PING_COLS = `p.name, p.url, p.changes_url, p.rss_url, p.tags, p.method, p.received_at, null::text as outcome, null::jsonb as new_items`;
+
+/** `verified` events: every settled verification, by its stamped position. */
+const VERIFIED = `
+  (select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
+          p.tags, null::text as method, v.received_at, v.outcome, v.new_items
+     from ping_verifications v join weblogs w on w.id = v.weblog_id left join pings p on p.id = v.ping_id
+    where v.event_id > $1 order by v.event_id limit $2)`;
+
+/**
+ * Every event after `after`, in position order, at most `limit`. `ping` events are the pings themselves
+ * (position = id), or under VERIFY_PINGS=require the verified pings at the position they were released at.
+ * Each branch walks its own index from `after`, so a read costs the same however long the tables are.
+ */
+const EVENTS_AFTER = {
+  listed: `select * from (
+    (select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 order by p.id limit $2)
+    union all ${VERIFIED}) e order by pos limit $2`,
+  require: `select * from (
+    (select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
+       from ping_verifications v join pings p on p.id = v.ping_id where v.release_id > $1 order by v.release_id limit $2)
+    union all ${VERIFIED}) e order by pos limit $2`,
+};
+
+export type ReleaseRule = keyof typeof EVENTS_AFTER;
+
+export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number, limit: number): Promise<EventRow[]> {
+  return withContext(`reading stream events after ${after}`, async () => {
+    const rows = await q.query<RawRow>(EVENTS_AFTER[rule], [after, limit], { name: `pingd_stream_events_${rule}` });
+    return rows.map((r) => ({
+      type: r.type,
+      pos: Number(r.pos),
+      pingId: Number(r.ping_id),
+      name: r.name,
+      url: r.url,
+      changesUrl: r.changes_url,
+      rssUrl: r.rss_url,
+      tags: r.tags,
+      method: r.method,
+      receivedAt: new Date(r.received_at),
+      outcome: r.outcome,
+      newItems: (typeof r.new_items === 'string' ? JSON.parse(r.new_items) : r.new_items) as EventRow['newItems'],
+    }));
+  });
+}
+
+/** The highest position handed out so far (0 on an empty database). */
+export async function latestPosition(q: Queryable): Promise<number> {
+  return withContext('reading the latest stream position', async () => {
+    const [r] = await q.query<{ pos: number }>(
+      `select greatest((select coalesce(max(id), 0) from pings),
+                       (select coalesce(max(event_id), 0) from ping_verifications),
+                       (select coalesce(max(release_id), 0) from ping_verifications))::bigint as pos`,
+    );
+    return Number(r.pos);
+  });
+}
+
+/** The highest position retention has deleted: resuming from before it may skip events. */
+export async function prunedThrough(q: Queryable): Promise<number> {
+  return withContext('reading the stream horizon', async () => {
+    const [r] = await q.query<{ n: number }>('select pruned_through as n from stream_horizon');
+    return Number(r?.n ?? 0);
+  });
+}
+
+/**
+ * Gives settled verifications their positions, oldest outcome first: a verified one first its released
+ * `ping` position (used under VERIFY_PINGS=require), then every one its `verified` position. Outcomes are
+ * committed by the verifier without EVENT_ORDER_LOCK (taking it there would stall intake behind fetch
+ * bookkeeping, or deadlock with its weblog row locks); this short transaction takes it first, so positions
+ * still become visible in order. Rows another stamper holds are skipped. Returns how many were stamped and
+ * the highest position given (0 when none).
+ */
+export async function stampVerifications(db: Db, limit: number): Promise<{ stamped: number; last: number }> {
+  return withContext('stamping verification outcomes with stream positions', async () => {
+    // Most calls find nothing: answer those from the partial index, without the lock or a transaction.
+    const [any] = await db.query<{ due: boolean }>('select exists (select 1 from ping_verifications where outcome is not null and event_id is null) as due');
+    if (!any.due) return { stamped: 0, last: 0 };
+    return db.transaction(async (tx) => {
+      await tx.query('select pg_advisory_xact_lock($1) is null as locked', [EVENT_ORDER_LOCK]);
+      const rows = await tx.query<{ ping_id: number; verified: boolean }>(
+        `select ping_id, outcome = 'verified' as verified from ping_verifications
+          where outcome is not null and event_id is null
+          order by done_at, ping_id limit $1 for update skip locked`,
+        [limit],
+      );
+      if (rows.length === 0) return { stamped: 0, last: 0 };
+      const need = rows.reduce((n, r) => n + (r.verified ? 2 : 1), 0);
+      const drawn = await tx.query<{ v: number }>(`select nextval(pg_get_serial_sequence('pings', 'id'))::bigint as v from generate_series(1, $1::int) order by 1`, [need]);
+      const values = drawn.map((d) => Number(d.v));
+      const ids: number[] = [];
+      const release: (number | null)[] = [];
+      const event: number[] = [];
+      let i = 0;
+      for (const r of rows) {
+        ids.push(Number(r.ping_id));
+        release.push(r.verified ? values[i++] : null);
+        event.push(values[i++]);
+      }
+      await tx.query(
+        `update ping_verifications v set release_id = u.r, event_id = u.e
+           from unnest($1::bigint[], $2::bigint[], $3::bigint[]) as u(ping_id, r, e) where v.ping_id = u.ping_id`,
+        [ids, release, event],
+      );
+      return { stamped: rows.length, last: values[values.length - 1] };
+    });
+  });
+}

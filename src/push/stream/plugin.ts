@@ -1,0 +1,143 @@
+// Owns the live stream as a Fastify resource (`app.stream`): the hub, what wakes it (pings this instance
+// accepted, outcomes the verifier committed, other instances' notifications, a safety poll), stamping
+// outcomes with positions, the NOTIFY that tells other instances, its metrics, and closing every connection
+// cleanly on shutdown.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { Counter, Gauge } from 'prom-client';
+import type { Config } from '../../platform/config.js';
+import { coalesced } from '../../platform/coalesce.js';
+import { stampVerifications } from './event-repository.js';
+import { StreamHub } from './hub.js';
+import { streamRoutes } from './routes.js';
+import type { ResponseSink } from './sink.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    stream: StreamHub;
+  }
+}
+
+/** The PostgreSQL channel carrying "something new up to position N" between instances. */
+export const STREAM_CHANNEL = 'pingd_stream';
+/**
+ * Safety poll: a notification lost while a listening connection reconnected, or an instance killed between
+ * its commit and its NOTIFY, costs at most this much delay.
+ */
+const POLL_MS = 1000;
+/** Outcomes stamped per statement. */
+const STAMP_BATCH = 1000;
+
+async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  const instance = randomBytes(6).toString('hex');
+  const connections = new Set<ResponseSink>();
+  let closing = false;
+
+  const eventsRead = new Counter({ name: 'pingd_stream_events_read_total', help: 'Events the stream hub read from the database for its live connections.', registers: [app.metrics] });
+  const dropped = new Counter({
+    name: 'pingd_stream_disconnects_total',
+    help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS, 503).',
+    labelNames: ['reason'] as const,
+    registers: [app.metrics],
+  });
+  dropped.inc({ reason: 'slow' }, 0);
+  dropped.inc({ reason: 'refused' }, 0);
+  const hub = new StreamHub({
+    db: app.db,
+    rule: config.VERIFY_PINGS === 'require' ? 'require' : 'listed',
+    onRead: (n) => eventsRead.inc(n),
+    onError: (err) => app.log.warn({ err: { message: err.message } }, 'stream read failed; retried on the next event or poll'),
+  });
+  new Gauge({
+    name: 'pingd_stream_clients',
+    help: 'Live stream connections served by this instance.',
+    registers: [app.metrics],
+    collect() {
+      this.set(hub.size);
+    },
+  });
+
+  // Other instances learn of new events by NOTIFY (a position, never the event: payloads and the queue are
+  // bounded). Sent after the commit, outside intake's statement: a full notification queue must never
+  // refuse a ping. One in flight at a time; positions arriving meanwhile go in the next.
+  let highest = 0;
+  let notified = 0;
+  const notify = coalesced(async () => {
+    while (highest > notified) {
+      const pos = highest;
+      await app.db.notify(STREAM_CHANNEL, `${instance}:${pos}`);
+      notified = pos;
+    }
+  });
+  const announce = (pos: number) => {
+    hub.poke(pos);
+    if (app.db.kind === 'pglite') return; // one process: the hub above is everyone
+    highest = Math.max(highest, pos);
+    notify().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'stream notify failed; other instances poll'));
+  };
+
+  const stamp = coalesced(async () => {
+    for (;;) {
+      const r = await stampVerifications(app.db, STAMP_BATCH);
+      if (r.last > 0) announce(r.last);
+      if (r.stamped < STAMP_BATCH) return;
+    }
+  });
+  const stampSoon = () => void stamp().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'stamping outcomes failed; retried by the poll'));
+
+  app.pings.onOutcome((_m, r) => {
+    if (r.ok) announce(r.id);
+  });
+  app.verification.onSettled(stampSoon);
+
+  let timer: NodeJS.Timeout | undefined;
+  let unlisten: (() => Promise<void>) | undefined;
+  app.addHook('onReady', async () => {
+    if (app.db.kind === 'postgres') {
+      unlisten = await app.db.listen(
+        STREAM_CHANNEL,
+        (payload) => {
+          const [from, pos] = payload.split(':');
+          if (from !== instance) hub.poke(Number(pos) || undefined);
+        },
+        () => hub.poke(),
+      );
+    }
+    timer = setInterval(() => {
+      stampSoon();
+      hub.poke();
+    }, POLL_MS).unref();
+  });
+
+  await app.register(streamRoutes, {
+    hub,
+    maxClients: config.STREAM_MAX_CLIENTS,
+    bufferBytes: config.STREAM_BUFFER_BYTES,
+    heartbeatMs: config.STREAM_HEARTBEAT_MS,
+    retryMs: config.STREAM_RETRY_MS,
+    connections,
+    isClosing: () => closing,
+    onOverflow: () => dropped.inc({ reason: 'slow' }),
+    onRefused: () => dropped.inc({ reason: 'refused' }),
+  });
+  app.decorate('stream', hub);
+
+  // Before the server stops listening: open streams would otherwise hold the close until they end.
+  app.addHook('preClose', async () => {
+    closing = true;
+    clearInterval(timer);
+    for (const c of connections) c.end();
+    connections.clear();
+    await hub.close();
+  });
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    await unlisten?.();
+    await stamp.idle();
+    await notify.idle();
+  });
+}
+
+export default fp(streamPlugin, { name: 'stream', dependencies: ['db', 'metrics', 'pings', 'verification'] });

@@ -1,0 +1,104 @@
+// Test client for Server-Sent Events: a raw HTTP reader that parses the stream the way the WHATWG HTML
+// "Server-sent events" section tells a browser's EventSource to (fields id/event/data/retry, comments,
+// blank line dispatches; the last event id survives events without one), and can reconnect with it.
+import http from 'node:http';
+
+export interface SseEvent {
+  id: string;
+  event: string;
+  data: string;
+}
+
+export interface SseConnection {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  events: SseEvent[];
+  comments: string[];
+  retry: number | null;
+  /** The id of the last event received (what EventSource sends as Last-Event-ID). */
+  lastEventId: string;
+  ended: boolean;
+  /** Resolves when `n` events have arrived (rejects after timeoutMs with what arrived). */
+  waitFor(n: number, timeoutMs?: number): Promise<SseEvent[]>;
+  waitUntil(pred: (c: SseConnection) => boolean, timeoutMs?: number, what?: string): Promise<void>;
+  /** The body of a non-200 answer. */
+  body: string;
+  close(): void;
+}
+
+export function openStream(url: string, headers: Record<string, string> = {}): Promise<SseConnection> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers } }, (res) => {
+      const c: SseConnection = {
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        events: [],
+        comments: [],
+        retry: null,
+        lastEventId: headers['last-event-id'] ?? '',
+        ended: false,
+        body: '',
+        waitFor: (n, timeoutMs) => c.waitUntil((x) => x.events.length >= n, timeoutMs, `${n} events`).then(() => c.events.slice(0, n)),
+        async waitUntil(pred, timeoutMs = 15_000, what = 'condition') {
+          const deadline = Date.now() + timeoutMs;
+          while (!pred(c)) {
+            if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; have ${c.events.length} events, ended=${c.ended}`);
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        },
+        close: () => {
+          req.destroy();
+          res.destroy();
+        },
+      };
+      let buf = '';
+      let id = c.lastEventId;
+      let event = '';
+      let data: string[] = [];
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        if (c.status !== 200) {
+          c.body += chunk;
+          return;
+        }
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
+          if (line === '') {
+            if (data.length > 0) {
+              c.lastEventId = id;
+              c.events.push({ id, event: event || 'message', data: data.join('\n') });
+            }
+            event = '';
+            data = [];
+            continue;
+          }
+          if (line.startsWith(':')) {
+            c.comments.push(line.slice(1).trim());
+            continue;
+          }
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let value = colon < 0 ? '' : line.slice(colon + 1);
+          if (value.startsWith(' ')) value = value.slice(1);
+          if (field === 'id') id = value;
+          else if (field === 'event') event = value;
+          else if (field === 'data') data.push(value);
+          else if (field === 'retry' && /^\d+$/.test(value)) c.retry = Number(value);
+        }
+      });
+      res.on('end', () => (c.ended = true));
+      res.on('close', () => (c.ended = true));
+      res.on('error', () => (c.ended = true));
+      resolve(c);
+    });
+    req.on('error', reject);
+  });
+}
+
+/** The JSON data of the events of one type. */
+export function dataOf<T = any>(events: SseEvent[], type = 'ping'): T[] {
+  return events.filter((e) => e.event === type).map((e) => JSON.parse(e.data) as T);
+}

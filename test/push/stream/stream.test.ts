@@ -1,0 +1,239 @@
+// GET /stream against a listening server, read by a raw SSE client: live events in commit order, resume
+// with Last-Event-ID / ?since= across an outage with no gap and no duplicate, reset, filters, refusals,
+// the connection cap, the keep-alive comment and shutdown.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
+import { openStream, dataOf, type SseConnection } from '../../helpers/sse-client.js';
+
+let t: TestApp;
+const open: SseConnection[] = [];
+
+before(async () => {
+  t = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false, STREAM_MAX_CLIENTS: 50, STREAM_HEARTBEAT_MS: 200 });
+  await t.listen();
+});
+
+after(async () => {
+  for (const c of open) c.close();
+  await t?.close();
+});
+
+async function stream(query = '', headers: Record<string, string> = {}): Promise<SseConnection> {
+  const c = await openStream(`${t.url}/stream${query}`, headers);
+  open.push(c);
+  return c;
+}
+
+/** Sends pings over HTTP (GET /pingSiteForm), `concurrency` at a time; returns the URLs in sending order. */
+async function sendPings(urls: string[], opts: { concurrency?: number; tags?: string } = {}): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < urls.length) {
+      const u = urls[next++];
+      const r = await fetch(`${t.url}/pingSiteForm?name=${encodeURIComponent(`Blog ${u}`)}&url=${encodeURIComponent(u)}`);
+      assert.equal(r.status, 200, await r.text());
+      await r.arrayBuffer().catch(() => undefined);
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency ?? 1 }, worker));
+}
+
+/** Ping ids of the given URLs, from the database, in id order. */
+async function idsOf(urls: string[]): Promise<number[]> {
+  const rows = await t.app.db.query<{ id: number }>('select id from pings where url = any($1::text[]) order by id', [urls]);
+  return rows.map((r) => Number(r.id));
+}
+
+test('a connected client gets one `ping` event per accepted ping, in commit order, with the ping as JSON', async () => {
+  const c = await stream();
+  assert.equal(c.status, 200);
+  assert.equal(c.headers['content-type'], 'text/event-stream');
+  assert.equal(c.headers['cache-control'], 'no-cache');
+  assert.equal(c.headers['x-accel-buffering'], 'no');
+  assert.equal(c.headers['content-encoding'], undefined);
+  const urls = [uniqueUrl('live'), uniqueUrl('live'), uniqueUrl('live')];
+  await sendPings(urls);
+  const events = await c.waitFor(3);
+  assert.equal(c.retry, 3000);
+  const ids = await idsOf(urls);
+  assert.deepEqual(events.map((e) => e.id), ids.map(String));
+  assert.deepEqual(events.map((e) => e.event), ['ping', 'ping', 'ping']);
+  const [first] = dataOf(events);
+  const row = (await t.app.db.query<{ received_at: Date }>('select received_at from pings where id = $1', [ids[0]]))[0];
+  assert.deepEqual(first, {
+    id: ids[0],
+    name: `Blog ${urls[0]}`,
+    url: urls[0],
+    changesUrl: null,
+    rssUrl: null,
+    tags: [],
+    method: 'pingSiteForm',
+    receivedAt: new Date(row.received_at).toISOString(),
+  });
+  c.close();
+});
+
+test('resume: 1,000 pings sent while the client is away arrive on reconnect with Last-Event-ID, then live, with no gap and no duplicate', async () => {
+  const c = await stream();
+  const before = Array.from({ length: 20 }, () => uniqueUrl('outage'));
+  await sendPings(before, { concurrency: 4 });
+  await c.waitFor(20);
+  const resumeFrom = c.lastEventId;
+  c.close();
+
+  const during = Array.from({ length: 1000 }, () => uniqueUrl('outage'));
+  await sendPings(during, { concurrency: 16 });
+
+  const r = await stream('', { 'last-event-id': resumeFrom });
+  // More pings while the replay runs and after it: the seam between replay and live.
+  const seam = Array.from({ length: 200 }, () => uniqueUrl('outage'));
+  await sendPings(seam, { concurrency: 8 });
+  const expected = (await idsOf([...during, ...seam])).map(String);
+  await r.waitFor(expected.length, 30_000);
+  await new Promise((res) => setTimeout(res, 200)); // anything duplicated would arrive by now
+  const got = r.events.map((e) => e.id);
+  assert.equal(new Set(got).size, got.length, 'no event twice');
+  assert.deepEqual(got, expected, 'every ping after the resume point, in id order');
+  r.close();
+});
+
+test('?since= resumes like Last-Event-ID, and Last-Event-ID wins over it (an EventSource keeps its URL on reconnect)', async () => {
+  const urls = [uniqueUrl('since'), uniqueUrl('since'), uniqueUrl('since')];
+  await sendPings(urls);
+  const ids = await idsOf(urls);
+  const a = await stream(`?since=${ids[0]}`);
+  await a.waitFor(2);
+  assert.deepEqual(a.events.slice(0, 2).map((e) => e.id), [String(ids[1]), String(ids[2])]);
+  const b = await stream(`?since=${ids[0]}`, { 'last-event-id': String(ids[1]) });
+  await b.waitFor(1);
+  await new Promise((res) => setTimeout(res, 100));
+  assert.deepEqual(b.events.map((e) => e.id), [String(ids[2])]);
+  a.close();
+  b.close();
+});
+
+test('a resume point older than what retention kept gets `event: reset` first, then live events', async () => {
+  const urls = [uniqueUrl('reset')];
+  await sendPings(urls);
+  const [id] = await idsOf(urls);
+  await t.app.db.query('update stream_horizon set pruned_through = $1', [id]);
+  try {
+    const c = await stream('', { 'last-event-id': String(id - 1) });
+    await c.waitFor(1);
+    const reset = c.events[0];
+    assert.equal(reset.event, 'reset');
+    assert.equal(reset.id, String(t.app.stream.position));
+    assert.deepEqual(JSON.parse(reset.data), {
+      reason: 'pruned',
+      lastEventId: id - 1,
+      continueAt: t.app.stream.position,
+      message: `Events after ${id - 1} are no longer all kept (retention deleted up to ${id}); continuing with new events.`,
+    });
+    const next = [uniqueUrl('reset')];
+    await sendPings(next);
+    await c.waitFor(2);
+    assert.deepEqual(dataOf(c.events).map((p) => p.url), next);
+    c.close();
+  } finally {
+    await t.app.db.query('update stream_horizon set pruned_through = 0');
+  }
+});
+
+test('an id this server never sent (from the future) gets `event: reset` with reason unknown', async () => {
+  const c = await stream('', { 'last-event-id': '999999999' });
+  await c.waitFor(1);
+  assert.equal(c.events[0].event, 'reset');
+  assert.equal(JSON.parse(c.events[0].data).reason, 'unknown');
+  assert.equal(JSON.parse(c.events[0].data).message, 'Event 999999999 is not one this server has sent; continuing with new events.');
+  c.close();
+});
+
+test('filters: ?host= takes the host and its subdomains, ?tag= a tag, ?types= the event types', async () => {
+  const stamp = `${process.pid}x${Date.now()}`;
+  const host = `filter-${stamp}.example.org`;
+  const byHost = await stream(`?host=${host.toUpperCase()}`);
+  const byType = await stream('?types=verified');
+  const urls = [`http://${host}/`, `http://blog.${host}/`, `http://not${host}/`, `http://other-${stamp}.example.org/`];
+  await sendPings(urls);
+  const tagged = `http://tagged-${stamp}.example.org/`;
+  const body = `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.extendedPing</methodName><params><param><value>Tagged</value></param><param><value>${tagged}</value></param><param><value>${tagged}</value></param><param><value>${tagged}feed</value></param><param><value>News|Tech</value></param></params></methodCall>`;
+  const byTag = await stream('?tag=tech');
+  const r = await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body });
+  assert.match(await r.text(), /<boolean>0<\/boolean>/);
+  await byHost.waitFor(2);
+  await byTag.waitFor(1);
+  await new Promise((res) => setTimeout(res, 150));
+  assert.deepEqual(dataOf(byHost.events).map((p) => p.url), urls.slice(0, 2));
+  assert.deepEqual(dataOf(byTag.events).map((p) => [p.url, p.tags]), [[tagged, ['News', 'Tech']]]);
+  assert.equal(byType.events.length, 0, 'verification is off: no verified events, and no ping events asked for');
+  for (const c of [byHost, byType, byTag]) c.close();
+});
+
+test('bad requests are refused with the reason (400), a client that refuses event streams with 406', async () => {
+  const cases: [string, Record<string, string>, string][] = [
+    ['?since=abc', {}, 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).'],
+    ['?since=-1', {}, 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).'],
+    ['', { 'last-event-id': 'x1' }, 'Last-Event-ID must be the id of an event this stream sent (a decimal number).'],
+    ['?host=exa%20mple.com', {}, 'host must be a domain name such as example.com (it matches that host and its subdomains).'],
+    ['?host=http://example.com/', {}, 'host must be a domain name such as example.com (it matches that host and its subdomains).'],
+    ['?tag=', {}, 'tag must not be empty.'],
+    ['?types=ping,changes', {}, 'types must be a comma-separated list of ping, verified.'],
+    ['?types=', {}, 'types must be a comma-separated list of ping, verified.'],
+  ];
+  for (const [q, h, message] of cases) {
+    const r = await t.app.inject({ method: 'GET', url: `/stream${q}`, headers: { accept: 'text/event-stream', ...h } });
+    assert.equal(r.statusCode, 400, q);
+    assert.equal(r.body, `${message}\n`, q);
+  }
+  const json = await t.app.inject({ method: 'GET', url: '/stream', headers: { accept: 'application/json' } });
+  assert.equal(json.statusCode, 406);
+});
+
+test('beyond STREAM_MAX_CLIENTS a connection is refused with 503 and Retry-After; a freed place is taken again', async () => {
+  const small = await startApp({ STREAM_MAX_CLIENTS: 2 });
+  try {
+    const base = await small.listen();
+    const a = await openStream(`${base}/stream`);
+    const b = await openStream(`${base}/stream`);
+    await a.waitUntil(() => a.retry !== null);
+    await b.waitUntil(() => b.retry !== null);
+    const c = await openStream(`${base}/stream`);
+    await c.waitUntil((x) => x.ended);
+    assert.equal(c.status, 503);
+    assert.equal(c.headers['retry-after'], '10');
+    assert.equal(c.body, 'This server already serves 2 streams; reconnect later.\n');
+    a.close();
+    await a.waitUntil(() => small.app.stream.size === 1, 5000, "the place to be freed");
+    const d = await openStream(`${base}/stream`);
+    assert.equal(d.status, 200);
+    const metrics = await small.app.inject({ method: 'GET', url: '/metrics' });
+    assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="refused"\} 1/);
+    assert.match(metrics.body, /pingd_stream_clients 2/);
+    b.close();
+    d.close();
+  } finally {
+    await small.close();
+  }
+});
+
+test('an idle stream gets a comment line every STREAM_HEARTBEAT_MS (proxies keep it open)', async () => {
+  const c = await stream();
+  await c.waitUntil((x) => x.comments.length >= 2, 5000, 'two heartbeats');
+  assert.equal(c.comments[0], 'heartbeat');
+  c.close();
+});
+
+test('shutdown ends every open stream and the server closes promptly', async () => {
+  const other = await startApp({});
+  const base = await other.listen();
+  const a = await openStream(`${base}/stream`);
+  const b = await openStream(`${base}/stream?since=0`);
+  await a.waitUntil(() => a.retry !== null);
+  await b.waitUntil(() => b.retry !== null);
+  const started = Date.now();
+  await other.close();
+  await a.waitUntil((x) => x.ended, 5000, 'the stream to end');
+  await b.waitUntil((x) => x.ended, 5000, 'the stream to end');
+  assert.ok(Date.now() - started < 5000, 'close did not wait for the streams');
+});
