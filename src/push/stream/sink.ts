@@ -24,7 +24,9 @@ export class ResponseSink implements Sink {
 
   write(text: string): boolean {
     if (this.closed) return false;
-    if (this.raw.writableLength + Buffer.byteLength(text) > this.limit) {
+    // One batch larger than the bound still goes to a client that has nothing waiting.
+    const waiting = this.raw.writableLength;
+    if (waiting > 0 && waiting + Buffer.byteLength(text) > this.limit) {
       // The client stopped reading (or reads slower than events arrive): disconnect it. It resumes with
       // Last-Event-ID and gets what it missed from the database, at its own pace.
       this.done = true;
