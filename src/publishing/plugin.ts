@@ -3,6 +3,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../platform/config.js';
+import { documentBase } from '../platform/public-url.js';
 import { publishedDocuments } from './documents/published.js';
 import { listingFor } from './documents/listing.js';
 import type { DocumentRegistry } from './documents/registry.js';
@@ -32,7 +33,7 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
   const { config } = opts;
   const cadenceSec = cadenceSeconds(config.RENDER_CRON);
   const metrics = publishMetrics(app.metrics);
-  const documents = publishedDocuments(listingFor(config.VERIFY_PINGS));
+  const documents = publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT));
   const reader = new Reader({ db: app.db, pointerTtlMs: config.PUBLISH_POINTER_TTL_MS });
   const listeners: ((path: string) => void)[] = [];
   const renderer = new Renderer(documents, {
@@ -46,7 +47,7 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
       for (const l of listeners) l(path);
     },
   });
-  await documentRoutes(app, { documents, reader, cadenceSec, record: metrics.responses });
+  await documentRoutes(app, { documents, reader, cadenceSec, record: metrics.responses, publicUrl: config.PUBLIC_URL, port: config.PORT });
   app.decorate('documents', documents);
   app.decorate('renderer', renderer);
   app.decorate('publications', {

@@ -5,8 +5,11 @@ import { DocumentRegistry } from './registry.js';
 import { updatesDocument } from './updates.js';
 import { listingReads, type Listing } from './listing.js';
 
-/** Every live document this server publishes; `listing` (from VERIFY_PINGS) decides which pings they list. */
-export function publishedDocuments(listing: Listing = 'all'): DocumentRegistry {
+/**
+ * Every live document this server publishes; `listing` (from VERIFY_PINGS) decides which pings they list,
+ * `base` (PUBLIC_URL) is where their links point.
+ */
+export function publishedDocuments(listing: Listing = 'all', base?: string): DocumentRegistry {
   const reads = listingReads(listing);
-  return new DocumentRegistry([changesDocument(reads), shortChangesDocument(reads), updatesDocument()], reads);
+  return new DocumentRegistry([changesDocument(reads), shortChangesDocument(reads), updatesDocument(base)], reads);
 }

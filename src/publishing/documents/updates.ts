@@ -26,11 +26,11 @@ const CLOSE = UPDATES_FOOT.slice(0, -1);
 const LAYOUT = { prettyPrint: true, indent: '', newline: '\n' } as const;
 
 /** The feed's head: channel metadata. `updated` is the rendering time (whole seconds). */
-export function updatesHead(updated: Date, windowSec = UPDATES_WINDOW_SEC): string {
+export function updatesHead(updated: Date, windowSec = UPDATES_WINDOW_SEC, base = 'http://localhost:8080'): string {
   const channel = create({ version: '1.0', encoding: 'utf-8' }).ele('rss').att('version', '2.0').att('xmlns:rssping', RSSPING_NS).ele('channel');
   channel.ele('title').txt('RSS Ping updates');
-  // No public base URL is configured: the channel's link is the document's own path.
-  channel.ele('link').txt(UPDATES_PATH);
+  // The channel's link is the site, absolute (feed validators reject a relative one): PUBLIC_URL's.
+  channel.ele('link').txt(`${base}/`);
   channel.ele('description').txt(`New items of the last ${Math.round(windowSec / 60)} minutes, newest first: carried by RSS Ping (with how each ping was authenticated) or found by fetching a pinged feed.`);
   channel.ele('lastBuildDate').txt(updated.toUTCString());
   channel.ele('generator').txt('pingd');
@@ -137,7 +137,8 @@ function pages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
 }
 
 /** The /updates.xml LiveDocument. */
-export function updatesDocument(): LiveDocument {
+/** @param base where the service is reached (PUBLIC_URL), for the channel's link. */
+export function updatesDocument(base?: string): LiveDocument {
   return {
     name: 'updates.xml',
     path: UPDATES_PATH,
@@ -151,7 +152,7 @@ export function updatesDocument(): LiveDocument {
       return `${s.n}:${s.maxUs}:${s.maxId}/${f.n}:${f.maxUs}:${f.maxId}`;
     },
     async source(q, w) {
-      return { head: updatesHead(new Date(w.updatedMs)), pages: pages(q, w), foot: UPDATES_FOOT };
+      return { head: updatesHead(new Date(w.updatedMs), UPDATES_WINDOW_SEC, base), pages: pages(q, w), foot: UPDATES_FOOT };
     },
   };
 }

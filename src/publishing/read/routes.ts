@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { queryParam } from '../../platform/http-schema.js';
+import { requestBase } from '../../platform/public-url.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
@@ -16,6 +17,9 @@ export interface DocumentRoutesOptions {
   /** Seconds between renders: the max-age of live documents and the Retry-After of a 503. */
   cadenceSec: number;
   record: ResponseSink;
+  /** PUBLIC_URL and PORT: the base of the documents' Link headers. */
+  publicUrl: string | undefined;
+  port: number;
 }
 
 /** A cursor is `<id>.<µs>` in base 36, at most 23 characters; anything much longer is not one. */
@@ -49,6 +53,11 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
       deltas: doc.deltas,
       cacheControl: () => live,
       missing: { status: 503, message: `${doc.path} has not been rendered yet; try again in ${cadenceSec} seconds.`, retryAfterSec: cadenceSec },
+      // WebSub §4 (discovery): the hub to subscribe at and the topic's own URL, absolute.
+      links: (req) => {
+        const base = requestBase(opts.publicUrl, opts.port, req);
+        return `<${base}/websub>; rel="hub", <${base}${doc.path}>; rel="self"`;
+      },
     };
     app.route<{ Querystring: SinceQuery }>({
       method: ['GET', 'HEAD'],

@@ -18,6 +18,8 @@ export interface ServePolicy {
   cacheControl(meta: RenderingMeta): string;
   /** What to answer when nothing is rendered at the path yet. */
   missing: { status: 404 | 503; message: string; retryAfterSec?: number };
+  /** The Link header of every answer with the document's validators (WebSub's rel=hub and rel=self). */
+  links?(req: FastifyRequest): string;
 }
 
 export interface ResponseSink {
@@ -63,6 +65,7 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
 
   const v = validatorsOf(meta);
   const validators = (r: FastifyReply) => r.header('etag', v.etag[enc]).header('last-modified', v.lastModified);
+  if (policy.links) reply.header('link', policy.links(req));
 
   const sendBody = async (status: number, length: number, load: () => Promise<Buffer | NodeJS.ReadableStream>) => {
     reply.code(status).header('content-type', meta.contentType).header('content-length', String(length));

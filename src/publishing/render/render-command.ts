@@ -5,6 +5,7 @@ import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { parseHourArg } from '../documents/archive.js';
+import { documentBase } from '../../platform/public-url.js';
 import { publishedDocuments } from '../documents/published.js';
 import { listingFor } from '../documents/listing.js';
 import { Renderer, type RenderReport } from './renderer.js';
@@ -51,7 +52,7 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       error: (o: object, m?: string) => console.error(`error: ${m ?? ''} ${JSON.stringify(o)}`),
     };
     // The same documents, lock and code as the server's renderer.
-    const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS)), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
+    const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT)), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
 
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {

@@ -1,0 +1,20 @@
+// Owns where clients reach the service: PUBLIC_URL when the operator set it; otherwise the origin a request
+// came to (for response headers) or http://localhost:PORT (for document bodies, rendered once for every
+// reader, so they cannot follow each request's Host).
+
+/** Host header values we repeat in a Link header: a name or address with an optional port, nothing else. */
+const SAFE_HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/** The base of links inside published documents. */
+export function documentBase(publicUrl: string | undefined, port: number): string {
+  return publicUrl ?? `http://localhost:${port}`;
+}
+
+/**
+ * The base of links in a response's headers. An odd Host is not repeated (a shared cache could otherwise
+ * keep a stranger's Host in a public response): the document base is used instead.
+ */
+export function requestBase(publicUrl: string | undefined, port: number, req: { protocol: string; host: string }): string {
+  if (publicUrl) return publicUrl;
+  return SAFE_HOST.test(req.host) ? `${req.protocol === 'https' ? 'https' : 'http'}://${req.host}` : documentBase(undefined, port);
+}
