@@ -316,3 +316,25 @@ test('retention settings are validated at start, naming the variable', () => {
   const c = loadConfig({});
   assert.deepEqual([c.RETENTION_DAYS, c.ARCHIVE_RETENTION_DAYS, c.RETENTION_CRON, c.RETENTION_BATCH], [30, 0, '17 * * * *', 5000]);
 });
+
+test('pruning live-stream events moves the stream horizon to the highest position deleted (resumes before it are reset)', async () => {
+  const { app: a } = await app();
+  const old = uniqueUrl('horizon-old');
+  const kept = uniqueUrl('horizon-kept');
+  for (let i = 0; i < 3; i++) await ping(a, old);
+  await ping(a, kept);
+  await age(a, old, 31);
+  const oldIds = (await a.db.query<{ id: number }>('select id from pings where url = $1 order by id', [old])).map((r) => Number(r.id));
+  // A settled verification of an old ping, stamped with a later position: its deletion moves the horizon too.
+  await a.db.query(
+    `insert into ping_verifications (ping_id, weblog_id, received_at, outcome, done_at, event_id)
+     select id, weblog_id, received_at, 'unchanged', now(), $2 from pings where id = $1`,
+    [oldIds[0], oldIds[2] + 100],
+  );
+  assert.equal(Number((await a.db.query<{ n: number }>('select pruned_through as n from stream_horizon'))[0].n), 0);
+  await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, pauseMs: 0 });
+  assert.equal(Number((await a.db.query<{ n: number }>('select pruned_through as n from stream_horizon'))[0].n), oldIds[2] + 100);
+  // Nothing older to prune: the horizon stays.
+  await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, pauseMs: 0 });
+  assert.equal(Number((await a.db.query<{ n: number }>('select pruned_through as n from stream_horizon'))[0].n), oldIds[2] + 100);
+});
