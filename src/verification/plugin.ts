@@ -6,16 +6,16 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass } from './manners.js';
-import { claimJobs, queueStats } from './job-repository.js';
+import { claimJobs, queueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
-import { VerifyWorker } from './worker.js';
+import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     verification: {
       verifier: Verifier;
-      worker: VerifyWorker | undefined;
+      worker: QueueWorker<Job> | undefined;
       /** Registers a listener told after outcomes were committed (the stream stamps and sends them). */
       onSettled(listener: () => void): void;
     };
@@ -97,14 +97,14 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     },
   );
 
-  let worker: VerifyWorker | undefined;
+  let worker: QueueWorker<Job> | undefined;
   const settledListeners: (() => void)[] = [];
   if (config.VERIFY_PINGS !== 'off') {
     // A lease long enough for the slowest verification (a homepage and a feed, each with its deadline, and
     // a few statements); a job whose instance died is claimed again once it runs out.
     const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 10;
     const intake = new RateMeter();
-    const w = new VerifyWorker({
+    const w = new QueueWorker<Job>({
       concurrency: config.VERIFY_CONCURRENCY,
       pollMs: POLL_MS,
       claim: (limit) => claimJobs(app.db, limit, leaseSec),

@@ -66,6 +66,15 @@ export interface GetOptions {
   headers?: Record<string, string>;
 }
 
+export interface PostOptions {
+  body: Buffer;
+  contentType: string;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+  /** Most bytes of the answer read (default 4 KiB); the rest is dropped. */
+  maxBytes?: number;
+}
+
 export interface FetchResult {
   /** The URL that answered (after redirects). */
   url: string;
@@ -84,6 +93,7 @@ export interface FetchResult {
 export const DEFAULT_MAX_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_REDIRECTS = 3;
 export const DEFAULT_MAX_CONCURRENT = 32;
+export const DEFAULT_POST_ANSWER_BYTES = 4096;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 export class SafeFetcher {
@@ -103,6 +113,29 @@ export class SafeFetcher {
   /** GETs a URL. Resolves with any HTTP status (the caller decides); rejects with a FetchError. */
   async get(url: string, o: GetOptions = {}): Promise<FetchResult> {
     const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
+    return this.bounded(url, timeoutMs, (signal) => this.follow(url, o, signal, timeoutMs));
+  }
+
+  /**
+   * POSTs a body to a URL (WebSub content distribution). The same address checks and pinned connection as
+   * get(); no redirect is followed (a 3xx comes back as it is: WebSub §7 counts only a 2xx as received, so
+   * a subscriber cannot move a delivery elsewhere), and at most `maxBytes` of the answer are read (what a
+   * subscriber says back does not matter; the rest is dropped, not an error).
+   */
+  async post(url: string, o: PostOptions): Promise<FetchResult> {
+    const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
+    return this.bounded(url, timeoutMs, async (signal) => {
+      const target = parseTarget(url, url);
+      const addresses = await this.resolve(target, signal, timeoutMs);
+      const headers = { ...(o.headers ?? {}), 'user-agent': this.opts.userAgent, 'content-type': o.contentType, 'content-length': String(o.body.length) };
+      const res = await request(target, addresses, headers, signal, { method: 'POST', body: o.body });
+      const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES);
+      return { url: target.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: [], hops: [], address: res.socket?.remoteAddress ?? addresses[0] };
+    });
+  }
+
+  /** One outbound request under the in-flight bound and a deadline, its failure as a FetchError. */
+  private async bounded(url: string, timeoutMs: number, fn: (signal: AbortSignal) => Promise<FetchResult>): Promise<FetchResult> {
     // Requests from the outside make us fetch: a bound on sockets held open by slow servers.
     if (this.inFlight >= (this.opts.maxConcurrent ?? DEFAULT_MAX_CONCURRENT)) {
       this.opts.onOutcome?.('FETCH_BUSY');
@@ -112,7 +145,7 @@ export class SafeFetcher {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), timeoutMs);
     try {
-      const r = await this.follow(url, o, ac.signal, timeoutMs);
+      const r = await fn(ac.signal);
       this.opts.onOutcome?.('ok');
       return r;
     } catch (err) {
@@ -209,7 +242,7 @@ function parseTarget(raw: string, base: string, from?: URL): URL {
   return u;
 }
 
-function request(url: URL, addresses: string[], headers: Record<string, string>, signal: AbortSignal): Promise<IncomingMessage> {
+function request(url: URL, addresses: string[], headers: Record<string, string>, signal: AbortSignal, send: { method: 'GET' | 'POST'; body?: Buffer } = { method: 'GET' }): Promise<IncomingMessage> {
   const hostname = url.hostname.replace(/^\[|\]$/g, '');
   const family = (a: string) => (a.includes(':') ? 6 : 4);
   // The socket asks this instead of DNS: it only ever sees the addresses checked above.
@@ -227,7 +260,7 @@ function request(url: URL, addresses: string[], headers: Record<string, string>,
         hostname,
         port: url.port || undefined,
         path: `${url.pathname}${url.search}`,
-        method: 'GET',
+        method: send.method,
         headers,
         lookup: pinned as never,
         // A fresh connection per request: a pooled socket could belong to another (unchecked) address.
@@ -237,8 +270,23 @@ function request(url: URL, addresses: string[], headers: Record<string, string>,
       resolve,
     );
     req.on('error', (err) => reject(signal.aborted ? err : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err })));
-    req.end();
+    req.end(send.body);
   });
+}
+
+/** The first `maxBytes` of an answer; the connection is dropped after them (its size is the peer's business). */
+async function readSome(res: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res as AsyncIterable<Buffer>) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= maxBytes) {
+      res.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes);
 }
 
 async function readBody(res: IncomingMessage, maxBytes: number, url: string): Promise<Buffer> {

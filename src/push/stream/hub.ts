@@ -153,12 +153,17 @@ export class StreamHub {
       } else {
         sub.position = from;
         for (;;) {
+          // Everything up to what the hub had read before this query is committed, so the query sees it.
+          const seen = this.lastSeen;
           const rows = await eventsAfter(this.opts.db, this.opts.rule, sub.position, PAGE);
           if (sub.sink.closed || this.closed) return;
           if (!sub.take(rows.map(toStreamEvent))) return;
           if (rows.length < PAGE) {
+            // A short page: nothing up to `seen` is left (positions that are no event, such as pings not yet
+            // released under VERIFY_PINGS=require, are passed over too).
+            sub.position = Math.max(sub.position, seen);
             if (sub.position >= this.lastSeen) break;
-            // The hub has read further than this page saw: read on from the database.
+            // The hub read further while this page was read: read on from the database.
             continue;
           }
           await sub.sink.drained();

@@ -116,3 +116,20 @@ test('VERIFY_PINGS=require: a ping event only once its ping is verified; an unve
   await again.waitFor(2);
   assert.deepEqual(again.events.map((e) => [e.id, e.event]), c.events.slice(1).map((e) => [e.id, e.event]));
 });
+
+test('an outcome committed but never stamped (the process died in between) is stamped by the poll and streamed', async () => {
+  const t = await app('mark');
+  const url = `${s.origin}/unstamped/`;
+  await extendedPing(t, 'Unstamped', url, `${s.origin}/feed.xml`);
+  await settled(t, url);
+  const [job] = await t.app.db.query<{ ping_id: number }>('select ping_id from ping_verifications v join pings p on p.id = v.ping_id where p.url = $1', [url]);
+  // What a crash between the verifier's commit and the stamping leaves behind.
+  await t.app.db.query('update ping_verifications set event_id = null, release_id = null where ping_id = $1', [job.ping_id]);
+  const c = await openStream(`${t.url}/stream?types=verified&since=${job.ping_id}`);
+  conns.push(c);
+  await c.waitFor(1, 5000);
+  assert.deepEqual(JSON.parse(c.events[0].data), { id: Number(job.ping_id), url, outcome: 'verified', newItems: [NEWEST] });
+  const [row] = await t.app.db.query<{ event_id: number; release_id: number }>('select event_id, release_id from ping_verifications where ping_id = $1', [job.ping_id]);
+  assert.equal(c.events[0].id, String(row.event_id));
+  assert.ok(Number(row.release_id) < Number(row.event_id), 'a verified outcome gets its release position first');
+});

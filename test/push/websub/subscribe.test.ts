@@ -155,22 +155,30 @@ test('unsubscribing: the callback confirms (no lease asked), the subscription is
   assert.equal(sub.postsTo('/signed').length, 2);
 });
 
-test('without PUBLIC_URL the topics are under the origin the request came to, and so is the hub link', async () => {
+test('without PUBLIC_URL: the hub and topic a document advertises (Link) subscribe, and deliveries name the same hub', async () => {
   const t2 = await hubApp({ PUBLIC_URL: undefined });
   try {
     const base = await t2.listen();
     const s2 = await startSubscriber('127.0.0.32');
     try {
-      const form = new URLSearchParams({ 'hub.callback': `${s2.origin}/cb`, 'hub.mode': 'subscribe', 'hub.topic': `${base}/updates.xml` });
-      const r = await fetch(`${base}/websub`, { method: 'POST', body: form });
+      // Discovery (WebSub §4) as a subscriber does it: the hub and the topic from the document's Link header.
+      // (changes.xml: a ping changes it; /updates.xml lists verified items, and verification is off here.)
+      await t2.app.renderer.tick();
+      const link = (await fetch(`${base}/changes.xml`, { method: 'HEAD' })).headers.get('link') ?? '';
+      const hub = /<([^>]+)>; rel="hub"/.exec(link)?.[1];
+      const self = /<([^>]+)>; rel="self"/.exec(link)?.[1];
+      assert.equal(hub, `${base}/websub`);
+      assert.equal(self, `${base}/changes.xml`);
+      const form = new URLSearchParams({ 'hub.callback': `${s2.origin}/cb`, 'hub.mode': 'subscribe', 'hub.topic': self! });
+      const r = await fetch(hub!, { method: 'POST', body: form });
       assert.equal(r.status, 202);
       await waitFor(t2, async () => (await queued(t2)) === 0, 'the verification');
       assert.equal(s2.getsTo('/cb')[0].query.get('hub.mode'), 'subscribe');
       await publish(t2);
       await waitFor(t2, () => s2.postsTo('/cb').length === 1, 'the delivery');
       const post = s2.postsTo('/cb')[0];
-      assert.equal(post.headers.link, `<${base}/websub>; rel="hub", <${base}/updates.xml>; rel="self"`);
-      const doc = await fetch(`${base}/updates.xml`, { headers: { 'accept-encoding': 'identity' } });
+      assert.equal(post.headers.link, `<${base}/websub>; rel="hub", <${base}/changes.xml>; rel="self"`);
+      const doc = await fetch(`${base}/changes.xml`, { headers: { 'accept-encoding': 'identity' } });
       assert.deepEqual(post.body, Buffer.from(await doc.arrayBuffer()));
       assert.equal(post.headers['content-type'], doc.headers.get('content-type'));
     } finally {
