@@ -32,20 +32,20 @@ export type InsertOutcome =
  * that is only gap-free if ids become visible in id order. Two batches committing at once could make id
  * 101 visible before 100 (a reader would pass 100 for good), so every transaction that draws from the
  * pings' sequence holds EVENT_ORDER_LOCK (transaction-scoped) from before its first id until its commit.
- * The lock is taken before the weblog upserts' row locks, so batches never deadlock on it. Its cost is that
- * batches commit one after another rather than overlapping (bench/results, the stream's closing figures).
+ * It is taken after the weblog upserts, once their row locks are held: a batch waiting on a weblog row
+ * (another batch, the verifier recording an outcome) waits without it, so it holds up no other batch, and
+ * a holder never waits for a row lock, so nothing deadlocks on it. It is held only for inserting the ping
+ * rows and the commit; batches overlap up to there (REGRESSION: taken first, one batch stuck on a row lock
+ * stalled every other batch behind the lock).
  */
 export const INSERT_BATCH = `
 with input as (
   select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
     as t(method, name, url, changes_url, rss_url, tags, client_addr, user_agent)
 ),
-serial as materialized (
-  select pg_advisory_xact_lock(${EVENT_ORDER_LOCK}) is null as locked
-),
 up as (
   insert into weblogs as w (url, name, changes_url, rss_url, first_ping_at, last_ping_at)
-  select url, name, changes_url, rss_url, now(), now() from input cross join serial
+  select url, name, changes_url, rss_url, now(), now() from input
   on conflict (url) do update
     set name = excluded.name,
         changes_url = coalesce(excluded.changes_url, w.changes_url),
@@ -55,10 +55,14 @@ up as (
     where $9::int = 0 or w.last_ping_at <= now() - make_interval(secs => $9::int)
   returning w.id, w.url
 ),
+-- Counting up's rows makes the upsert (and its waits for row locks) finish before the lock is taken.
+serial as materialized (
+  select pg_advisory_xact_lock(${EVENT_ORDER_LOCK}) is null as locked from (select count(*) from up) n
+),
 ins as (
   insert into pings (weblog_id, received_at, method, name, url, changes_url, rss_url, tags, client_addr, user_agent)
   select up.id, now(), i.method, i.name, i.url, i.changes_url, i.rss_url, string_to_array(i.tags, '|'), i.client_addr, i.user_agent
-  from input i join up on up.url = i.url
+  from input i join up on up.url = i.url cross join serial
   returning id, weblog_id, url, received_at
 ),
 -- Verification's job, committed with the ping it is for (nothing acknowledged is lost, promised work

@@ -54,11 +54,17 @@ export interface HubOptions {
   onError?: (err: Error) => void;
 }
 
+/** Where a new connection starts, decided before its response headers are sent. */
+export interface Start {
+  /** The position after which it is sent events. */
+  from: number;
+  /** A frame to send first: the client's resume point could not be honoured. */
+  reset?: string;
+}
+
 export class StreamHub {
   /** The highest position this hub has read (and handed to its live subscribers). */
   private lastSeen = 0;
-  /** lastSeen may be behind: nobody was listening while pings arrived, so nothing was read. */
-  private stale = true;
   private readonly live = new Set<Subscriber>();
   private readonly attaching = new Set<Subscriber>();
   private reading: Promise<void> | undefined;
@@ -77,13 +83,9 @@ export class StreamHub {
     return this.lastSeen;
   }
 
-  /** Something new may have been committed up to `pos` (unknown: look anyway). */
+  /** Something new may have been committed up to `pos` (unknown: look anyway). Without live connections nothing is read. */
   poke(pos?: number): void {
-    if (this.closed) return;
-    if (this.live.size === 0) {
-      this.stale = true;
-      return;
-    }
+    if (this.closed || this.live.size === 0) return;
     if (pos !== undefined && pos <= this.lastSeen) return;
     void this.read().catch(() => {});
   }
@@ -99,16 +101,14 @@ export class StreamHub {
     }
     this.reading = this.readLoop().finally(() => {
       this.reading = undefined;
+      // A poke that came after the loop's last look but before it was marked done.
+      if (this.again && !this.closed) void this.read().catch(() => {});
     });
     return this.reading;
   }
 
   private async readLoop(): Promise<void> {
     try {
-      if (this.stale) {
-        this.stale = false;
-        if (this.live.size === 0) this.lastSeen = Math.max(this.lastSeen, await latestPosition(this.opts.db));
-      }
       for (;;) {
         this.again = false;
         const wait = this.lastReadAt + READ_GAP_MS - performance.now();
@@ -130,46 +130,49 @@ export class StreamHub {
   }
 
   /**
-   * Starts a connection: live from now, or (with `from`) first every kept event after `from`, read from the
-   * database page by page at the client's pace, then live. The switch happens when a replay page comes back
-   * short and the connection has reached what the hub has read: from then on the hub hands it only events
-   * after its position, so nothing is sent twice and nothing falls between.
+   * Where a connection starts: "now" (the latest committed position) when the client named none, else its
+   * resume point, unless retention deleted events after it or it is beyond any event (then now, with a
+   * reset frame). Decided before the response's headers go out: a client that has seen the headers of its
+   * stream gets every event committed after that.
    */
-  async attach(sub: Subscriber, from: number | null): Promise<void> {
+  async start(resumeFrom: number | null): Promise<Start> {
+    const latest = await latestPosition(this.opts.db);
+    if (resumeFrom === null) return { from: latest };
+    const horizon = await prunedThrough(this.opts.db);
+    if (resumeFrom < horizon) return { from: latest, reset: resetFrame(latest, resumeFrom, 'pruned', horizon) };
+    if (resumeFrom > latest) return { from: latest, reset: resetFrame(latest, resumeFrom, 'unknown', horizon) };
+    return { from: resumeFrom };
+  }
+
+  /**
+   * Serves a connection from `from`: every event after it, read from the database page by page at the
+   * client's pace, then live. The switch happens when a page comes back short and the connection has
+   * reached what the hub has read: from then on the hub hands it only events after its position, so
+   * nothing is sent twice and nothing falls between. It never waits for the hub's own reading (which a
+   * steady flow of pings keeps going).
+   */
+  async attach(sub: Subscriber, from: number): Promise<void> {
     this.attaching.add(sub);
     try {
-      if (this.stale || this.live.size === 0) await this.read();
-      if (from !== null) {
-        const horizon = await prunedThrough(this.opts.db);
-        if (from > this.lastSeen) await this.read();
-        if (from < horizon || from > this.lastSeen) {
-          sub.position = this.lastSeen;
-          sub.sink.write(resetFrame(this.lastSeen, from, from < horizon ? 'pruned' : 'unknown', horizon));
-          from = null;
+      sub.position = from;
+      for (;;) {
+        // Everything up to what the hub had read before this query is committed, so the query sees it.
+        const seen = this.lastSeen;
+        const rows = await eventsAfter(this.opts.db, this.opts.rule, sub.position, PAGE);
+        if (sub.sink.closed || this.closed) return;
+        if (!sub.take(rows.map(toStreamEvent))) return;
+        if (rows.length < PAGE) {
+          // A short page: nothing up to `seen` is left (positions that are no event, such as pings not yet
+          // released under VERIFY_PINGS=require, are passed over too).
+          sub.position = Math.max(sub.position, seen);
+          if (sub.position >= this.lastSeen) break;
+          // The hub read further while this page was read: read on from the database.
+          continue;
         }
+        await sub.sink.drained();
       }
-      if (from === null) {
-        sub.position = Math.max(sub.position, this.lastSeen);
-      } else {
-        sub.position = from;
-        for (;;) {
-          // Everything up to what the hub had read before this query is committed, so the query sees it.
-          const seen = this.lastSeen;
-          const rows = await eventsAfter(this.opts.db, this.opts.rule, sub.position, PAGE);
-          if (sub.sink.closed || this.closed) return;
-          if (!sub.take(rows.map(toStreamEvent))) return;
-          if (rows.length < PAGE) {
-            // A short page: nothing up to `seen` is left (positions that are no event, such as pings not yet
-            // released under VERIFY_PINGS=require, are passed over too).
-            sub.position = Math.max(sub.position, seen);
-            if (sub.position >= this.lastSeen) break;
-            // The hub read further while this page was read: read on from the database.
-            continue;
-          }
-          await sub.sink.drained();
-        }
-      }
-      if (sub.sink.closed || this.closed) return;
+      // The hub reads only while someone listens: alone, this connection's position is where it resumes.
+      if (this.live.size === 0) this.lastSeen = Math.max(this.lastSeen, sub.position);
       this.live.add(sub);
     } finally {
       this.attaching.delete(sub);

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify'
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Type, type Static } from '@sinclair/typebox';
 import { parseStreamRequest, retryFrame } from './events.js';
-import { Subscriber, type StreamHub } from './hub.js';
+import { Subscriber, type Start, type StreamHub } from './hub.js';
 import { ResponseSink } from './sink.js';
 
 // The package's module.exports is the fastify-plugin-wrapped plugin (its `default` property is the bare,
@@ -58,6 +58,13 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
       return refuse(reply, 503, `This server already serves ${opts.maxClients} streams; reconnect later.`, REFUSED_RETRY_SEC);
     }
 
+    let start: Start;
+    try {
+      start = await hub.start(parsed.from);
+    } catch (err) {
+      req.log.warn({ err: { message: (err as Error).message } }, 'stream start failed');
+      return refuse(reply, 503, 'The database is unavailable; reconnect in a moment.', 5);
+    }
     reply.sse.keepAlive();
     // Events must leave as they happen: nothing here compresses or buffers the response.
     reply.sse.sendHeaders(200);
@@ -68,9 +75,9 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
       hub.detach(sub);
       opts.connections.delete(sink);
     });
-    sink.write(retryFrame(opts.retryMs));
+    sink.write(retryFrame(opts.retryMs) + (start.reset ?? ''));
     try {
-      await hub.attach(sub, parsed.from);
+      await hub.attach(sub, start.from);
     } catch (err) {
       // The database failed mid-replay: end the response; the client reconnects with its Last-Event-ID.
       req.log.warn({ err: { message: (err as Error).message } }, 'stream replay failed');

@@ -122,12 +122,13 @@ test('a resume point older than what retention kept gets `event: reset` first, t
     const c = await stream('', { 'last-event-id': String(id - 1) });
     await c.waitFor(1);
     const reset = c.events[0];
+    const latest = Number((await t.app.db.query<{ m: number }>('select max(id) as m from pings'))[0].m);
     assert.equal(reset.event, 'reset');
-    assert.equal(reset.id, String(t.app.stream.position));
+    assert.equal(reset.id, String(latest));
     assert.deepEqual(JSON.parse(reset.data), {
       reason: 'pruned',
       lastEventId: id - 1,
-      continueAt: t.app.stream.position,
+      continueAt: latest,
       message: `Events after ${id - 1} are no longer all kept (retention deleted up to ${id}); continuing with new events.`,
     });
     const next = [uniqueUrl('reset')];
@@ -168,6 +169,28 @@ test('filters: ?host= takes the host and its subdomains, ?tag= a tag, ?types= th
   assert.deepEqual(dataOf(byTag.events).map((p) => [p.url, p.tags]), [[tagged, ['News', 'Tech']]]);
   assert.equal(byType.events.length, 0, 'verification is off: no verified events, and no ping events asked for');
   for (const c of [byHost, byType, byTag]) c.close();
+});
+
+test('a client that has its headers gets every ping committed after, even while a flood of pings keeps the hub reading', async () => {
+  // REGRESSION: a new connection waited for the hub's read to end; pings kept it going, and the events it
+  // read meanwhile were passed to no one, so a client missed pings sent after it saw its headers.
+  const watcher = await stream();
+  const flood = Array.from({ length: 300 }, () => uniqueUrl('flood'));
+  const sending = sendPings(flood, { concurrency: 6 });
+  await new Promise((res) => setTimeout(res, 50));
+  const c = await stream('?types=ping');
+  const after = [uniqueUrl('after'), uniqueUrl('after')];
+  await sendPings(after);
+  await sending;
+  const ids = await idsOf([...flood, ...after]);
+  const last = ids[ids.length - 1];
+  await c.waitUntil((x) => x.events.some((e) => e.id === String(last)), 10_000, 'the last ping');
+  const got = c.events.map((e) => Number(e.id));
+  const first = got[0];
+  assert.deepEqual(got, ids.filter((i) => i >= first), 'every ping from the first one it got on, none missing');
+  for (const id of await idsOf(after)) assert.ok(got.includes(id), `ping ${id}, sent after the headers, arrived`);
+  watcher.close();
+  c.close();
 });
 
 test('bad requests are refused with the reason (400), a client that refuses event streams with 406', async () => {

@@ -115,4 +115,12 @@ test('the operator API lists subscriptions without their secrets', async () => {
   assert.deepEqual(Object.keys(s).sort(), ['callback', 'expires_at', 'failures', 'last_error', 'last_status', 'last_success_at', 'state', 'topic']);
   assert.deepEqual({ ...s, expires_at: undefined }, { topic: TOPIC, callback: 'http://127.0.0.39:9/api', state: 'active', expires_at: undefined, failures: 0, last_status: 204, last_error: null, last_success_at: null });
   assert.ok(Math.abs(Date.parse(s.expires_at) - Date.now() - 3600_000) < 60_000, s.expires_at);
+  // A callback's query (often the subscriber's own token) is not shown.
+  await t.app.db.query(
+    `insert into websub_subscriptions (topic, path, callback, lease_seconds, expires_at) values ($1, '/changes.xml', 'http://127.0.0.39:9/cb?key=s3cr3t', 3600, now() + interval '1 hour')`,
+    [TOPIC],
+  );
+  const again = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
+  assert.doesNotMatch(again.body, /s3cr3t/);
+  assert.ok(again.json().subscriptions.some((x: { callback: string }) => x.callback === 'http://127.0.0.39:9/cb?…'));
 });

@@ -1,0 +1,201 @@
+// Owns running the hub's tasks: the verification of intent (WebSub §5.3) and the denial (§5.2) as GETs to
+// the callback, content distribution (§7) as a signed POST of the topic's current rendering, each as a
+// polite client (the aggregator-behaviour guide's manners, shared with verification: at most 2 requests in
+// flight per host here, the database's per-host slots across instances, Retry-After on 429/503). The
+// decisions are outcomes.ts's; this module does the I/O around them.
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../../platform/db/database.js';
+import { FetchError, type FetchResult, type SafeFetcher } from '../../platform/fetch/safe-fetch.js';
+import { HostGate } from '../../verification/host-gate.js';
+import { blockHost, takeHostSlot } from '../../verification/feed-repository.js';
+import { retryAfter } from '../../verification/manners.js';
+import { hubUrl, linkHeader, withParams } from './request.js';
+import { signature } from './signature.js';
+import { isDelivered, isTransient, isUnreachable, judgeEcho, retryDelayMs, type DeliveryOutcome, type HubTiming, type VerificationOutcome } from './outcomes.js';
+import { deferTask, dropTask, finishTask, hasSubscribers, queueDeliveries, retryTask, type DeliveryTask, type IntentTask, type Task } from './task-repository.js';
+import { recordDelivery, removeSubscription, storeSubscription } from './subscription-repository.js';
+
+/** What the hub reads of publishing: a document's current bytes. */
+export interface Content {
+  read(path: string): Promise<{ contentType: string; body: Buffer; renderingId: number } | undefined>;
+}
+
+export interface HubOptions {
+  timeoutMs: number;
+  hostIntervalMs: number;
+  publicUrl: string | undefined;
+  timing: HubTiming;
+  onVerification(outcome: VerificationOutcome): void;
+  onDelivery(outcome: DeliveryOutcome): void;
+  log: { debug(obj: object, msg?: string): void; info(obj: object, msg?: string): void };
+}
+
+/** Most bytes of a callback's answer read: a challenge is short, and a delivery's answer is not read. */
+const ANSWER_BYTES = 4096;
+/** A read of the topic older than the rendering queued (another instance's cached pointer): look again then. */
+const STALE_READ_WAIT_MS = 1000;
+/** Our own bound on requests in flight was reached: try again then. */
+const BUSY_WAIT_MS = 1000;
+/** Claims of an intent lost to a dying instance before it is given up (a task must not kill every start). */
+const MAX_LOST_CLAIMS = 3;
+
+type Polite = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | { kind: 'failed'; error: FetchError };
+type Ran = 'done' | 'deferred';
+
+export class Hub {
+  readonly gate = new HostGate(2);
+  private readonly knownHosts = new Set<string>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly fetcher: SafeFetcher,
+    private readonly content: Content,
+    private readonly opts: HubOptions,
+  ) {}
+
+  /** Queues a delivery of the document's current rendering to each of its subscribers; returns how many. */
+  async published(path: string): Promise<number> {
+    if (!(await hasSubscribers(this.db, path))) return 0;
+    const current = await this.content.read(path);
+    if (!current) return 0;
+    return queueDeliveries(this.db, path, current.renderingId);
+  }
+
+  async run(task: Task): Promise<Ran> {
+    if (task.kind === 'deliver') return this.deliver(task);
+    return this.intent(task);
+  }
+
+  private async intent(task: IntentTask): Promise<Ran> {
+    // Claimed again and again without an outcome (its instance died each time): give it up.
+    if (task.attempts > this.opts.timing.intentAttempts + MAX_LOST_CLAIMS) {
+      await finishTask(this.db, task.id, task.seq);
+      this.opts.onVerification('unreachable');
+      return 'done';
+    }
+    const challenge = randomBytes(24).toString('base64url');
+    const params: Record<string, string> =
+      task.kind === 'deny'
+        ? { 'hub.mode': 'denied', 'hub.topic': task.topic, 'hub.reason': task.reason ?? 'denied' }
+        : { 'hub.mode': task.mode, 'hub.topic': task.topic, 'hub.challenge': challenge, ...(task.mode === 'subscribe' ? { 'hub.lease_seconds': String(task.leaseSeconds) } : {}) };
+    const url = withParams(task.callback, params);
+    // No redirect is followed: the callback itself must answer (a 3xx confirms nothing).
+    const got = await this.polite(url, () => this.fetcher.get(url, { maxRedirects: 0, maxBytes: ANSWER_BYTES, timeoutMs: this.opts.timeoutMs }));
+    if (got.kind === 'busy') return this.defer(task.id, got.at);
+
+    let verdict: 'confirmed' | 'retry' | 'not_confirmed' | 'unreachable';
+    let retryAt: Date | undefined;
+    if (got.kind === 'failed') verdict = isTransient(got.error.code) ? 'retry' : isUnreachable(got.error.code) ? 'unreachable' : 'not_confirmed';
+    else if (task.kind === 'deny') verdict = got.res.status >= 500 || got.res.status === 429 ? 'retry' : 'confirmed';
+    else verdict = judgeEcho(got.res.status, got.res.body, challenge);
+    if (got.kind === 'ok') retryAt = retryAfter(got.res.headers['retry-after'], new Date());
+
+    const detail = { callback: task.callback, topic: task.topic, mode: task.kind === 'deny' ? 'denied' : task.mode, status: got.kind === 'ok' ? got.res.status : null, error: got.kind === 'failed' ? got.error.message : undefined };
+    if (verdict === 'retry') {
+      if (task.attempts < this.opts.timing.intentAttempts) {
+        const at = Math.max(Date.now() + retryDelayMs(task.attempts, this.opts.timing), retryAt?.getTime() ?? 0);
+        this.opts.log.debug({ ...detail, attempt: task.attempts, retryAt: new Date(at) }, 'websub intent: the callback will be asked again');
+        await retryTask(this.db, task.id, new Date(at), task.seq);
+        return 'done';
+      }
+      verdict = 'unreachable';
+    }
+
+    if (task.kind === 'deny') {
+      await finishTask(this.db, task.id, task.seq);
+      // Any answer means the subscriber was told.
+      this.opts.onVerification(verdict === 'unreachable' ? 'unreachable' : 'denied');
+      this.opts.log.debug(detail, 'websub denial sent');
+      return 'done';
+    }
+    if (verdict === 'confirmed') {
+      await this.db.transaction(async (tx) => {
+        if (task.mode === 'subscribe') {
+          await storeSubscription(tx, { topic: task.topic, path: task.path ?? new URL(task.topic).pathname, callback: task.callback, secret: task.secret, leaseSeconds: task.leaseSeconds ?? 0 });
+        } else await removeSubscription(tx, task.topic, task.callback);
+        await finishTask(tx, task.id, task.seq);
+      });
+    } else await finishTask(this.db, task.id, task.seq);
+    this.opts.onVerification(verdict);
+    this.opts.log.info({ ...detail, outcome: verdict }, 'websub verification of intent');
+    return 'done';
+  }
+
+  private async deliver(task: DeliveryTask): Promise<Ran> {
+    const sub = task.subscription;
+    if (!sub) {
+      // Unsubscribed or expired since it was queued (WebSub §5.1: no content after the lease).
+      await dropTask(this.db, task.id);
+      this.opts.onDelivery('dropped');
+      return 'done';
+    }
+    const current = await this.content.read(sub.path);
+    if (!current || current.renderingId < task.renderingId) return this.defer(task.id, Date.now() + STALE_READ_WAIT_MS);
+    // The subscriber already has this rendering (or a newer one): never send it again, nor an older one.
+    if (sub.deliveredRenderingId !== null && current.renderingId <= sub.deliveredRenderingId) {
+      await finishTask(this.db, task.id, task.seq);
+      return 'done';
+    }
+    const headers: Record<string, string> = { link: linkHeader(hubUrl(this.opts.publicUrl, sub.topic), sub.topic) };
+    if (sub.secret) headers['x-hub-signature'] = signature(sub.secret, current.body);
+    const got = await this.polite(sub.callback, () =>
+      this.fetcher.post(sub.callback, { body: current.body, contentType: current.contentType, headers, timeoutMs: this.opts.timeoutMs, maxBytes: ANSWER_BYTES }),
+    );
+    if (got.kind === 'busy') return this.defer(task.id, got.at);
+
+    if (got.kind === 'ok' && isDelivered(got.res.status)) {
+      await this.db.transaction(async (tx) => {
+        await recordDelivery(tx, sub.id, { ok: true, status: got.res.status, error: null, renderingId: current.renderingId }, this.opts.timing.failAfter);
+        await finishTask(tx, task.id, task.seq);
+      });
+      this.opts.onDelivery('delivered');
+      this.opts.log.debug({ callback: sub.callback, topic: sub.topic, rendering: current.renderingId, status: got.res.status }, 'websub delivered');
+      return 'done';
+    }
+    const status = got.kind === 'ok' ? got.res.status : null;
+    const error = got.kind === 'ok' ? `the callback answered ${got.res.status}` : got.error.message;
+    const failures = await recordDelivery(this.db, sub.id, { ok: false, status, error: error.slice(0, 500), renderingId: current.renderingId }, this.opts.timing.failAfter);
+    const after = got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
+    const at = Math.max(Date.now() + retryDelayMs(failures, this.opts.timing), after?.getTime() ?? 0);
+    // A new rendering queued meanwhile waits for the same retry: a failing subscriber is not asked sooner.
+    await retryTask(this.db, task.id, new Date(at));
+    this.opts.onDelivery('failed');
+    this.opts.log.debug({ callback: sub.callback, topic: sub.topic, status, error, failures, retryAt: new Date(at) }, 'websub delivery failed');
+    return 'done';
+  }
+
+  /** One request to the callback's host when it is our turn: the same manners as verification's fetches. */
+  private async polite(url: string, send: () => Promise<FetchResult>): Promise<Polite> {
+    const host = new URL(url).host.toLowerCase();
+    const gap = this.opts.hostIntervalMs;
+    const release = this.gate.tryEnter(host);
+    if (!release) return { kind: 'busy', at: this.gate.nextTurn(host, Date.now() + Math.max(gap, 250), gap) };
+    try {
+      const slot = await takeHostSlot(this.db, host, gap, this.knownHosts.has(host));
+      if (this.knownHosts.size > 100_000) this.knownHosts.clear();
+      this.knownHosts.add(host);
+      if (!slot.ok) return { kind: 'busy', at: this.gate.nextTurn(host, slot.retryAt.getTime(), gap) };
+      await this.gate.spaced(host, gap);
+      let res: FetchResult;
+      try {
+        res = await send();
+      } catch (err) {
+        if (!(err instanceof FetchError)) throw err;
+        if (err.code === 'FETCH_BUSY') return { kind: 'busy', at: Date.now() + BUSY_WAIT_MS };
+        return { kind: 'failed', error: err };
+      }
+      if (res.status === 429 || res.status === 503) {
+        const until = retryAfter(res.headers['retry-after'], new Date());
+        if (until) await blockHost(this.db, host, until);
+      }
+      return { kind: 'ok', res };
+    } finally {
+      release();
+    }
+  }
+
+  private async defer(id: number, at: number): Promise<Ran> {
+    await deferTask(this.db, id, new Date(at));
+    return 'deferred';
+  }
+}

@@ -1,0 +1,141 @@
+// Owns the WebSub hub as a Fastify resource (`app.websub`): the routes, this instance's worker over the
+// hub's durable queue (woken when work is queued here, polling otherwise, stopped on close before the
+// database), the fan-out of each publication to its subscribers, the sweep of expired leases, and the
+// hub's metrics.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge } from 'prom-client';
+import type { Config } from '../../platform/config.js';
+import { QueueWorker } from '../../platform/queue/worker.js';
+import { Hub } from './hub.js';
+import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
+import { websubRoutes } from './routes.js';
+import { claimTasks, type Task } from './task-repository.js';
+import { subscriptionCounts, sweepExpired } from './subscription-repository.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    websub: {
+      hub: Hub;
+      worker: QueueWorker<Task>;
+      /**
+       * The retry schedule, read at each use. Tests shorten it (minutes of backoff would make a failing
+       * subscriber take an hour to show); nothing else should change it.
+       */
+      timing: HubTiming;
+      /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
+      sweep(): Promise<number>;
+    };
+  }
+}
+
+/** How often an idle worker looks for tasks queued by other instances or coming due. */
+const POLL_MS = 1000;
+
+async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  if (!(config.WEBSUB_LEASE_MIN <= config.WEBSUB_LEASE_DEFAULT && config.WEBSUB_LEASE_DEFAULT <= config.WEBSUB_LEASE_MAX)) {
+    throw new Error(
+      `WebSub leases: WEBSUB_LEASE_MIN (${config.WEBSUB_LEASE_MIN}) ≤ WEBSUB_LEASE_DEFAULT (${config.WEBSUB_LEASE_DEFAULT}) ≤ WEBSUB_LEASE_MAX (${config.WEBSUB_LEASE_MAX}) must hold`,
+    );
+  }
+  const timing: HubTiming = { ...DEFAULT_TIMING };
+  const paths = app.documents.list().map((d) => d.path);
+
+  const verifications = new Counter({
+    name: 'pingd_websub_verifications_total',
+    help: 'WebSub verifications of intent by outcome (confirmed, not_confirmed, unreachable), and denials sent (denied).',
+    labelNames: ['outcome'] as const,
+    registers: [app.metrics],
+  });
+  for (const o of VERIFICATION_OUTCOMES) verifications.inc({ outcome: o }, 0);
+  const deliveries = new Counter({
+    name: 'pingd_websub_deliveries_total',
+    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first).',
+    labelNames: ['outcome'] as const,
+    registers: [app.metrics],
+  });
+  for (const o of DELIVERY_OUTCOMES) deliveries.inc({ outcome: o }, 0);
+  new Gauge({
+    name: 'pingd_websub_subscriptions',
+    help: 'WebSub subscriptions by state (active, failing; pending: waiting for the verification of intent), read at scrape time.',
+    labelNames: ['state'] as const,
+    registers: [app.metrics],
+    async collect() {
+      try {
+        const c = await subscriptionCounts(app.db);
+        this.set({ state: 'active' }, c.active);
+        this.set({ state: 'failing' }, c.failing);
+        this.set({ state: 'pending' }, c.pending);
+      } catch {
+        // The database is down: /metrics still answers with the rest.
+      }
+    },
+  });
+
+  const hub = new Hub(app.db, app.fetcher, app.publications, {
+    timeoutMs: config.FETCH_TIMEOUT_MS,
+    hostIntervalMs: config.FETCH_HOST_INTERVAL_MS,
+    publicUrl: config.PUBLIC_URL,
+    timing,
+    onVerification: (o) => verifications.inc({ outcome: o }),
+    onDelivery: (o) => deliveries.inc({ outcome: o }),
+    log: app.log,
+  });
+  // Long enough for one request with its deadline and a few statements; the task of an instance that
+  // died is claimed again once it runs out.
+  const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 10;
+  const worker = new QueueWorker<Task>({
+    concurrency: config.WEBSUB_CONCURRENCY,
+    pollMs: POLL_MS,
+    claim: (limit) => claimTasks(app.db, limit, leaseSec),
+    run: (task) => hub.run(task),
+    onError: (err, task) => app.log.warn({ err: { message: err.message }, task: task?.id }, 'websub task failed; it is retried after its lease'),
+  });
+
+  // The renderer's instance hears of each new rendering: queue it for the subscribers of that document.
+  app.publications.onPublished((path) => {
+    if (!paths.includes(path)) return;
+    hub
+      .published(path)
+      .then((n) => {
+        if (n > 0) worker.wake();
+      })
+      .catch((err: Error) => app.log.warn({ err: { message: err.message }, path }, 'websub: could not queue deliveries'));
+  });
+
+  const sweep = () => sweepExpired(app.db);
+  let sweeper: NodeJS.Timeout | undefined;
+  app.decorate('websub', { hub, worker, timing, sweep });
+  await app.register(websubRoutes, {
+    db: app.db,
+    paths,
+    publicUrl: config.PUBLIC_URL,
+    port: config.PORT,
+    lease: { min: config.WEBSUB_LEASE_MIN, max: config.WEBSUB_LEASE_MAX, default: config.WEBSUB_LEASE_DEFAULT },
+    maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS,
+    queued: () => worker.wake(),
+    log: app.log,
+  });
+
+  app.addHook('onReady', async () => {
+    worker.start();
+    const tick = () => {
+      sweep()
+        .then((n) => n > 0 && app.log.info({ expired: n }, 'websub: expired subscriptions deleted'))
+        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'websub: the sweep of expired subscriptions failed'))
+        .finally(() => {
+          if (sweeper) sweeper = setTimeout(tick, timing.sweepMs).unref();
+        });
+    };
+    sweeper = setTimeout(tick, timing.sweepMs).unref();
+  });
+  app.addHook('onClose', async () => {
+    clearTimeout(sweeper);
+    sweeper = undefined;
+    // Requests still running after one deadline are left to their leases (claimed again after a restart).
+    await worker.close(config.FETCH_TIMEOUT_MS);
+  });
+}
+
+export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'publishing'] });
