@@ -25,6 +25,10 @@ const PUBLIC_ROUTES = new Set([
   'GET /healthz', 'GET /readyz', 'GET /metrics',
   // What verification knows of one weblog: read-only, public data (what its own feed and pings say).
   'GET /api/weblogs',
+  // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), WebSub
+  // subscription requests (each verified with the subscriber's own callback before anything is stored),
+  // and the subscriptions' delivery health (no secrets, no callback query strings).
+  'GET /stream', 'POST /websub', 'GET /api/websub/subscriptions',
 ]);
 
 test('the HTTP surface is exactly the public endpoints: no administration over HTTP', async () => {

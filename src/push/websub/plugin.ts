@@ -5,7 +5,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
-import type { Config } from '../../platform/config.js';
+import { ConfigError, type Config } from '../../platform/config.js';
 import { QueueWorker } from '../../platform/queue/worker.js';
 import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
@@ -35,7 +35,7 @@ const POLL_MS = 1000;
 async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   if (!(config.WEBSUB_LEASE_MIN <= config.WEBSUB_LEASE_DEFAULT && config.WEBSUB_LEASE_DEFAULT <= config.WEBSUB_LEASE_MAX)) {
-    throw new Error(
+    throw new ConfigError(
       `WebSub leases: WEBSUB_LEASE_MIN (${config.WEBSUB_LEASE_MIN}) ≤ WEBSUB_LEASE_DEFAULT (${config.WEBSUB_LEASE_DEFAULT}) ≤ WEBSUB_LEASE_MAX (${config.WEBSUB_LEASE_MAX}) must hold`,
     );
   }

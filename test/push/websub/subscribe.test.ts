@@ -53,11 +53,12 @@ test('subscribing: the callback is asked with mode, topic, a challenge and the g
     [
       [`${sub.origin}/default`, 'active', 0, null, null],
       [`${sub.origin}/long`, 'active', 0, null, null],
-      [`${sub.origin}/short?token=a%20b`, 'active', 0, null, null],
+      // The operator API does not show a callback's query (often the subscriber's token).
+      [`${sub.origin}/short?…`, 'active', 0, null, null],
     ],
   );
   for (const s of listed) {
-    const granted = asks.find(([p]) => s.callback.endsWith(p))![2];
+    const granted = asks.find(([p]) => s.callback === `${sub.origin}${p.split('?')[0]}` || s.callback === `${sub.origin}${p.split('?')[0]}?…`)![2];
     assert.ok(Math.abs(Date.parse(s.expires_at) - Date.now() - granted * 1000) < 60_000, `${s.callback} expires ${s.expires_at}`);
   }
   assert.equal(await metric(t, 'pingd_websub_verifications_total{outcome="confirmed"}'), 3);
