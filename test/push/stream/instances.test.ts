@@ -68,11 +68,13 @@ test('a consumer that never reads is disconnected once STREAM_BUFFER_BYTES wait 
   conns.push(reader);
   await reader.waitUntil(() => t.app.stream.size === 2, 5000, 'both connections');
 
-  // Big events (1 kB names) until the kernel's buffers are full and the process's share passes the bound.
+  // Big events (~4.5 kB: a name of 1,000 three-byte characters and a long URL) until the kernel's buffers
+  // are full and what waits in the process passes the bound.
   let sent = 0;
-  const name = 'n'.repeat(1000);
+  const name = '€'.repeat(1000);
+  const long = `${'p'.repeat(1400)}/`;
   while (t.app.stream.size === 2 && sent < 20_000) {
-    await Promise.all(Array.from({ length: 50 }, () => ping(base, uniqueUrl('stall'), name)));
+    await Promise.all(Array.from({ length: 50 }, () => ping(base, `${uniqueUrl('stall')}${long}`, name)));
     sent += 50;
   }
   await reader.waitUntil(() => t.app.stream.size === 1, 5000, "the stalled connection to be dropped");
