@@ -224,23 +224,29 @@ export async function deleteVariant(q: Queryable, id: number, variant: Variant):
   await store(`dropping ${variant} of rendering ${id}`, () => q.query('delete from rendering_chunks where rendering_id = $1 and variant = $2', [id, variant]));
 }
 
-/** The cut point of the delta from `baseId` to rendering `renderingId`, if one was recorded. */
-export async function findDelta(q: Queryable, renderingId: number, baseId: number): Promise<DeltaCut | undefined> {
-  return store(`reading a delta of rendering ${renderingId}`, async () => {
-    const [r] = await q.query<{ base_id: number; base_cursor_us: number; entries: number; identity_end: number; gzip_end: number; gzip_crc: number; br_end: number }>(
-      'select base_id, base_cursor_us, entries, identity_end, gzip_end, gzip_crc, br_end from rendering_deltas where rendering_id = $1 and base_id = $2',
-      [renderingId, baseId],
+/**
+ * Every delta cut point recorded with rendering `renderingId`, by base id: a rendering has one per recent
+ * base (at most PUBLISH_DELTA_WINDOW / the render cadence), so the whole set is small and read once.
+ */
+export async function deltasOf(q: Queryable, renderingId: number): Promise<Map<number, DeltaCut>> {
+  return store(`reading the deltas of rendering ${renderingId}`, async () => {
+    const rows = await q.query<{ base_id: number; base_cursor_us: number; entries: number; identity_end: number; gzip_end: number; gzip_crc: number; br_end: number }>(
+      'select base_id, base_cursor_us, entries, identity_end, gzip_end, gzip_crc, br_end from rendering_deltas where rendering_id = $1',
+      [renderingId],
     );
-    if (!r) return undefined;
-    return {
-      baseId: Number(r.base_id),
-      baseCursorUs: Number(r.base_cursor_us),
-      entries: Number(r.entries),
-      identityEnd: Number(r.identity_end),
-      gzipEnd: Number(r.gzip_end),
-      gzipCrc: Number(r.gzip_crc),
-      brEnd: Number(r.br_end),
-    };
+    const out = new Map<number, DeltaCut>();
+    for (const r of rows) {
+      out.set(Number(r.base_id), {
+        baseId: Number(r.base_id),
+        baseCursorUs: Number(r.base_cursor_us),
+        entries: Number(r.entries),
+        identityEnd: Number(r.identity_end),
+        gzipEnd: Number(r.gzip_end),
+        gzipCrc: Number(r.gzip_crc),
+        brEnd: Number(r.br_end),
+      });
+    }
+    return out;
   });
 }
 

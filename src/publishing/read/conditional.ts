@@ -2,21 +2,23 @@
 // rendering: content coding by Accept-Encoding q-values (RFC 9110 §12.5.3), entity tags and their
 // comparison (§8.8.3, §13.1.2 If-None-Match, §13.1.3 If-Modified-Since, precedence §13.2.2), and RFC 3229
 // delta selection with the `feed` instance-manipulation (RFC 3229 with feeds).
+import { LRUCache } from 'lru-cache';
 import type { Encoding } from '../codec.js';
 
 /** Which coding to send: the highest q among those we store; ties prefer br, then gzip, then identity. */
 // Clients send a handful of distinct Accept-Encoding values; parsing each request's anew was a visible share
-// of a 304's cost in a profile. Bounded: past the limit the cache starts over.
-const negotiated = new Map<string, Encoding>();
-const NEGOTIATED_MAX = 256;
+// of a 304's cost in a profile. Least recently used values go first: a client sending a new value every
+// request evicts one entry each time, never the whole cache (it used to be cleared when full).
+const negotiated = new LRUCache<string, Encoding>({ max: 256 });
+/** Longer Accept-Encoding values are negotiated each time, not remembered. */
+const NEGOTIATED_KEY_MAX = 256;
 
 export function negotiateEncoding(acceptEncoding: string | undefined): Encoding {
   if (acceptEncoding === undefined) return 'identity';
   let enc = negotiated.get(acceptEncoding);
   if (enc === undefined) {
     enc = negotiateEncodingUncached(acceptEncoding);
-    if (negotiated.size >= NEGOTIATED_MAX) negotiated.clear();
-    negotiated.set(acceptEncoding, enc);
+    if (acceptEncoding.length <= NEGOTIATED_KEY_MAX) negotiated.set(acceptEncoding, enc);
   }
   return enc;
 }
@@ -98,6 +100,12 @@ export interface IfNoneMatch {
   refs: RenderingRef[];
 }
 
+/**
+ * Entity tags of ours read from one If-None-Match. A client names the few renderings it holds (one per
+ * coding a proxy may have stored); the rest of a longer list is ignored, which at worst answers a plain 200.
+ */
+export const IF_NONE_MATCH_MAX_REFS = 16;
+
 /** Parses If-None-Match: `*` or a list of entity-tags. Tags that are not ours are ignored. */
 export function parseIfNoneMatch(header: string | undefined): IfNoneMatch | null {
   if (header === undefined) return null;
@@ -117,7 +125,7 @@ export function parseIfNoneMatch(header: string | undefined): IfNoneMatch | null
       const ref = parseToken(t[1]);
       if (ref) out.refs.push(ref);
     }
-    if (m[0] === '') break;
+    if (m[0] === '' || out.refs.length >= IF_NONE_MATCH_MAX_REFS) break;
   }
   return out;
 }

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { LRUCache } from 'lru-cache';
 import type { Db } from '../../platform/db/database.js';
 import { brotliTail, gzipTail, tailLength, type Encoding } from '../codec.js';
-import { CHUNK_BYTES, currentRendering, findDelta, readChunks, type DeltaCut, type RenderingMeta, type Variant } from '../rendering-store.js';
+import { CHUNK_BYTES, currentRendering, deltasOf, readChunks, type DeltaCut, type RenderingMeta, type Variant } from '../rendering-store.js';
 
 const gunzip = promisify(zlib.gunzip);
 
@@ -17,8 +17,8 @@ const CACHE_ENTRY_MAX = 4 << 20;
 const CACHE_TOTAL_MAX = 64 << 20;
 /** Paths whose current rendering is remembered (every archive hour asked for is one). */
 const POINTERS_MAX = 10_000;
-/** Delta cut points remembered (a few per rendering and base a client names). */
-const DELTA_CUTS_MAX = 4096;
+/** Renderings whose delta cut points are remembered (the current ones of the delta documents, and a few older). */
+const DELTA_SETS_MAX = 64;
 
 export interface ReaderOptions {
   db: Db;
@@ -33,7 +33,12 @@ export class Reader {
    */
   private readonly pointers = new LRUCache<string, { meta: RenderingMeta | undefined; at: number }>({ max: POINTERS_MAX });
   private readonly pointerLoads = new Map<string, Promise<RenderingMeta | undefined>>();
-  private readonly deltaCuts = new LRUCache<string, DeltaCut | false>({ max: DELTA_CUTS_MAX });
+  /**
+   * All delta cut points of a rendering, read in one query the first time a client asks for a delta of it.
+   * A client's entity tags are looked up here, never one query per tag (REGRESSION: an If-None-Match of ~900
+   * invented tags with A-IM: feed cost ~900 queries, one after another, and flushed a cache of misses).
+   */
+  private readonly deltaSets = new LRUCache<number, Promise<Map<number, DeltaCut>>>({ max: DELTA_SETS_MAX });
   private readonly bodies = new LRUCache<string, Buffer>({ maxSize: CACHE_TOTAL_MAX, maxEntrySize: CACHE_TOTAL_MAX, sizeCalculation: (b) => Math.max(1, b.length) });
 
   constructor(private readonly opts: ReaderOptions) {}
@@ -67,16 +72,20 @@ export class Reader {
 
   /** The delta cut from `baseId` recorded with rendering `meta`, if that base is known and recent. */
   async deltaCut(meta: RenderingMeta, baseId: number, baseCursorUs: number): Promise<DeltaCut | undefined> {
-    const key = `${meta.id}:${baseId}`;
-    let cut = this.deltaCuts.get(key);
-    if (cut === undefined) {
-      try {
-        cut = (await findDelta(this.opts.db, meta.id, baseId)) ?? false;
-      } catch {
-        return undefined; // database unavailable: the full document instead of a delta (not remembered)
-      }
-      this.deltaCuts.set(key, cut);
+    let set = this.deltaSets.get(meta.id);
+    if (!set) {
+      set = deltasOf(this.opts.db, meta.id);
+      this.deltaSets.set(meta.id, set);
+      // A failed read is not remembered (the database was unavailable: the full document instead).
+      set.catch(() => this.deltaSets.delete(meta.id));
     }
+    let cuts: Map<number, DeltaCut>;
+    try {
+      cuts = await set;
+    } catch {
+      return undefined;
+    }
+    const cut = cuts.get(baseId);
     // A tag with the right id but another cursor is not ours (another database, or forged).
     return cut && cut.baseCursorUs === baseCursorUs ? cut : undefined;
   }
