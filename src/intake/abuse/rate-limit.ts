@@ -1,8 +1,7 @@
 // Owns the per-client ping rate limit: a token bucket per client address, in this process's memory.
 // Each instance counts on its own (N instances behind a balancer allow up to N × the rate); that is
 // enough to stop one noisy address from flooding the queue, which is what it is for.
-import { slash64Key } from '../../platform/net/ip.js';
-import { plainAddress } from './blocklist.js';
+import { canonicalAddress, slash64Key } from '../../platform/net/ip.js';
 
 /** At most this many addresses are tracked; beyond it the oldest entries are forgotten (bounded memory). */
 export const MAX_TRACKED = 100_000;
@@ -19,7 +18,9 @@ export type RateDecision = { ok: true } | { ok: false; retryAfterSec: number };
  * and counting single addresses would let them rotate through 2^64 of them.
  */
 export function clientKey(addr: string | null | undefined): string {
-  return addr ? slash64Key(plainAddress(addr)) : 'unknown';
+  // Text that is not an address shares one bucket: a key is never longer than an address.
+  const a = canonicalAddress(addr);
+  return a ? slash64Key(a) : 'unknown';
 }
 
 export class RateLimiter {

@@ -6,6 +6,7 @@ import type { Db } from '../../platform/db/database.js';
 import { PingBatcher, StorageUnavailableError, type BatchStats, type ExtraWrite } from './ping-batcher.js';
 import { throttleState } from './ping-repository.js';
 import { throttleRefusal, type Refused } from './refusals.js';
+import { canonicalAddress } from '../../platform/net/ip.js';
 import { PingValidationError, validatePing, type RawPing, type ValidPing } from './validate.js';
 
 export const THANKS = 'Thanks for the ping.';
@@ -63,6 +64,9 @@ export class PingService {
    * the listeners before it is returned.
    */
   admit(raw: RawPing, extraUrls: readonly string[] = []): Admission {
+    // The client address is a parsed address or nothing before anything counts or keeps it (REGRESSION:
+    // 15 kB X-Forwarded-For values, each a new rate-limit key, grew the process to 3.4 GB).
+    raw = { ...raw, clientAddr: canonicalAddress(raw.clientAddr) };
     for (const s of this.screens) {
       const r = s.client?.(raw);
       if (r) return { ok: false, result: this.report(raw.method, r) };

@@ -97,3 +97,21 @@ export function slash64Key(addr: string): string {
   const g = expandIPv6(addr);
   return g ? `${g.slice(0, 4).join(':')}::/64` : addr;
 }
+
+/** Longer text is never an address (the longest IPv6 text with an embedded IPv4 is 45 characters). */
+const ADDRESS_TEXT_MAX = 64;
+
+/**
+ * A client address as it reached us (the socket's, or taken from X-Forwarded-For) in one canonical form:
+ * IPv4 dotted, IPv6 compressed lower case, an IPv4-mapped IPv6 address as its IPv4 one; null when the text
+ * is not an IP address. Whatever a client puts in a header, what is counted and stored is this or nothing.
+ */
+export function canonicalAddress(text: string | null | undefined): string | null {
+  if (!text || text.length > ADDRESS_TEXT_MAX) return null;
+  let s = text.trim();
+  if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
+  s = s.replace(/%.*$/, '');
+  if (!isIP(s)) return null;
+  return ipaddr.process(s).toString();
+}
+
