@@ -17,9 +17,16 @@ import { extractPayload, type PayloadItem } from './payload.js';
 import { checkPayloadHash } from './hash-auth.js';
 import { insertPayload, type AuthLevel, type PayloadRecord } from './payload-repository.js';
 import { findPublisher } from './publisher-repository.js';
-import { consumeEndpoint, issueToken } from './token-store.js';
+import { consumeEndpoint, issueToken, MAX_LIVE_TOKENS } from './token-store.js';
+import { clientKey, RateLimiter } from '../abuse/rate-limit.js';
 import { deriveKey, endpointDigests, newToken, openPassword, SecretBoxError } from './secret-box.js';
 import { rssPingResponseXml } from './response.js';
+
+/**
+ * Token requests one client address may make per minute (IPv6: per /64), counted per instance: enough for a
+ * blog host asking for its many sites from one server, not for one client to hold every publisher's tokens.
+ */
+export const TOKEN_REQUESTS_PER_MIN = 120;
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
@@ -207,10 +214,22 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
   app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT }, post);
   app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT, schema: { params: EndpointParams } }, post);
 
+  const tokenRequests = new RateLimiter(TOKEN_REQUESTS_PER_MIN);
+  app.addHook('onClose', async () => tokenRequests.close());
+
   // The token is the whole body (text/plain), so that `curl -s` gives it to a shell variable as is.
   app.get('/rssping/token', { schema: { querystring: TokenQuery } }, async (req: FastifyRequest<{ Querystring: TokenQuery }>, reply) => {
     reply.header('content-type', TEXT_TYPE).header('cache-control', 'no-store');
     if (!key) return reply.code(503).send('Publisher-side authentication is not enabled on this server (RSSPING_SECRET is not set).\n');
+    // Per client, before any work: asking for tokens costs a database write each (and would let one client
+    // take every publisher's tokens in turn).
+    const d = tokenRequests.take(clientKey(req.ip));
+    if (!d.ok) {
+      return reply
+        .code(429)
+        .header('retry-after', String(d.retryAfterSec))
+        .send(`Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${d.retryAfterSec} seconds.\n`);
+    }
     const siteUri = firstParam(req.query, 'site_uri');
     if (!siteUri) return reply.code(400).send('site_uri is missing: GET /rssping/token?site_uri=<your site URI>\n');
     let url: string;
@@ -226,7 +245,14 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       const password = openPassword(key, publisher.site_url, publisher.password_sealed);
       const token = newToken();
       // The endpoint is computed from site_uri exactly as the publisher sent it here.
-      await issueToken(app.db, publisher.id, endpointDigests(siteUri, password, token));
+      const issued = await issueToken(app.db, publisher.id, endpointDigests(siteUri, password, token));
+      if (!issued.ok) {
+        const sec = Math.max(1, Math.ceil((issued.retryAt.getTime() - Date.now()) / 1000));
+        return reply
+          .code(429)
+          .header('retry-after', String(sec))
+          .send(`${url} already has ${MAX_LIVE_TOKENS} unused tokens; use one, or ask again in ${sec} seconds when the oldest expires.\n`);
+      }
       return reply.code(200).send(token);
     } catch (err) {
       req.log.error({ err: { message: (err as Error).message } }, 'rss ping token not issued');

@@ -6,32 +6,41 @@ import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 
 export const TOKEN_TTL_SEC = 300;
-/** Unexpired tokens kept per publisher; older ones are dropped when a new one is issued. */
+/**
+ * Unexpired tokens one publisher may hold. Beyond it no token is issued until one expires or is used: a new
+ * token never evicts a live one (REGRESSION: the oldest was dropped for each new one, so 25 requests by
+ * anyone voided the token the publisher had just been given, and its rss_ping got 401).
+ */
 export const MAX_LIVE_TOKENS = 20;
 /** Expired tokens are kept this long so that using one can be answered "expired" rather than "unknown". */
 export const EXPIRED_GRACE_SEC = 3600;
 
 export type ConsumeResult = { status: 'ok'; publisherId: number; siteUrl: string } | { status: 'expired'; siteUrl: string } | { status: 'unknown' };
 
-/** Stores a newly issued token's endpoints; returns when it expires. Also purges long-expired tokens. */
-export async function issueToken(q: Queryable, publisherId: number, endpoints: { sha1: string; md5: string }, ttlSec = TOKEN_TTL_SEC): Promise<Date> {
+export type IssueResult = { ok: true; expiresAt: Date } | { ok: false; retryAt: Date };
+
+/**
+ * Stores a newly issued token's endpoints unless the publisher already holds MAX_LIVE_TOKENS unexpired
+ * ones (then: when the oldest of them expires). Also purges long-expired tokens.
+ */
+export async function issueToken(q: Queryable, publisherId: number, endpoints: { sha1: string; md5: string }, ttlSec = TOKEN_TTL_SEC): Promise<IssueResult> {
   return withContext('issuing a token failed', async () => {
-    const [r] = await q.query<{ expires_at: Date }>(
+    const [r] = await q.query<{ expires_at: Date | null; retry_at: Date | null }>(
       `with purge as (
          delete from rssping_tokens where expires_at < now() - make_interval(secs => $5::int)
+       ),
+       live as (
+         select count(*) as n, min(expires_at) as oldest from rssping_tokens where publisher_id = $3 and expires_at > now()
+       ),
+       ins as (
+         insert into rssping_tokens (endpoint_sha1, endpoint_md5, publisher_id, issued_at, expires_at)
+         select $1, $2, $3, now(), now() + make_interval(secs => $4::int) from live where live.n < $6
+         returning expires_at
        )
-       insert into rssping_tokens (endpoint_sha1, endpoint_md5, publisher_id, issued_at, expires_at)
-       values ($1, $2, $3, now(), now() + make_interval(secs => $4::int))
-       returning expires_at`,
-      [endpoints.sha1, endpoints.md5, publisherId, ttlSec, EXPIRED_GRACE_SEC],
+       select (select expires_at from ins) as expires_at, (select oldest from live) as retry_at`,
+      [endpoints.sha1, endpoints.md5, publisherId, ttlSec, EXPIRED_GRACE_SEC, MAX_LIVE_TOKENS],
     );
-    // A flood of token requests for one site cannot grow the table: keep the newest few.
-    await q.query(
-      `delete from rssping_tokens where publisher_id = $1 and endpoint_sha1 in (
-         select endpoint_sha1 from rssping_tokens where publisher_id = $1 order by issued_at desc, endpoint_sha1 offset $2)`,
-      [publisherId, MAX_LIVE_TOKENS],
-    );
-    return new Date(r.expires_at);
+    return r.expires_at ? { ok: true, expiresAt: new Date(r.expires_at) } : { ok: false, retryAt: new Date(r.retry_at ?? Date.now()) };
   });
 }
 

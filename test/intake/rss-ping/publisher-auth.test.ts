@@ -10,6 +10,7 @@ import { createTestDatabase, startApp, type TestApp, type TestDatabase } from '.
 import { main } from '../../../src/cli.js';
 import { deriveKey, endpointDigests, openPassword, sealPassword, SecretBoxError } from '../../../src/intake/rss-ping/secret-box.js';
 import { MAX_LIVE_TOKENS } from '../../../src/intake/rss-ping/token-store.js';
+import { TOKEN_REQUESTS_PER_MIN } from '../../../src/intake/rss-ping/routes.js';
 import { readRssPingReply, rssPing } from './helpers.js';
 import { findPayloadsBySite } from '../../helpers/rows.js';
 
@@ -207,18 +208,49 @@ test('two concurrent uses of one endpoint: exactly one wins', async () => {
   }
 });
 
-test(`at most ${MAX_LIVE_TOKENS} tokens are kept per publisher; removing the publisher voids its tokens`, async () => {
+test(`a publisher holds at most ${MAX_LIVE_TOKENS} live tokens and a new one never evicts them (REGRESSION: 25 requests by anyone voided the publisher's token); removing the publisher voids them`, async () => {
   const toks: string[] = [];
-  for (let i = 0; i < MAX_LIVE_TOKENS + 5; i++) toks.push((await token(SITE_A.replace(/\/$/, ''))).body);
+  for (let i = 0; i < MAX_LIVE_TOKENS; i++) {
+    const r = await token(SITE_A.replace(/\/$/, ''));
+    assert.equal(r.status, 200);
+    toks.push(r.body);
+  }
+  const refused = await fetch(`${t.url}/rssping/token?site_uri=${encodeURIComponent(SITE_A)}`);
+  assert.equal(refused.status, 429);
+  const wait = Number(refused.headers.get('retry-after'));
+  assert.ok(wait > 250 && wait <= 300, `Retry-After ${wait}`);
+  assert.equal(await refused.text(), `${SITE_A} already has ${MAX_LIVE_TOKENS} unused tokens; use one, or ask again in ${wait} seconds when the oldest expires.\n`);
   const live = await t.app.db.query<{ n: number }>("select count(*)::int as n from rssping_tokens t join rssping_publishers p on p.id = t.publisher_id where p.site_url = $1 and t.expires_at > now()", [SITE_A]);
   assert.equal(Number(live[0].n), MAX_LIVE_TOKENS);
   const site = 'http://publisher-a.example.com';
-  assert.equal((await post(`/rssping/${sha1(site + passwordA + toks[0])}`, rssPing({ siteUri: site }))).status, 401, 'the oldest was dropped');
-  assert.equal((await post(`/rssping/${sha1(site + passwordA + toks[toks.length - 1])}`, rssPing({ siteUri: site }))).status, 200);
+  assert.equal((await post(`/rssping/${sha1(site + passwordA + toks[0])}`, rssPing({ siteUri: site }))).status, 200, 'the first token still works');
+  // Using one frees a place.
+  assert.equal((await token(site)).status, 200);
   const removed = await t.app.db.query('delete from rssping_publishers where site_url = $1 returning id', [SITE_A]);
   assert.equal(removed.length, 1);
   assert.equal((await post(`/rssping/${sha1(site + passwordA + toks[toks.length - 2])}`, rssPing({ siteUri: site }))).status, 401);
   assert.equal((await token(site)).status, 404);
+});
+
+test(`one client may ask for ${TOKEN_REQUESTS_PER_MIN} tokens a minute, whatever the site (then 429 with Retry-After)`, async () => {
+  const other = await startApp({ RSSPING_SECRET: SECRET });
+  try {
+    // The bucket refills while the requests run (2 a second): count until the first refusal.
+    let answered = 0;
+    let r = await other.app.inject({ method: 'GET', url: '/rssping/token?site_uri=http%3A%2F%2Fnobody.example.com%2F' });
+    while (r.statusCode === 404 && answered < 1000) {
+      answered++;
+      r = await other.app.inject({ method: 'GET', url: `/rssping/token?site_uri=${encodeURIComponent(`http://nobody-${answered}.example.com/`)}` });
+    }
+    assert.equal(r.statusCode, 429);
+    assert.ok(answered >= TOKEN_REQUESTS_PER_MIN && answered < 1000, `${answered} answered before the first refusal`);
+    // The next token of the client's bucket comes in 60 / TOKEN_REQUESTS_PER_MIN seconds, rounded up.
+    const wait = String(Math.ceil(60 / TOKEN_REQUESTS_PER_MIN));
+    assert.equal(r.headers['retry-after'], wait);
+    assert.equal(r.body, `Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${wait} seconds.\n`);
+  } finally {
+    await other.close();
+  }
 });
 
 test('secret box: sealed to its site and key; endpoint digests are sha1/md5 of the plain concatenation', () => {
