@@ -12,6 +12,7 @@ import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
 import { requestIdGenerator } from './operations/health/request-id.js';
+import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
 import rssPingRoutes from './intake/rss-ping/routes.js';
@@ -45,6 +46,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // Requests that arrive while closing reach the handlers, which refuse pings with a clear flerror.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // Before any route: a short plain answer with the request id, not Fastify's JSON echo of the path.
+    frameworkErrors,
     // Per-request lines would double the cost of a ping at info level; they appear at debug.
     logController: new LogController({ disableRequestLogging: config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace' }),
   });
