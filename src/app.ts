@@ -1,7 +1,7 @@
 // Owns assembling the service: plugins and routes on one Fastify instance. It never listens; the CLI's
 // `serve` (src/server.ts) does, and tests build it in-process.
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { loadConfig, type Config } from './platform/config.js';
+import { loadConfig, type Config, type TrustProxy } from './platform/config.js';
 import dbPlugin from './platform/db/plugin.js';
 import metricsPlugin from './operations/metrics/plugin.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
@@ -34,8 +34,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   const config = opts.config ?? loadConfig();
   const app = Fastify({
     logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(opts.logStream ? { stream: opts.logStream } : {}) },
-    genReqId: requestIdGenerator(config.TRUST_PROXY),
-    trustProxy: config.TRUST_PROXY,
+    genReqId: requestIdGenerator(config.TRUST_PROXY !== false),
+    trustProxy: proxyTrust(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT,
     // Slow clients are cut off instead of holding a socket forever.
     requestTimeout: config.REQUEST_TIMEOUT_MS,
@@ -77,6 +77,16 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     throw err;
   }
   return app;
+}
+
+/**
+ * Fastify's trustProxy from TRUST_PROXY: a hop count as the function proxy-addr calls with each hop's
+ * index (0 = the socket's peer), a list of proxies as is.
+ */
+function proxyTrust(t: TrustProxy): boolean | string[] | ((addr: string, hop: number) => boolean) {
+  if (t === false) return false;
+  if (typeof t === 'number') return (_addr, hop) => hop < t;
+  return [...t];
 }
 
 declare module 'fastify' {

@@ -71,6 +71,32 @@ const cidrList: Parser<readonly CidrRange[]> = (raw, name) => {
   }
 };
 
+/**
+ * TRUST_PROXY: which hops of X-Forwarded-For to believe. Trusting every hop makes the client address the
+ * leftmost entry, which the client writes itself even behind a proxy that appends (nginx
+ * `$proxy_add_x_forwarded_for`, most load balancers). So: false; a number of proxy hops in front of pingd
+ * (`true` is one: the nearest proxy, which appends the address it saw); or the proxies' addresses/CIDR
+ * ranges (and proxy-addr's names loopback, linklocal, uniquelocal).
+ */
+export type TrustProxy = false | number | readonly string[];
+const TRUST_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+const trustProxy: Parser<TrustProxy> = (raw, name) => {
+  const v = raw.trim().toLowerCase();
+  if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
+  if (['1', 'true', 'yes', 'on'].includes(v)) return 1;
+  if (/^\d+$/.test(v)) return int(1, 10)(v, name);
+  const entries = v.split(/[\s,]+/).filter((x) => x !== '');
+  for (const e of entries) {
+    if (TRUST_NAMES.includes(e)) continue;
+    try {
+      parseCidrList(e);
+    } catch {
+      throw new ConfigError(`${name} must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; ${JSON.stringify(e)} is none of these`);
+    }
+  }
+  return Object.freeze(entries);
+};
+
 // RSSPING_SECRET: the key publisher passwords are encrypted with; long enough to be a real key.
 const secret: Parser<string | undefined> = (raw, name) => {
   const v = raw.trim();
@@ -104,7 +130,7 @@ const SPEC = {
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
   LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
   PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },
-  TRUST_PROXY: { default: 'false', parse: bool, doc: 'Take the client address from X-Forwarded-For' },
+  TRUST_PROXY: { default: 'false', parse: trustProxy, doc: 'Proxies in front of pingd whose X-Forwarded-For is believed: false, a hop count (true = 1), or their addresses/CIDR ranges' },
   DB_POOL_MAX: { default: '8', parse: int(1, 100), doc: 'Connections in the PostgreSQL pool (the embedded database always has one)' },
   DB_TIMEOUT_MS: { default: '5000', parse: int(100, 600000), doc: 'Longest a ping waits for the database before it is refused' },
   BATCH_MAX: { default: '1000', parse: int(1, 10000), doc: 'Most pings committed in one group commit' },

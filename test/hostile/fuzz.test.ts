@@ -56,7 +56,7 @@ before(async () => {
     RSSPING_BODY_LIMIT: 65536,
     RSSPING_VERIFY_HASH_URI: false,
     RSSPING_SECRET: 'fuzz-secret-fuzz-secret-fuzz-secret-0123',
-    TRUST_PROXY: true,
+    TRUST_PROXY: 1,
     RATE_LIMIT_PER_IP: 1_000_000,
     BLOCKLIST_FILE: join(blockDir, 'blocklist.txt'),
     // Documents are rendered when the test says (the fuzzed pings are in them).

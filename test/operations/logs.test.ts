@@ -89,7 +89,7 @@ test('a proxy X-Request-Id is kept only behind a trusted proxy, and only when it
   const tdb = await createTestDatabase();
   dbs.push(tdb);
   for (const trust of [true, false]) {
-    const app = await buildApp({ config: testConfig(tdb, { TRUST_PROXY: trust }), logger: false });
+    const app = await buildApp({ config: testConfig(tdb, { TRUST_PROXY: trust ? 1 : false }), logger: false });
     try {
       const kept = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'lb-7f3a9c' } });
       assert.equal(kept.headers['x-request-id'] === 'lb-7f3a9c', trust);

@@ -20,7 +20,8 @@ test('bad values fail fast naming the variable', () => {
     [{ PORT: 'eighty' }, 'PORT must be an integer, got "eighty"'],
     [{ PORT: '70000' }, 'PORT must be between 0 and 65535, got 70000'],
     [{ PING_MIN_INTERVAL: '-1' }, 'PING_MIN_INTERVAL must be between 0 and 604800, got -1'],
-    [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY must be true or false, got "maybe"'],
+    [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; "maybe" is none of these'],
+    [{ TRUST_PROXY: '11' }, 'TRUST_PROXY must be between 1 and 10, got 11'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a postgres:// URL, got scheme mysql:'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL must be a postgres:// URL'],
@@ -31,7 +32,9 @@ test('bad values fail fast naming the variable', () => {
 
 test('booleans and URLs parse', () => {
   const c = loadConfig({ TRUST_PROXY: 'yes', DATABASE_URL: 'postgres://u@h/db', PING_MIN_INTERVAL: '0' });
-  assert.equal(c.TRUST_PROXY, true);
+  assert.equal(c.TRUST_PROXY, 1, 'true trusts one hop, the nearest proxy');
+  assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, loopback' }).TRUST_PROXY, ['10.0.0.0/8', 'loopback']);
+  assert.equal(loadConfig({ TRUST_PROXY: '2' }).TRUST_PROXY, 2);
   assert.equal(c.DATABASE_URL, 'postgres://u@h/db');
   assert.equal(c.PING_MIN_INTERVAL, 0);
 });

@@ -10,7 +10,7 @@ let t: TestApp;
 after(async () => t?.close());
 
 test('unique 15 kB X-Forwarded-For values are one rate-limit key, not one each (REGRESSION: 100k of them took 3.4 GB)', async () => {
-  t = await startApp({ TRUST_PROXY: true, RATE_LIMIT_PER_IP: 5, PING_MIN_INTERVAL: 0 });
+  t = await startApp({ TRUST_PROXY: 1, RATE_LIMIT_PER_IP: 5, PING_MIN_INTERVAL: 0 });
   const statuses: number[] = [];
   for (let i = 0; i < 30; i++) {
     const r = await t.app.inject({
@@ -37,4 +37,24 @@ test('addresses are counted and stored in one canonical form', async () => {
   assert.equal(canonicalAddress('x'.repeat(100)), null);
   assert.equal(clientKey('2001:db8:0:2:aaaa::1'), clientKey('2001:DB8:0:2::ffff'));
   assert.equal(clientKey('not an address'), 'unknown');
+});
+
+test('behind one proxy the client is the address that proxy appended, not what the client wrote (REGRESSION: TRUST_PROXY=true believed the leftmost entry; 20 of 20 spoofed pings passed a limit of 5)', async () => {
+  // `t` (from the first test) trusts one hop.
+  const listed = await startApp({ TRUST_PROXY: ['127.0.0.0/8'], RATE_LIMIT_PER_IP: 5, PING_MIN_INTERVAL: 0 });
+  try {
+    for (const app of [t, listed]) {
+      const statuses: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        // The client wrote "198.51.100.<i>"; the proxy (the socket's peer, 127.0.0.1) appended what it saw.
+        const r = await app.app.inject({ method: 'GET', url: `/ping?name=X&url=${encodeURIComponent(uniqueUrl('spoof'))}`, headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` } });
+        statuses.push(r.statusCode);
+      }
+      assert.equal(statuses.filter((s) => s === 200).length, 5);
+      const [row] = await app.app.db.query<{ client_addr: string }>("select distinct client_addr from pings where url like 'http://spoof-%'");
+      assert.equal(row.client_addr, '203.0.113.7');
+    }
+  } finally {
+    await listed.close();
+  }
 });
