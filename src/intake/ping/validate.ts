@@ -71,11 +71,15 @@ export function cleanName(raw: string | null | undefined): string {
   return name;
 }
 
+/** Query parameters that only track a visit (Google Analytics' utm_*, ad click ids); never part of a weblog's identity. */
+const TRACKING_PARAM = /^(?:utm_[a-z_]+|fbclid|gclid|msclkid)$/i;
+
 /**
  * URL rule: absolute http(s), no credentials, at most 2048 characters; normalised by WHATWG URL
  * serialisation (scheme and host lower-cased, default port dropped, IDN hosts in punycode, empty path
- * becomes "/"), fragment removed. Nothing else is changed, so that one weblog is one weblog without
- * guessing (http and https, or www and bare host, stay distinct).
+ * becomes "/"), fragment removed, the host's root dot and campaign-tracking parameters dropped (a host with
+ * an empty label refused). Nothing else is changed, so that one weblog is one weblog without guessing (http
+ * and https, or www and bare host, stay distinct).
  */
 export function normalizeUrl(raw: string | null | undefined, field = 'url'): string {
   const label = field === 'url' ? 'The weblog URL' : `The ${field}`;
@@ -96,6 +100,13 @@ export function normalizeUrl(raw: string | null | undefined, field = 'url'): str
   }
   if (u.username || u.password) throw new PingValidationError(`${label} must not contain a user name or password.`, field);
   if (!u.hostname) throw new PingValidationError(`${label} has no host.`, field);
+  // One site, one identity: "example.com." is example.com (the root's dot), but a host with an empty label
+  // ("example.com..", "a..example.com") is no host at all (REGRESSION: each such spelling counted as a new
+  // weblog, escaping the throttle).
+  if (u.hostname.endsWith('.') && !u.hostname.endsWith('..')) u.hostname = u.hostname.slice(0, -1);
+  if (u.hostname.split('.').some((label) => label === '')) throw new PingValidationError(`${label} has a malformed host name.`, field);
+  // Campaign-tracking parameters name the same page: they are dropped, so `?utm_source=x` is not a new weblog.
+  for (const k of [...u.searchParams.keys()]) if (TRACKING_PARAM.test(k)) u.searchParams.delete(k);
   u.hash = '';
   const out = u.href;
   if (out.length > MAX_URL_LENGTH) throw new PingValidationError(`${label} is longer than ${MAX_URL_LENGTH} characters.`, field);

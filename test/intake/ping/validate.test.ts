@@ -61,3 +61,13 @@ test('validatePing treats empty optional URLs as absent and validates present on
   assert.equal(p.rssUrl, 'http://a.example/feed');
   refusal(() => validatePing({ method: 'extendedPing', name: 'N', url: 'http://a.example/', rssUrl: 'feed.xml' }), 'The rssUrl is not an absolute URL: it must start with http:// or https://.');
 });
+
+test('one site, one identity: a root dot is dropped, empty host labels are refused, tracking parameters dropped (REGRESSION: each spelling was a new weblog)', () => {
+  assert.equal(normalizeUrl('http://example.com./blog/'), 'http://example.com/blog/');
+  for (const bad of ['http://example.com../', 'http://a..example.com/', 'http://.example.com/']) {
+    assert.throws(() => normalizeUrl(bad), { message: 'The weblog URL has a malformed host name.' }, bad);
+  }
+  assert.equal(normalizeUrl('http://example.com/post?utm_source=x&id=7&UTM_Medium=y&fbclid=z'), 'http://example.com/post?id=7');
+  assert.equal(normalizeUrl('http://example.com/?utm_campaign=1'), 'http://example.com/');
+  assert.equal(normalizeUrl('http://example.com/?utmost=1'), 'http://example.com/?utmost=1', 'only the tracking names');
+});
