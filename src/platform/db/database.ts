@@ -48,6 +48,25 @@ export interface Db extends Queryable {
 
 /** How long a lost LISTEN connection waits before reconnecting. */
 const LISTEN_RETRY_MS = 1000;
+/** The longest opening a LISTEN connection may take. */
+const LISTEN_CONNECT_MS = 5000;
+/** The longest closing a LISTEN connection may take. */
+const LISTEN_END_MS = 1000;
+
+/**
+ * Ends a client without ever waiting forever: pg's end() of a client whose connect failed (the server
+ * refused it: too many clients) may never settle, and a close that waits on it never finishes.
+ */
+function endClient(c: pg.Client): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, LISTEN_END_MS);
+    timer.unref();
+    c.end().then(
+      () => (clearTimeout(timer), resolve()),
+      () => (clearTimeout(timer), resolve()),
+    );
+  });
+}
 
 export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED'> {
   constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED', options?: { cause?: unknown }) {
@@ -183,12 +202,13 @@ async function listenPostgres(
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: url, application_name: 'pingd-listen', keepAlive: true });
+    // Bounded like the pool's connections: a server that accepts but never answers must not hold a start or close.
+    const c = new pg.Client({ connectionString: url, application_name: 'pingd-listen', keepAlive: true, connectionTimeoutMillis: LISTEN_CONNECT_MS });
     const lost = (err?: Error) => {
       if (client !== c) return;
       client = undefined;
       c.removeAllListeners('notification');
-      c.end().catch(() => {});
+      void endClient(c);
       if (err) onError?.(err);
       if (!stopped) retry = setTimeout(() => void reconnect(), LISTEN_RETRY_MS).unref();
     };
@@ -208,7 +228,7 @@ async function listenPostgres(
     } catch (err) {
       const c = client;
       client = undefined;
-      c?.end().catch(() => {});
+      if (c) void endClient(c);
       onError?.(err as Error);
       if (!stopped) retry = setTimeout(() => void reconnect(), LISTEN_RETRY_MS).unref();
     }
@@ -218,7 +238,7 @@ async function listenPostgres(
   } catch (err) {
     const c = client;
     client = undefined;
-    await c?.end().catch(() => {});
+    if (c) await endClient(c);
     throw new DatabaseError(`cannot listen on ${channel}: ${(err as Error).message}`, 'DB_UNAVAILABLE', { cause: err });
   }
   return async () => {
@@ -226,7 +246,7 @@ async function listenPostgres(
     clearTimeout(retry);
     const c = client;
     client = undefined;
-    await c?.end().catch(() => {});
+    if (c) await endClient(c);
   };
 }
 
