@@ -18,3 +18,11 @@ export function requestBase(publicUrl: string | undefined, port: number, req: { 
   if (publicUrl) return publicUrl;
   return SAFE_HOST.test(req.host) ? `${req.protocol === 'https' ? 'https' : 'http'}://${req.host}` : documentBase(undefined, port);
 }
+
+/** Where the WebSub hub takes subscriptions (under the public base). */
+export const HUB_PATH = '/websub';
+
+/** WebSub discovery (§4) and distribution (§7): the Link header naming the hub and the topic itself. */
+export function websubLinks(base: string, topicUrl: string): string {
+  return `<${base}${HUB_PATH}>; rel="hub", <${topicUrl}>; rel="self"`;
+}

@@ -8,6 +8,7 @@ import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass } from './manners.js';
 import { claimJobs, queueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
+import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
 
@@ -15,6 +16,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     verification: {
       verifier: Verifier;
+      /** The instance's per-host manners: every request pingd makes of its own accord goes through them. */
+      hosts: PoliteClient;
       worker: QueueWorker<Job> | undefined;
       /** Registers a listener told after outcomes were committed (the stream stamps and sends them). */
       onSettled(listener: () => void): void;
@@ -87,10 +90,12 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     },
   });
 
+  const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
   const verifier = new Verifier(
     app.db,
     app.fetcher,
-    { maxBytes: config.FETCH_MAX_BYTES, timeoutMs: config.FETCH_TIMEOUT_MS, hostIntervalMs: config.FETCH_HOST_INTERVAL_MS, feedIntervalSec: config.VERIFY_FEED_INTERVAL },
+    hosts,
+    { maxBytes: config.FETCH_MAX_BYTES, timeoutMs: config.FETCH_TIMEOUT_MS, feedIntervalSec: config.VERIFY_FEED_INTERVAL },
     (r) => {
       fetches.inc({ class: r.status === null ? 'none' : statusClass(r.status) });
       bytes.inc(r.bytes);
@@ -132,7 +137,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       await w.close(config.FETCH_TIMEOUT_MS);
     });
   }
-  app.decorate('verification', { verifier, worker, onSettled: (l: () => void) => void settledListeners.push(l) });
+  app.decorate('verification', { verifier, hosts, worker, onSettled: (l: () => void) => void settledListeners.push(l) });
   await app.register(weblogRoutes);
 }
 

@@ -4,20 +4,19 @@
 // feed's new state, the found items and the outcome of every open job of the weblog in one transaction.
 // The decisions are manners.ts's and identity.ts's; this module does the I/O around them.
 import type { Db, Queryable } from '../platform/db/database.js';
-import { FetchError, type FetchResult, type SafeFetcher } from '../platform/fetch/safe-fetch.js';
+import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
 import { decodeXml } from '../platform/xml/decode.js';
 import { chooseFeed, discoverFeeds } from './discover.js';
 import { novelty, type FeedItem } from './identity.js';
 import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, retryAfter, type Outcome } from './manners.js';
 import { parseFeed } from './feed-parser.js';
 import { deferJob, settleJobs, type Job } from './job-repository.js';
-import { blockHost, ensureFeed, feedById, insertItems, recordVerification, rememberFeed, saveFeed, takeHostSlot, type FeedRow, type FeedUpdate } from './feed-repository.js';
-import { HostGate } from './host-gate.js';
+import { ensureFeed, feedById, insertItems, recordVerification, rememberFeed, saveFeed, type FeedRow, type FeedUpdate } from './feed-repository.js';
+import { hostOf, type PoliteClient } from './polite.js';
 
 export interface VerifierOptions {
   maxBytes: number;
   timeoutMs: number;
-  hostIntervalMs: number;
   feedIntervalSec: number;
 }
 
@@ -47,17 +46,15 @@ const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
 
 export class Verifier {
-  readonly gate = new HostGate(2);
-
   constructor(
     private readonly db: Db,
     private readonly fetcher: SafeFetcher,
+    /** The instance's per-host manners, shared with every other outbound request. */
+    private readonly hosts: PoliteClient,
     private readonly opts: VerifierOptions,
     private readonly onFetch: (r: FetchReport) => void = () => undefined,
   ) {}
 
-  /** Hosts whose fetch_hosts row exists (seen by this instance). */
-  private readonly knownHosts = new Set<string>();
   /** Weblogs with a verification running in this instance: their other jobs wait for its outcome. */
   private readonly busy = new Set<number>();
 
@@ -78,7 +75,7 @@ export class Verifier {
     // A host this instance asked less than a gap ago: take a turn without asking the database (a burst on
     // one host would otherwise cost a slot query per job and per turn).
     const first = hostOf(job.pingRssUrl ?? job.weblogUrl);
-    const free = first ? this.gate.freeAt(first, this.opts.hostIntervalMs) : 0;
+    const free = first ? this.hosts.freeAt(first) : 0;
     if (first && free > Date.now()) return this.waitForHost(job, first, free);
     if (job.attempts > MAX_ATTEMPTS) return this.settle(job, 'unreachable', null, null, [], undefined);
     const started = new Date();
@@ -203,7 +200,7 @@ export class Verifier {
     return this.settle(job, outcome, status, feed, [], update, started);
   }
 
-  /** One GET through the host's gate and slot; failures become outcomes (a 429/503 blocks the host). */
+  /** One GET when the host's manners allow it (polite.ts); failures become outcomes. */
   private async politeGet(
     url: string,
     accept: string,
@@ -212,37 +209,19 @@ export class Verifier {
   ): Promise<{ kind: 'ok'; res: FetchResult } | { kind: 'deferred'; until: Date } | { kind: 'busy'; host: string; from: number } | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }> {
     const host = hostOf(url);
     if (!host) return { kind: 'failed', outcome: 'refused', status: null };
-    const gap = this.opts.hostIntervalMs;
-    const release = this.gate.tryEnter(host);
-    if (!release) return { kind: 'busy', host, from: Date.now() + Math.max(gap, 250) };
-    try {
-      const slot = await takeHostSlot(this.db, host, this.opts.hostIntervalMs, this.knownHosts.has(host));
-      if (this.knownHosts.size > 100_000) this.knownHosts.clear();
-      this.knownHosts.add(host);
-      if (!slot.ok) {
-        if (slot.blocked && slot.retryAt.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: slot.retryAt };
-        return { kind: 'busy', host, from: slot.retryAt.getTime() };
-      }
-      await this.gate.spaced(host, this.opts.hostIntervalMs);
-      let res: FetchResult;
-      try {
-        res = await this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs });
-      } catch (err) {
-        if (!(err instanceof FetchError)) throw err;
-        this.onFetch({ status: null, bytes: 0 });
-        // Our own bound on requests in flight: try again shortly, it says nothing about the feed.
-        if (err.code === 'FETCH_BUSY') return { kind: 'deferred', until: new Date(Date.now() + 1000) };
-        return { kind: 'failed', outcome: outcomeOfFetchError(err.code), status: null };
-      }
-      this.onFetch({ status: res.status, bytes: res.body.length });
-      if (res.status === 429 || res.status === 503) {
-        const until = retryAfter(res.headers['retry-after'], new Date());
-        if (until) await blockHost(this.db, hostOf(res.url) ?? host, until);
-      }
-      return { kind: 'ok', res };
-    } finally {
-      release();
+    const got = await this.hosts.send(host, () => this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs }));
+    if (got.kind === 'busy') {
+      if (got.blockedUntil && got.blockedUntil.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: got.blockedUntil };
+      return { kind: 'busy', host, from: got.from };
     }
+    if (got.kind === 'failed') {
+      this.onFetch({ status: null, bytes: 0 });
+      // Our own bound on requests in flight: try again shortly, it says nothing about the feed.
+      if (got.error.code === 'FETCH_BUSY') return { kind: 'deferred', until: new Date(Date.now() + 1000) };
+      return { kind: 'failed', outcome: outcomeOfFetchError(got.error.code), status: null };
+    }
+    this.onFetch({ status: got.res.status, bytes: got.res.body.length });
+    return got;
   }
 
   /**
@@ -250,7 +229,7 @@ export class Verifier {
    * the jobs of a burst on one host come due one at a time instead of all at the host's next slot.
    */
   private waitForHost(job: Job, host: string, from: number): Promise<Done> {
-    return this.defer(job, new Date(this.gate.nextTurn(host, from, this.opts.hostIntervalMs)));
+    return this.defer(job, new Date(this.hosts.turn(host, from)));
   }
 
   private async defer(job: Job, until: Date): Promise<Done> {
@@ -293,14 +272,6 @@ export class Verifier {
       return s;
     });
     return { kind: 'done', report: { outcome, httpStatus, feedUrl, newItems: publish.length, settled: settled.n } };
-  }
-}
-
-function hostOf(url: string): string | undefined {
-  try {
-    return new URL(url).host.toLowerCase();
-  } catch {
-    return undefined;
   }
 }
 

@@ -66,7 +66,8 @@ export class PingService {
   admit(raw: RawPing, extraUrls: readonly string[] = []): Admission {
     // The client address is a parsed address or nothing before anything counts or keeps it (REGRESSION:
     // 15 kB X-Forwarded-For values, each a new rate-limit key, grew the process to 3.4 GB).
-    raw = { ...raw, clientAddr: canonicalAddress(raw.clientAddr) };
+    const clientAddr = canonicalAddress(raw.clientAddr);
+    if (clientAddr !== raw.clientAddr) raw = { ...raw, clientAddr };
     for (const s of this.screens) {
       const r = s.client?.(raw);
       if (r) return { ok: false, result: this.report(raw.method, r) };

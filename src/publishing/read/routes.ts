@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { queryParam } from '../../platform/http-schema.js';
-import { requestBase } from '../../platform/public-url.js';
+import { requestBase, websubLinks } from '../../platform/public-url.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
@@ -56,7 +56,7 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
       // WebSub §4 (discovery): the hub to subscribe at and the topic's own URL, absolute.
       links: (req) => {
         const base = requestBase(opts.publicUrl, opts.port, req);
-        return `<${base}/websub>; rel="hub", <${base}${doc.path}>; rel="self"`;
+        return websubLinks(base, `${base}${doc.path}`);
       },
     };
     app.route<{ Querystring: SinceQuery }>({

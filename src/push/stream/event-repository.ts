@@ -76,7 +76,7 @@ export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number
       method: r.method,
       receivedAt: new Date(r.received_at),
       outcome: r.outcome,
-      newItems: (typeof r.new_items === 'string' ? JSON.parse(r.new_items) : r.new_items) as EventRow['newItems'],
+      newItems: r.new_items as EventRow['newItems'],
     }));
   });
 }
@@ -85,9 +85,9 @@ export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number
 export async function latestPosition(q: Queryable): Promise<number> {
   return withContext('reading the latest stream position', async () => {
     const [r] = await q.query<{ pos: number }>(
+      // A release position is always drawn before its row's event position: the event ids bound both.
       `select greatest((select coalesce(max(id), 0) from pings),
-                       (select coalesce(max(event_id), 0) from ping_verifications),
-                       (select coalesce(max(release_id), 0) from ping_verifications))::bigint as pos`,
+                       (select coalesce(max(event_id), 0) from ping_verifications))::bigint as pos`,
     );
     return Number(r.pos);
   });

@@ -50,7 +50,7 @@ export interface HubOptions {
   db: Db;
   rule: ReleaseRule;
   /** Told of every batch of events the hub read (metrics). */
-  onRead?: (events: number, ms: number) => void;
+  onRead?: (events: number) => void;
   onError?: (err: Error) => void;
 }
 
@@ -79,10 +79,6 @@ export class StreamHub {
     return this.live.size + this.attaching.size;
   }
 
-  get position(): number {
-    return this.lastSeen;
-  }
-
   /** Something new may have been committed up to `pos` (unknown: look anyway). Without live connections nothing is read. */
   poke(pos?: number): void {
     if (this.closed || this.live.size === 0) return;
@@ -90,11 +86,8 @@ export class StreamHub {
     void this.read().catch(() => {});
   }
 
-  /**
-   * Reads until nothing newer is committed; a call made while a read runs makes it go round once more, and
-   * resolves after that round (so the caller has seen everything committed before it called).
-   */
-  read(): Promise<void> {
+  /** Reads until nothing newer is committed; a call made while a read runs makes it go round once more. */
+  private read(): Promise<void> {
     if (this.reading) {
       this.again = true;
       return this.reading;
@@ -119,7 +112,7 @@ export class StreamHub {
           const events = rows.map(toStreamEvent);
           this.lastSeen = events[events.length - 1].pos;
           for (const s of this.live) if (!s.take(events)) this.live.delete(s);
-          this.opts.onRead?.(events.length, performance.now() - this.lastReadAt);
+          this.opts.onRead?.(events.length);
         }
         if (this.closed || (!this.again && rows.length < PAGE)) return;
       }

@@ -5,11 +5,11 @@
 // decisions are outcomes.ts's; this module does the I/O around them.
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
-import { FetchError, type FetchResult, type SafeFetcher } from '../../platform/fetch/safe-fetch.js';
-import { HostGate } from '../../verification/host-gate.js';
-import { blockHost, takeHostSlot } from '../../verification/feed-repository.js';
+import type { FetchError, FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
+import type { PoliteClient } from '../../verification/polite.js';
 import { retryAfter } from '../../verification/manners.js';
-import { hubUrl, linkHeader, withParams } from './request.js';
+import { websubLinks } from '../../platform/public-url.js';
+import { hubBase, withParams } from './request.js';
 import { signature } from './signature.js';
 import { isDelivered, isTransient, isUnreachable, judgeEcho, retryDelayMs, type DeliveryOutcome, type HubTiming, type VerificationOutcome } from './outcomes.js';
 import { deferTask, dropTask, finishTask, hasSubscribers, queueDeliveries, retryTask, type DeliveryTask, type IntentTask, type Task } from './task-repository.js';
@@ -22,7 +22,6 @@ export interface Content {
 
 export interface HubOptions {
   timeoutMs: number;
-  hostIntervalMs: number;
   publicUrl: string | undefined;
   timing: HubTiming;
   onVerification(outcome: VerificationOutcome): void;
@@ -43,12 +42,10 @@ type Polite = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | 
 type Ran = 'done' | 'deferred';
 
 export class Hub {
-  readonly gate = new HostGate(2);
-  private readonly knownHosts = new Set<string>();
-
   constructor(
     private readonly db: Db,
     private readonly fetcher: SafeFetcher,
+    private readonly hosts: PoliteClient,
     private readonly content: Content,
     private readonly opts: HubOptions,
   ) {}
@@ -136,7 +133,7 @@ export class Hub {
       await finishTask(this.db, task.id, task.seq);
       return 'done';
     }
-    const headers: Record<string, string> = { link: linkHeader(hubUrl(this.opts.publicUrl, sub.topic), sub.topic) };
+    const headers: Record<string, string> = { link: websubLinks(hubBase(this.opts.publicUrl, sub.topic), sub.topic) };
     if (sub.secret) headers['x-hub-signature'] = signature(sub.secret, current.body);
     const got = await this.polite(sub.callback, () =>
       this.fetcher.post(sub.callback, { body: current.body, contentType: current.contentType, headers, timeoutMs: this.opts.timeoutMs, maxBytes: ANSWER_BYTES }),
@@ -164,34 +161,14 @@ export class Hub {
     return 'done';
   }
 
-  /** One request to the callback's host when it is our turn: the same manners as verification's fetches. */
+  /** One request to the callback's host when it is our turn, with verification's manners (one budget per host). */
   private async polite(url: string, send: () => Promise<FetchResult>): Promise<Polite> {
     const host = new URL(url).host.toLowerCase();
-    const gap = this.opts.hostIntervalMs;
-    const release = this.gate.tryEnter(host);
-    if (!release) return { kind: 'busy', at: this.gate.nextTurn(host, Date.now() + Math.max(gap, 250), gap) };
-    try {
-      const slot = await takeHostSlot(this.db, host, gap, this.knownHosts.has(host));
-      if (this.knownHosts.size > 100_000) this.knownHosts.clear();
-      this.knownHosts.add(host);
-      if (!slot.ok) return { kind: 'busy', at: this.gate.nextTurn(host, slot.retryAt.getTime(), gap) };
-      await this.gate.spaced(host, gap);
-      let res: FetchResult;
-      try {
-        res = await send();
-      } catch (err) {
-        if (!(err instanceof FetchError)) throw err;
-        if (err.code === 'FETCH_BUSY') return { kind: 'busy', at: Date.now() + BUSY_WAIT_MS };
-        return { kind: 'failed', error: err };
-      }
-      if (res.status === 429 || res.status === 503) {
-        const until = retryAfter(res.headers['retry-after'], new Date());
-        if (until) await blockHost(this.db, host, until);
-      }
-      return { kind: 'ok', res };
-    } finally {
-      release();
-    }
+    const got = await this.hosts.send(host, send);
+    if (got.kind === 'busy') return { kind: 'busy', at: this.hosts.turn(host, got.from) };
+    // Our own bound on requests in flight: it says nothing about the callback.
+    if (got.kind === 'failed' && got.error.code === 'FETCH_BUSY') return { kind: 'busy', at: Date.now() + BUSY_WAIT_MS };
+    return got;
   }
 
   private async defer(id: number, at: number): Promise<Ran> {

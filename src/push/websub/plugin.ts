@@ -73,9 +73,8 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     },
   });
 
-  const hub = new Hub(app.db, app.fetcher, app.publications, {
+  const hub = new Hub(app.db, app.fetcher, app.verification.hosts, app.publications, {
     timeoutMs: config.FETCH_TIMEOUT_MS,
-    hostIntervalMs: config.FETCH_HOST_INTERVAL_MS,
     publicUrl: config.PUBLIC_URL,
     timing,
     onVerification: (o) => verifications.inc({ outcome: o }),
@@ -138,4 +137,4 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
 }
 
-export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'publishing'] });
+export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'publishing', 'verification'] });

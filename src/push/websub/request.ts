@@ -97,12 +97,7 @@ export function withParams(callback: string, params: Record<string, string>): st
   return callback.endsWith('?') || callback.endsWith('&') ? `${callback}${extra}` : `${callback}&${extra}`;
 }
 
-/** The hub's URL for the Link rel="hub" of deliveries: under PUBLIC_URL, else at the topic's own origin. */
-export function hubUrl(publicUrl: string | undefined, topic: string): string {
-  return `${publicUrl ?? new URL(topic).origin}/websub`;
-}
-
-/** WebSub §7: the Link header of a delivery names the hub and the topic. */
-export function linkHeader(hub: string, topic: string): string {
-  return `<${hub}>; rel="hub", <${topic}>; rel="self"`;
+/** The base of a delivery's Link rel="hub": PUBLIC_URL, else the topic's own origin. */
+export function hubBase(publicUrl: string | undefined, topic: string): string {
+  return publicUrl ?? new URL(topic).origin;
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import formbody from '@fastify/formbody';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../platform/db/database.js';
-import { requestBase } from '../../platform/public-url.js';
+import { HUB_PATH, requestBase } from '../../platform/public-url.js';
 import { grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, topicPath, type LeaseBounds } from './request.js';
 import { queueIntent, type Intent } from './task-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
@@ -83,7 +83,7 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
       return text(reply, status, status >= 500 ? 'the hub cannot take requests right now; try again later' : err.message);
     });
 
-    scope.post('/websub', { schema: { body: Form }, attachValidation: true }, async (req, reply) => {
+    scope.post(HUB_PATH, { schema: { body: Form }, attachValidation: true }, async (req, reply) => {
       let form = (req.body ?? {}) as Record<string, unknown>;
       if (req.validationError) {
         const field = req.validationError.validation?.[0]?.instancePath?.replace(/^\//, '').replace(/~1/g, '/');

@@ -4,7 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { grantedLease, hubUrl, linkHeader, parseSubscriptionRequest, topicPath, withParams } from '../../../src/push/websub/request.js';
+import { grantedLease, hubBase, parseSubscriptionRequest, topicPath, withParams } from '../../../src/push/websub/request.js';
+import { websubLinks } from '../../../src/platform/public-url.js';
 import { signature } from '../../../src/push/websub/signature.js';
 import { DEFAULT_TIMING, judgeEcho, retryDelayMs } from '../../../src/push/websub/outcomes.js';
 
@@ -43,9 +44,9 @@ test('hub.* parameters are added to the callback without touching its own query'
 });
 
 test('the hub link: under PUBLIC_URL (its path included), else at the topic\'s origin', () => {
-  assert.equal(hubUrl('https://h.example/pingd', 'http://other/changes.xml'), 'https://h.example/pingd/websub');
-  assert.equal(hubUrl(undefined, 'http://127.0.0.1:8080/changes.xml'), 'http://127.0.0.1:8080/websub');
-  assert.equal(linkHeader('http://h/websub', 'http://h/changes.xml'), '<http://h/websub>; rel="hub", <http://h/changes.xml>; rel="self"');
+  assert.equal(websubLinks(hubBase('https://h.example/pingd', 'http://other/changes.xml'), 'http://other/changes.xml'), '<https://h.example/pingd/websub>; rel="hub", <http://other/changes.xml>; rel="self"');
+  assert.equal(websubLinks(hubBase(undefined, 'http://127.0.0.1:8080/changes.xml'), 'http://127.0.0.1:8080/changes.xml'), '<http://127.0.0.1:8080/websub>; rel="hub", <http://127.0.0.1:8080/changes.xml>; rel="self"');
+  assert.equal(websubLinks('http://h', 'http://h/changes.xml'), '<http://h/websub>; rel="hub", <http://h/changes.xml>; rel="self"');
 });
 
 test('X-Hub-Signature is sha256= and the hex HMAC of the exact bytes', () => {
