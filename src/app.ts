@@ -4,6 +4,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import { loadConfig, type Config, type TrustProxy } from './platform/config.js';
 import dbPlugin from './platform/db/plugin.js';
 import metricsPlugin from './operations/metrics/plugin.js';
+import type { LogDestination } from './platform/log-destination.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
 import pingPlugin from './intake/ping/plugin.js';
 import xmlrpcRoutes from './intake/xmlrpc/routes.js';
@@ -26,14 +27,17 @@ export interface BuildOptions {
   skipMigrations?: boolean;
   /** Where the default logger writes (stdout when unset); tests capture the JSON lines. */
   logStream?: { write(line: string): void };
+  /** A serving process's bounded stdout (wins over logStream); its dropped lines become a metric. */
+  logDestination?: LogDestination;
 }
 
 export const REDACT = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-admin-token"]'];
 
 export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance> {
   const config = opts.config ?? loadConfig();
+  const logStream = opts.logDestination?.stream ?? opts.logStream;
   const app = Fastify({
-    logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(opts.logStream ? { stream: opts.logStream } : {}) },
+    logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(logStream ? { stream: logStream } : {}) },
     genReqId: requestIdGenerator(config.TRUST_PROXY !== false),
     trustProxy: proxyTrust(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT,
@@ -53,7 +57,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   });
   app.decorate('config', config);
   try {
-    await app.register(metricsPlugin);
+    await app.register(metricsPlugin, { logDrops: opts.logDestination?.dropped });
     await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
     await app.register(healthPlugin);
     await app.register(fetchPlugin, { config });

@@ -3,6 +3,10 @@
 // current run, close the database) within SHUTDOWN_TIMEOUT_MS, then exit 0.
 import { buildApp } from './app.js';
 import type { Config } from './platform/config.js';
+import { logDestination } from './platform/log-destination.js';
+
+/** Longest the last log lines may take to reach stdout's reader on the way out (the reader may be gone). */
+const LAST_LINES_MS = 1000;
 
 /** The configuration as it may be logged: passwords in URLs and anything named like a secret masked. */
 export function safeConfig(config: Config): Record<string, unknown> {
@@ -29,7 +33,11 @@ export function redactUrl(raw: string): string {
 }
 
 export async function serve(config: Config, opts: { skipMigrations?: boolean } = {}): Promise<void> {
-  const app = await buildApp({ config, skipMigrations: opts.skipMigrations });
+  // Logs go through a bounded asynchronous buffer: a reader that stops reading (a full pipe, a stalled
+  // log shipper) costs dropped lines, never a blocked event loop (which would also stop the shutdown bound).
+  const logs = logDestination({ maxBytes: config.LOG_BUFFER_BYTES });
+  const exit = (code: number) => void logs.flushWithin(LAST_LINES_MS).then(() => process.exit(code));
+  const app = await buildApp({ config, skipMigrations: opts.skipMigrations, logDestination: logs });
   app.log.info({ config: safeConfig(config), pid: process.pid, node: process.version }, 'starting');
   let stopping = false;
   const stop = async (signal: string) => {
@@ -40,23 +48,23 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
     // The bound: whatever hangs (a client that never finishes its request, a database that never
     // answers), the process is gone before the orchestrator's own kill (compose: stop_grace_period).
     const timer = setTimeout(() => {
-      app.log.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'shutdown took too long; exiting');
-      process.exit(1);
-    }, config.SHUTDOWN_TIMEOUT_MS);
+      app.log.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, droppedLogLines: logs.dropped() }, 'shutdown took too long; exiting');
+      exit(1);
+    }, Math.max(0, config.SHUTDOWN_TIMEOUT_MS - LAST_LINES_MS));
     timer.unref();
     let code = 0;
     try {
       // Fastify stops accepting, lets in-flight requests finish, then runs the plugins' onClose hooks:
       // jobs stop after their current run, the batcher commits what it holds, the database closes.
       await app.close();
-      app.log.info({ ms: Math.round(performance.now() - started) }, 'stopped');
+      app.log.info({ ms: Math.round(performance.now() - started), droppedLogLines: logs.dropped() }, 'stopped');
     } catch (err) {
       app.log.error({ err }, 'error during shutdown');
       code = 1;
     }
     // Exit now rather than wait for stray handles (keep-alive sockets of outbound requests, timers):
-    // everything that matters is committed and closed. Log lines are written synchronously.
-    process.exit(code);
+    // everything that matters is committed and closed; the last log lines get a bounded moment.
+    exit(code);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
@@ -64,11 +72,11 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
   // committed, and an exception nobody caught leaves state nobody can vouch for.
   process.on('uncaughtException', (err) => {
     app.log.fatal({ err }, 'uncaught exception; exiting');
-    process.exit(1);
+    exit(1);
   });
   process.on('unhandledRejection', (err) => {
     app.log.fatal({ err }, 'unhandled promise rejection; exiting');
-    process.exit(1);
+    exit(1);
   });
   try {
     await app.listen({ port: config.PORT, host: config.HOST });

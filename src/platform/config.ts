@@ -129,6 +129,7 @@ const SPEC = {
   DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR' },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
   LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
+  LOG_BUFFER_BYTES: { default: '4194304', parse: int(65536, 256 * 1024 * 1024), doc: 'Log lines `pingd serve` holds while stdout\'s reader is behind; lines beyond are dropped and counted (pingd_log_lines_dropped_total)' },
   PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },
   TRUST_PROXY: { default: 'false', parse: trustProxy, doc: 'Proxies in front of pingd whose X-Forwarded-For is believed: false, a hop count (true = 1), or their addresses/CIDR ranges' },
   DB_POOL_MAX: { default: '8', parse: int(1, 100), doc: 'Connections in the PostgreSQL pool (the embedded database always has one)' },

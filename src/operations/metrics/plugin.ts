@@ -4,7 +4,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { Registry, Histogram, collectDefaultMetrics } from 'prom-client';
+import { Registry, Histogram, Counter, collectDefaultMetrics } from 'prom-client';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -12,10 +12,30 @@ declare module 'fastify' {
   }
 }
 
-async function metricsPlugin(app: FastifyInstance): Promise<void> {
+export interface MetricsOptions {
+  /** Log lines the process's log destination dropped so far (a serving process only). */
+  logDrops?: () => number;
+}
+
+async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'pingd_' });
   app.decorate('metrics', registry);
+
+  const logDrops = opts.logDrops;
+  if (logDrops) {
+    let reported = 0;
+    new Counter({
+      name: 'pingd_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout was not read fast enough (LOG_BUFFER_BYTES was full).',
+      registers: [registry],
+      collect() {
+        const now = logDrops();
+        this.inc(now - reported);
+        reported = now;
+      },
+    });
+  }
 
   // Per route pattern (never the raw URL: archive paths and 404 probes would make unbounded series).
   const httpSeconds = new Histogram({
