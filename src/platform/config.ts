@@ -142,6 +142,7 @@ const SPEC = {
   PUBLISH_DELTA_WINDOW: { default: '900', parse: int(10, 3600), doc: 'Seconds a rendering stays usable as an RFC 3229 / ?since= delta base; older validators get the full document' },
   PUBLISH_POINTER_TTL_MS: { default: '1000', parse: int(0, 60000), doc: 'How long an instance reuses its knowledge of the current rendering of a document before asking the database again' },
   BLOCKLIST_FILE: { default: '', parse: optionalStr, doc: 'File of blocked hosts/domains, URL and name patterns and client addresses; re-read when it changes (see README)' },
+  PING_HOST_BUDGET: { default: '100', parse: int(0, 1_000_000), doc: 'Pings accepted for weblogs of one host per PING_MIN_INTERVAL (60 s when 0), counted per instance; 0 = no budget' },
   RATE_LIMIT_PER_IP: { default: '0', parse: int(0, 1_000_000), doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit' },
   REQUEST_TIMEOUT_MS: { default: '30000', parse: int(1000, 600000), doc: 'Longest a client may take to send a whole request (slow clients are cut off)' },
   METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`' },

@@ -1,7 +1,7 @@
-// Owns the abuse screen: the blocklist (BLOCKLIST_FILE, kept in step with the file) and the per-client rate
-// limit (RATE_LIMIT_PER_IP), installed as a screen of the intake path (app.pings.addScreen), so every
-// protocol runs it and every refusal is reported and rendered like any other (flerror 1; 403 / 429 with
-// Retry-After).
+// Owns the abuse screen: the blocklist (BLOCKLIST_FILE, kept in step with the file), the per-client rate
+// limit (RATE_LIMIT_PER_IP) and the per-host budget (PING_HOST_BUDGET), installed as a screen of the intake
+// path (app.pings.addScreen), so every protocol runs it and every refusal is reported and rendered like any
+// other (flerror 1; 403 / 429 with Retry-After).
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
@@ -11,7 +11,7 @@ import type { Refused } from '../ping/refusals.js';
 import { normalizeUrl, type RawPing, type ValidPing } from '../ping/validate.js';
 import { Blocklist, type BlockMatch, type RuleKind } from './blocklist.js';
 import { BlocklistFile } from './blocklist-file.js';
-import { RateLimiter, clientKey } from './rate-limit.js';
+import { RateLimiter, clientKey, weblogHost } from './rate-limit.js';
 
 export const BLOCKED_CLIENT = 'Pings from your address are not accepted by this server.';
 export const BLOCKED_WEBLOG = 'Pings for this weblog are not accepted by this server.';
@@ -84,6 +84,25 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
     });
   }
 
+  // One site must not become many weblogs: spellings of one host that normalisation keeps apart (`?a=1`,
+  // `?a=2`, … or paths) each pass the per-weblog throttle. The budget is spent only by accepted pings, so
+  // a weblog re-pinging inside its throttle costs its host's other weblogs nothing.
+  const budgetWindowSec = config.PING_MIN_INTERVAL > 0 ? config.PING_MIN_INTERVAL : 60;
+  const hostBudget = config.PING_HOST_BUDGET > 0 ? new RateLimiter(config.PING_HOST_BUDGET, Date.now, budgetWindowSec * 1000) : undefined;
+  if (hostBudget) {
+    new Gauge({
+      name: 'pingd_host_budget_tracked_hosts',
+      help: 'Weblog hosts the per-host budget (PING_HOST_BUDGET) currently tracks in this instance.',
+      registers: [app.metrics],
+      collect() {
+        this.set(hostBudget.tracked);
+      },
+    });
+    app.pings.onOutcome((_method, r) => {
+      if (r.ok) hostBudget.spend(weblogHost(r.ping.url));
+    });
+  }
+
   const blocked = (raw: RawPing | ValidPing, r: Refused, match: BlockMatch): Refused => {
     hits.inc({ kind: match.kind satisfies RuleKind });
     app.log.debug({ rule: match.rule, clientAddr: raw.clientAddr, url: raw.url }, 'ping refused by the blocklist');
@@ -105,7 +124,7 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
           ok: false,
           reason: 'rate_limited',
           retryAfterSec: d.retryAfterSec,
-          message: `Too many pings from your address (at most ${limiter.perMinute} a minute); please ping again in ${d.retryAfterSec} seconds.`,
+          message: `Too many pings from your address (at most ${limiter.capacity} a minute); please ping again in ${d.retryAfterSec} seconds.`,
         };
       }
     }
@@ -115,6 +134,18 @@ async function abusePlugin(app: FastifyInstance, opts: { config: Config }): Prom
   // After validation, so the rules see what would be stored (an invalid ping is refused by intake with the
   // exact reason first). `extraUrls`: more URLs the request carries, screened like the ping's.
   const screenPing = (ping: ValidPing, extraUrls: readonly string[]): Refused | undefined => {
+    if (hostBudget) {
+      const host = weblogHost(ping.url);
+      const d = hostBudget.check(host);
+      if (!d.ok) {
+        return {
+          ok: false,
+          reason: 'rate_limited',
+          retryAfterSec: d.retryAfterSec,
+          message: `Too many weblogs on ${host} were pinged lately (at most ${hostBudget.capacity} every ${budgetWindowSec} seconds); please ping again in ${d.retryAfterSec} seconds.`,
+        };
+      }
+    }
     const list = blocklist;
     if (list.size === list.clientRules) return undefined;
     const urls = [ping.url];

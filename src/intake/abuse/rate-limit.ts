@@ -1,9 +1,10 @@
-// Owns the per-client ping rate limit: a token bucket per client address, in this process's memory.
-// Each instance counts on its own (N instances behind a balancer allow up to N × the rate); that is
-// enough to stop one noisy address from flooding the queue, which is what it is for.
+// Owns intake's token buckets, in this process's memory: the per-client ping rate limit (a bucket per client
+// address) and the per-host budget (a bucket per weblog host). Each instance counts on its own (N instances
+// behind a balancer allow up to N × the rate); that is enough to stop one noisy address or one site's
+// spellings from flooding the queue and the published lists, which is what they are for.
 import { canonicalAddress, slash64Key } from '../../platform/net/ip.js';
 
-/** At most this many addresses are tracked; beyond it the oldest entries are forgotten (bounded memory). */
+/** At most this many keys are tracked; beyond it the oldest entries are forgotten (bounded memory). */
 export const MAX_TRACKED = 100_000;
 
 interface Bucket {
@@ -23,20 +24,31 @@ export function clientKey(addr: string | null | undefined): string {
   return a ? slash64Key(a) : 'unknown';
 }
 
+/**
+ * The key a weblog URL spends the per-host budget under: its host name as normalisation left it (lower
+ * case, punycode, no root dot, no port). Each subdomain is its own host: blog hosts give every blog one.
+ */
+export function weblogHost(url: string): string {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^/:?#]*)/.exec(url);
+  return m ? m[1] : url;
+}
+
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
   private readonly perMs: number;
   private readonly sweeper: NodeJS.Timeout;
 
-  /** `perMinute` pings per minute per key, with bursts up to the same number. */
+  /** `capacity` tokens per key, refilled over `windowMs` (a minute unless said otherwise): bursts up to `capacity`. */
   constructor(
-    readonly perMinute: number,
+    readonly capacity: number,
     private readonly now: () => number = Date.now,
+    readonly windowMs = 60_000,
   ) {
-    if (!(perMinute > 0)) throw new RangeError('perMinute must be positive');
-    this.perMs = perMinute / 60_000;
+    if (!(capacity > 0)) throw new RangeError('capacity must be positive');
+    if (!(windowMs > 0)) throw new RangeError('windowMs must be positive');
+    this.perMs = capacity / windowMs;
     // Buckets that have refilled completely carry no information: drop them so memory follows activity.
-    this.sweeper = setInterval(() => this.sweep(), 60_000).unref();
+    this.sweeper = setInterval(() => this.sweep(), Math.min(windowMs, 60_000)).unref();
   }
 
   get tracked(): number {
@@ -45,6 +57,22 @@ export class RateLimiter {
 
   /** Takes one token for `key`; refuses with the seconds until the next token when the bucket is empty. */
   take(key: string): RateDecision {
+    const d = this.check(key);
+    if (d.ok) this.spend(key);
+    return d;
+  }
+
+  /** Whether `key` has a token now, without taking it (for a budget spent only on success). */
+  check(key: string): RateDecision {
+    const b = this.buckets.get(key);
+    if (b === undefined) return { ok: true };
+    const tokens = Math.min(this.capacity, b.tokens + (this.now() - b.at) * this.perMs);
+    if (tokens >= 1) return { ok: true };
+    return { ok: false, retryAfterSec: Math.max(1, Math.ceil((1 - tokens) / this.perMs / 1000)) };
+  }
+
+  /** Takes one token for `key`, even when that leaves the bucket below zero (what happened happened). */
+  spend(key: string): void {
     const now = this.now();
     let b = this.buckets.get(key);
     if (b === undefined) {
@@ -52,23 +80,19 @@ export class RateLimiter {
         const oldest = this.buckets.keys().next().value;
         if (oldest !== undefined) this.buckets.delete(oldest);
       }
-      b = { tokens: this.perMinute, at: now };
+      b = { tokens: this.capacity, at: now };
       this.buckets.set(key, b);
     } else {
-      b.tokens = Math.min(this.perMinute, b.tokens + (now - b.at) * this.perMs);
+      b.tokens = Math.min(this.capacity, b.tokens + (now - b.at) * this.perMs);
       b.at = now;
     }
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return { ok: true };
-    }
-    return { ok: false, retryAfterSec: Math.max(1, Math.ceil((1 - b.tokens) / this.perMs / 1000)) };
+    b.tokens -= 1;
   }
 
   sweep(): void {
     const now = this.now();
     for (const [k, b] of this.buckets) {
-      if (b.tokens + (now - b.at) * this.perMs >= this.perMinute) this.buckets.delete(k);
+      if (b.tokens + (now - b.at) * this.perMs >= this.capacity) this.buckets.delete(k);
     }
   }
 
