@@ -112,6 +112,13 @@ const optionalHttpUrl: Parser<string | undefined> = (raw, name) => {
   return v;
 };
 
+// RELAY_TARGETS: http(s) URLs separated by commas or white space.
+const urlList: Parser<readonly string[]> = (raw, name) => {
+  const list = raw.split(/[\s,]+/).filter((x) => x !== '');
+  for (const u of list) optionalHttpUrl(u, name);
+  return Object.freeze(list);
+};
+
 // PUBLIC_URL: the origin (and optional path prefix) the service is reached at; kept without a trailing slash
 // so `${PUBLIC_URL}/changes.xml` is the document's absolute URL.
 const publicUrl: Parser<string | undefined> = (raw, name) => {
@@ -174,6 +181,12 @@ const SPEC = {
   WEBSUB_LEASE_MAX: { default: '2592000', parse: int(60, 365 * 86400), doc: 'Longest WebSub lease granted (30 days)' },
   WEBSUB_MAX_SUBSCRIPTIONS: { default: '10000', parse: int(0, 10_000_000), doc: 'Subscriptions (active and pending) the hub keeps; beyond it new ones are refused with 503' },
   WEBSUB_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance' },
+  RELAY_TARGETS: { default: '', parse: urlList, doc: 'XML-RPC endpoints (weblogUpdates) every accepted ping is relayed to, comma-separated, e.g. http://rpc.pingomatic.com/; empty = relay nothing' },
+  RELAY_FILE: { default: '', parse: optionalStr, doc: 'YAML or JSON file of relay targets with per-target options (method, rate_per_min, concurrency, enabled); added to RELAY_TARGETS' },
+  RELAY_RATE_PER_MIN: { default: '60', parse: int(1, 600_000), doc: 'Relays per minute sent to one target, across instances (a target may set its own in RELAY_FILE)' },
+  RELAY_ONLY_VERIFIED: { default: 'false', parse: bool, doc: 'Relay a ping only once verification found something new in its feed (always so under VERIFY_PINGS=require)' },
+  RELAY_MAX_ATTEMPTS: { default: '8', parse: int(1, 100), doc: 'Tries of one relay (network errors, timeouts, 5xx, faults) before it is a dead letter (`pingd relay retry`)' },
+  RELAY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Relay requests running at once in this instance (each target also has its own limit, 2 by default)' },
 } as const;
 
 type Spec = typeof SPEC;

@@ -35,7 +35,7 @@ const POLL_MS = 1000;
 const YIELD_RATE = 300;
 
 /** Events in the last second, in four buckets of 250 ms. */
-class RateMeter {
+export class RateMeter {
   private readonly buckets = [0, 0, 0, 0];
   private at = 0;
 

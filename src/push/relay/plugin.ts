@@ -1,0 +1,131 @@
+// Owns the relay as a Fastify resource (`app.relay`): the targets from RELAY_TARGETS / RELAY_FILE, this
+// instance's deriver (woken by accepted pings) and worker over the outbox (stopped on close before the
+// database, its last outcomes written), and the relay's metrics. With no targets it does nothing at all.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge } from 'prom-client';
+import { ConfigError, type Config } from '../../platform/config.js';
+import { QueueWorker } from '../../platform/queue/worker.js';
+import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
+import { RateMeter } from '../../verification/plugin.js';
+import { claimJobs, ensureCursor, queueStats, type RelayJob, type RelayRule } from './job-repository.js';
+import { syncTargets } from './target-repository.js';
+import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
+import { RelaySender, relayUserAgent } from './sender.js';
+import { loadTargets, type RelayTarget } from './targets.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    relay: {
+      targets: readonly RelayTarget[];
+      /** Undefined when no target is configured. */
+      relay: Relay | undefined;
+      worker: QueueWorker<RelayJob> | undefined;
+      /** The retry and breaker schedule, read at each use; tests shorten it. */
+      timing: RelayTiming;
+    };
+  }
+}
+
+/** Accepted pings per second above which the relay yields to intake (as verification does). */
+const YIELD_RATE = 300;
+/** Most jobs of one target one claim takes. */
+const PER_TARGET_CLAIM = 50;
+
+export const RELAY_OUTCOMES = ['delivered', 'refused', 'failed', 'dead', 'deferred'] as const;
+
+async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  const { targets, self } = loadTargets(config);
+  const timing: RelayTiming = { ...DEFAULT_RELAY_TIMING };
+  for (const url of self) app.log.warn({ target: url }, 'relay: a target is this server itself (PUBLIC_URL); it is left out');
+  if (targets.length === 0) {
+    app.decorate('relay', { targets, relay: undefined, worker: undefined, timing });
+    return;
+  }
+  if (config.RELAY_ONLY_VERIFIED && config.VERIFY_PINGS === 'off') throw new ConfigError('RELAY_ONLY_VERIFIED=true needs verification: VERIFY_PINGS must be mark or require');
+  const rule: RelayRule = config.VERIFY_PINGS === 'require' || config.RELAY_ONLY_VERIFIED ? 'require' : 'listed';
+
+  const relays = new Counter({
+    name: 'pingd_relay_total',
+    help: 'Relay requests by target and outcome (delivered: flerror 0; refused: flerror 1; failed: retried; dead: out of attempts; deferred: put back for the target\'s turn).',
+    labelNames: ['target', 'outcome'] as const,
+    registers: [app.metrics],
+  });
+  for (const t of targets) for (const o of RELAY_OUTCOMES) relays.inc({ target: t.url, outcome: o }, 0);
+  new Gauge({
+    name: 'pingd_relay_queue',
+    help: 'Relay jobs waiting (depth) and the age in seconds of the oldest (oldest_age_seconds), read at scrape time.',
+    labelNames: ['measure'] as const,
+    registers: [app.metrics],
+    async collect() {
+      try {
+        const s = await queueStats(app.db);
+        this.set({ measure: 'depth' }, s.depth);
+        this.set({ measure: 'oldest_age_seconds' }, s.oldestAgeSec);
+      } catch {
+        // The database is down: /metrics still answers with the rest.
+      }
+    },
+  });
+
+  const sender = new RelaySender({
+    policy: { allowPrivate: config.FETCH_ALLOW_PRIVATE, allow: config.FETCH_ALLOW_ADDRESSES },
+    userAgent: relayUserAgent(PINGD_VERSION, config.PUBLIC_URL ?? config.FETCH_CONTACT_URL),
+    timeoutMs: config.FETCH_TIMEOUT_MS,
+  });
+  const intake = new RateMeter();
+  let worker: QueueWorker<RelayJob> | undefined;
+  const relay = new Relay(app.db, sender, {
+    rule,
+    targets,
+    maxAttempts: config.RELAY_MAX_ATTEMPTS,
+    minIntervalSec: config.PING_MIN_INTERVAL,
+    timing,
+    intakeBusy: () => intake.perSecond() >= YIELD_RATE,
+    onQueued: () => worker?.wake(),
+    onEvent: ({ job, outcome, result }) => {
+      relays.inc({ target: job.target, outcome });
+      const line = { job: job.id, ping: job.pingId, target: job.target, weblog: job.weblogUrl, attempt: job.attempts, method: result?.method, outcome };
+      if (outcome === 'dead') app.log.warn({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay: out of attempts; a dead letter (`pingd relay retry`)');
+      else if (outcome === 'failed') app.log.info({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay failed; retried later');
+      else if (outcome !== 'deferred') app.log.debug({ ...line, message: result?.outcome !== 'failed' ? result?.message : undefined }, 'relayed');
+    },
+    onError: (err, what) => app.log.warn({ err: { message: err.message } }, `relay: ${what} failed`),
+  });
+  // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
+  // job of an instance that died is claimed again once it runs out.
+  const leaseSec = Math.ceil((timing.windowMs + 2 * config.FETCH_TIMEOUT_MS + 2000) / 1000) + 10;
+  worker = new QueueWorker<RelayJob>({
+    concurrency: config.RELAY_CONCURRENCY,
+    pollMs: timing.pollMs,
+    claim: (limit) =>
+      claimJobs(app.db, { targets: relay.targetUrls, limit, leaseSec, breakerAfter: timing.breakerAfter, perTarget: PER_TARGET_CLAIM, windowMs: timing.windowMs }),
+    run: (job) => relay.run(job),
+    intakeBusy: () => intake.perSecond() >= YIELD_RATE,
+    onError: (err, job) => app.log.warn({ err: { message: err.message }, job: job?.id }, 'relay job failed; it is retried after its lease'),
+  });
+
+  app.pings.onOutcome((_m, r) => {
+    if (!r.ok) return;
+    intake.count();
+    relay.pinged();
+  });
+  if (rule === 'require') app.verification.onSettled(() => relay.pinged());
+
+  app.decorate('relay', { targets, relay, worker, timing });
+  app.addHook('onReady', async () => {
+    await syncTargets(app.db, targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })));
+    await ensureCursor(app.db, rule);
+    relay.start();
+    worker?.start();
+  });
+  app.addHook('onClose', async () => {
+    relay.stop();
+    // Requests still running after one deadline are left to their leases (sent again after a restart).
+    await worker?.close(config.FETCH_TIMEOUT_MS);
+    await relay.drained();
+  });
+}
+
+export default fp(relayPlugin, { name: 'relay', dependencies: ['db', 'metrics', 'pings', 'verification', 'stream'] });

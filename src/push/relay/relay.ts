@@ -1,0 +1,287 @@
+// Owns the relay's work in one instance: deriving jobs from committed pings (a page per transaction,
+// woken by accepted pings, at most every deriveGapMs, polling for other instances' pings), running claimed
+// jobs (each target's turn and in-flight limit, Retry-After honoured, the extendedPing → ping fallback
+// remembered), and recording their outcomes in batches (one statement per batch), so the relay's database
+// work stays a few statements a second however many pings pass through.
+import type { Db } from '../../platform/db/database.js';
+import { deriveJobs, recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type RelayRule, type TargetUpdate } from './job-repository.js';
+import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
+import type { RelayTarget } from './targets.js';
+
+export interface RelayTiming {
+  /** First retry after a failure; doubled per attempt up to retryMaxMs. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Failures in a row that open a target's breaker, and how long it stays open before a probe. */
+  breakerAfter: number;
+  breakerPauseMs: number;
+  /** How far ahead one claim takes a target's turns. */
+  windowMs: number;
+  /** Longest an outcome waits before it is written (with the others of its batch). */
+  flushMs: number;
+  /** Least time between two derivations prompted by accepted pings (1 s while intake is busy). */
+  deriveGapMs: number;
+  /** How often an instance looks for pings accepted by other instances. */
+  pollMs: number;
+}
+
+export const DEFAULT_RELAY_TIMING: RelayTiming = {
+  retryBaseMs: 30_000,
+  retryMaxMs: 3_600_000,
+  breakerAfter: 5,
+  breakerPauseMs: 60_000,
+  windowMs: 5_000,
+  flushMs: 100,
+  deriveGapMs: 200,
+  pollMs: 1_000,
+};
+
+/** Pings read per derivation statement. */
+export const DERIVE_PAGE = 500;
+/** Outcomes that make a batch worth writing at once. */
+const FLUSH_AT = 200;
+/** While intake is busy, pages are this far apart. */
+const BUSY_GAP_MS = 1_000;
+
+export type RelayEvent = { job: RelayJob; outcome: JobOutcome | 'dead'; result?: SendResult };
+
+export interface RelayOptions {
+  rule: RelayRule;
+  targets: readonly RelayTarget[];
+  maxAttempts: number;
+  minIntervalSec: number;
+  timing: RelayTiming;
+  intakeBusy(): boolean;
+  /** Told after derived jobs were committed (the worker claims them). */
+  onQueued(): void;
+  onEvent(e: RelayEvent): void;
+  onError(err: Error, what: string): void;
+}
+
+/** A per-target count of requests in flight, with waiters. */
+class Slots {
+  private readonly used = new Map<string, number>();
+  private readonly waiting = new Map<string, (() => void)[]>();
+
+  async enter(key: string, max: number): Promise<() => void> {
+    while ((this.used.get(key) ?? 0) >= max) await new Promise<void>((r) => this.waiting.set(key, [...(this.waiting.get(key) ?? []), r]));
+    this.used.set(key, (this.used.get(key) ?? 0) + 1);
+    return () => {
+      this.used.set(key, (this.used.get(key) ?? 1) - 1);
+      const w = this.waiting.get(key)?.shift();
+      if (w) w();
+    };
+  }
+}
+
+export class Relay {
+  private readonly byUrl: Map<string, RelayTarget>;
+  /** Targets found to answer a fault to extendedPing (also stored: ping_only). */
+  private readonly pingOnly = new Set<string>();
+  /** Retry-After heard by this instance: no request to the target before then. */
+  private readonly blocked = new Map<string, number>();
+  private readonly slots = new Slots();
+  private outcomes: OutcomeRow[] = [];
+  private updates = new Map<string, TargetUpdate>();
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private deriveTimer: NodeJS.Timeout | undefined;
+  private deriving: Promise<void> | undefined;
+  private deriveAgain = false;
+  private lastDerive = 0;
+  private closed = false;
+  private readonly closing = new AbortController();
+
+  constructor(
+    private readonly db: Db,
+    private readonly sender: RelaySender,
+    private readonly opts: RelayOptions,
+  ) {
+    this.byUrl = new Map(opts.targets.map((t) => [t.url, t]));
+  }
+
+  get targetUrls(): string[] {
+    return [...this.byUrl.keys()];
+  }
+
+  start(): void {
+    this.scheduleDerive(0);
+  }
+
+  /** Pings were accepted (or released): derive soon, but not more often than deriveGapMs (1 s under a burst). */
+  pinged(): void {
+    if (this.closed) return;
+    if (this.deriving) this.deriveAgain = true;
+    else this.scheduleDerive(Math.max(0, this.lastDerive + this.gap() - performance.now()));
+  }
+
+  private gap(): number {
+    return this.opts.intakeBusy() ? BUSY_GAP_MS : this.opts.timing.deriveGapMs;
+  }
+
+  private scheduleDerive(ms: number): void {
+    if (this.closed) return;
+    if (this.deriveTimer) {
+      if (ms >= this.opts.timing.pollMs) return;
+      clearTimeout(this.deriveTimer);
+    }
+    this.deriveTimer = setTimeout(() => {
+      this.deriveTimer = undefined;
+      this.deriving = this.deriveAll().finally(() => {
+        this.deriving = undefined;
+        const again = this.deriveAgain;
+        this.deriveAgain = false;
+        this.scheduleDerive(again ? this.gap() : this.opts.timing.pollMs);
+      });
+    }, ms);
+    this.deriveTimer.unref();
+  }
+
+  /** Derives page after page until the cursor has caught up (or another instance holds it). */
+  async deriveAll(): Promise<void> {
+    const targets = this.targetUrls;
+    for (;;) {
+      if (this.closed) return;
+      this.lastDerive = performance.now();
+      let page;
+      try {
+        page = await deriveJobs(this.db, { rule: this.opts.rule, targets, marker: RELAY_MARKER, minIntervalSec: this.opts.minIntervalSec, pageSize: DERIVE_PAGE });
+      } catch (err) {
+        this.opts.onError(err as Error, 'deriving relay jobs');
+        return;
+      }
+      if (!page) return;
+      if (page.queued > 0) this.opts.onQueued();
+      if (page.read < DERIVE_PAGE) return;
+      // A backlog: page after page, spaced while intake is busy.
+      if (this.opts.intakeBusy()) await sleep(BUSY_GAP_MS, this.closing.signal);
+    }
+  }
+
+  /** Runs one claimed job: waits for the target's turn and a free slot, sends, and queues the outcome. */
+  async run(job: RelayJob): Promise<'done' | 'deferred'> {
+    const target = this.byUrl.get(job.target);
+    if (!target) return this.defer(job, new Date(Date.now() + this.opts.timing.pollMs));
+    await sleep(job.sendAt.getTime() - Date.now(), this.closing.signal);
+    if (this.closed) return this.defer(job, new Date());
+    const blockedUntil = this.blocked.get(job.target) ?? 0;
+    if (blockedUntil > Date.now()) return this.defer(job, new Date(blockedUntil));
+    const release = await this.slots.enter(job.target, target.concurrency);
+    let result: SendResult;
+    try {
+      const ping = { name: job.name, url: job.weblogUrl, changesUrl: job.changesUrl, rssUrl: job.rssUrl, tags: job.tags };
+      result = await this.sender.send(job.target, ping, target.method === 'ping' || job.pingOnly || this.pingOnly.has(job.target));
+    } finally {
+      release();
+    }
+    if (result.fellBack) this.pingOnly.add(job.target);
+    const u = this.update(job.target);
+    u.pingOnly ||= result.fellBack;
+    if (result.outcome === 'failed') {
+      u.failed++;
+      u.lastError = `${result.code}: ${result.error}`.slice(0, 300);
+      let retryAt = Date.now() + Math.min(this.opts.timing.retryMaxMs, this.opts.timing.retryBaseMs * 2 ** Math.max(0, job.attempts - 1));
+      if (result.blockedUntil) {
+        const until = result.blockedUntil.getTime();
+        this.blocked.set(job.target, until);
+        u.openUntil = new Date(Math.max(until, u.openUntil?.getTime() ?? 0));
+        retryAt = Math.max(retryAt, until);
+      }
+      this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: 'failed', error: u.lastError, retryAt: new Date(retryAt) });
+      this.opts.onEvent({ job, outcome: job.attempts >= this.opts.maxAttempts ? 'dead' : 'failed', result });
+    } else {
+      if (result.outcome === 'delivered') u.delivered++;
+      else u.refused++;
+      this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: result.outcome, error: null, retryAt: null });
+      this.opts.onEvent({ job, outcome: result.outcome, result });
+    }
+    return 'done';
+  }
+
+  private defer(job: RelayJob, until: Date): 'deferred' {
+    this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: 'deferred', error: null, retryAt: until });
+    this.opts.onEvent({ job, outcome: 'deferred' });
+    return 'deferred';
+  }
+
+  private update(target: string): TargetUpdate {
+    let u = this.updates.get(target);
+    if (!u) this.updates.set(target, (u = { target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false }));
+    return u;
+  }
+
+  private queueOutcome(o: OutcomeRow): void {
+    this.outcomes.push(o);
+    if (this.outcomes.length >= FLUSH_AT) void this.flush();
+    else if (!this.flushTimer) {
+      this.flushTimer = setTimeout(() => void this.flush(), this.opts.timing.flushMs);
+      this.flushTimer.unref();
+    }
+  }
+
+  /** Writes the outcomes gathered so far (one statement); on failure they are kept for the next try. */
+  flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    this.flushing = this.flushing.then(async () => {
+      const rows = this.outcomes;
+      const updates = [...this.updates.values()];
+      if (rows.length === 0 && updates.length === 0) return;
+      this.outcomes = [];
+      this.updates = new Map();
+      try {
+        await recordOutcomes(this.db, rows, updates, {
+          maxAttempts: this.opts.maxAttempts,
+          minIntervalSec: this.opts.minIntervalSec,
+          breakerAfter: this.opts.timing.breakerAfter,
+          breakerPauseSec: this.opts.timing.breakerPauseMs / 1000,
+        });
+      } catch (err) {
+        this.opts.onError(err as Error, 'recording relay outcomes');
+        // Kept for the next flush; the jobs' leases cover a crash meanwhile (they are sent again: at least once).
+        if (!this.closed) {
+          this.outcomes = [...rows, ...this.outcomes].slice(-10_000);
+          for (const u of updates) this.mergeBack(u);
+          this.flushTimer ??= setTimeout(() => void this.flush(), 1000).unref();
+        }
+      }
+    });
+    return this.flushing;
+  }
+
+  private mergeBack(u: TargetUpdate): void {
+    const m = this.update(u.target);
+    m.delivered += u.delivered;
+    m.refused += u.refused;
+    m.failed += u.failed;
+    m.lastError ??= u.lastError;
+    m.pingOnly ||= u.pingOnly;
+    if (u.openUntil && (!m.openUntil || m.openUntil < u.openUntil)) m.openUntil = u.openUntil;
+  }
+
+  /** Stops deriving and waiting; jobs still waiting for their turn are given back. Call flush() after the worker closed. */
+  stop(): void {
+    this.closed = true;
+    clearTimeout(this.deriveTimer);
+    this.closing.abort();
+  }
+
+  async drained(): Promise<void> {
+    await this.deriving;
+    await this.flush();
+  }
+}
+
+/** Resolves after `ms` or when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

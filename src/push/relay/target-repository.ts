@@ -1,0 +1,131 @@
+// Owns the SQL of the relay's targets and its operator commands: making the configured targets' rows
+// exist with their spacing, the per-target status (`pingd relay status`), putting dead letters back in the
+// queue (`pingd relay retry`), and deleting finished jobs for retention. Plain values in, plain rows out.
+import type { Queryable } from '../../platform/db/database.js';
+import { withContext } from '../../platform/errors.js';
+
+/** Creates the targets' rows (or updates their spacing): `gapMs` = 60000 / the target's rate per minute. */
+export async function syncTargets(q: Queryable, targets: readonly { url: string; gapMs: number }[]): Promise<void> {
+  if (targets.length === 0) return;
+  await withContext('registering relay targets', () =>
+    q.query(
+      `insert into relay_targets (url, gap_ms) select * from unnest($1::text[], $2::int[])
+       on conflict (url) do update set gap_ms = excluded.gap_ms where relay_targets.gap_ms <> excluded.gap_ms`,
+      [targets.map((t) => t.url), targets.map((t) => t.gapMs)],
+    ),
+  );
+}
+
+export interface TargetStatus {
+  url: string;
+  delivered: number;
+  refused: number;
+  /** Failed attempts (each retried until the attempts run out). */
+  failed: number;
+  /** Jobs that ran out of attempts (`pingd relay retry` puts them back). */
+  dead: number;
+  pending: number;
+  oldestPendingAt: Date | null;
+  /** closed: sending; open: paused until openUntil (failures or Retry-After); probing: the next job tests it. */
+  breaker: 'closed' | 'open' | 'probing';
+  failures: number;
+  openUntil: Date | null;
+  pingOnly: boolean;
+  lastError: string | null;
+  lastAttemptAt: Date | null;
+  lastSuccessAt: Date | null;
+}
+
+export async function targetStatus(q: Queryable, breakerAfter: number): Promise<TargetStatus[]> {
+  return withContext('reading the relay status', async () => {
+    const rows = await q.query<{
+      url: string;
+      delivered: number;
+      refused: number;
+      failed: number;
+      dead: number;
+      pending: number;
+      oldest: Date | null;
+      failures: number;
+      open_until: Date | null;
+      is_open: boolean;
+      ping_only: boolean;
+      last_error: string | null;
+      last_attempt_at: Date | null;
+      last_success_at: Date | null;
+    }>(
+      `select t.url, t.delivered, t.refused, t.failed, t.failures, t.open_until, coalesce(t.open_until > now(), false) as is_open, t.ping_only,
+              t.last_error, t.last_attempt_at, t.last_success_at,
+              (select count(*) from relay_jobs j where j.target = t.url and j.state = 'dead')::int as dead,
+              (select count(*) from relay_jobs j where j.target = t.url and j.state = 'pending')::int as pending,
+              (select min(created_at) from relay_jobs j where j.target = t.url and j.state = 'pending') as oldest
+         from relay_targets t order by t.url`,
+    );
+    return rows.map((r) => ({
+      url: r.url,
+      delivered: Number(r.delivered),
+      refused: Number(r.refused),
+      failed: Number(r.failed),
+      dead: Number(r.dead),
+      pending: Number(r.pending),
+      oldestPendingAt: r.oldest ? new Date(r.oldest) : null,
+      breaker: r.is_open ? 'open' : Number(r.failures) >= breakerAfter ? 'probing' : 'closed',
+      failures: Number(r.failures),
+      openUntil: r.open_until ? new Date(r.open_until) : null,
+      pingOnly: r.ping_only,
+      lastError: r.last_error,
+      lastAttemptAt: r.last_attempt_at ? new Date(r.last_attempt_at) : null,
+      lastSuccessAt: r.last_success_at ? new Date(r.last_success_at) : null,
+    }));
+  });
+}
+
+/**
+ * Puts a target's dead letters back in the queue, due now, with their attempts reset; a dead letter whose
+ * weblog already has a newer job waiting is dropped (that job carries the newer ping). The target's
+ * breaker is closed too: the operator says it is back. Returns the jobs requeued.
+ */
+export async function retryDead(q: Queryable, target: string): Promise<number> {
+  return withContext(`retrying dead relay jobs of ${target}`, async () => {
+    const [r] = await q.query<{ n: number }>(
+      `with dropped as (
+         delete from relay_jobs d where d.target = $1 and d.state = 'dead'
+            and exists (select 1 from relay_jobs p where p.target = d.target and p.weblog_url = d.weblog_url and p.state = 'pending')
+         returning d.id
+       ),
+       -- One per weblog: the newest dead letter (the others are dropped by the next statement's run).
+       requeued as (
+         update relay_jobs j set state = 'pending', attempts = 0, due_at = now(), leased_until = null, finished_at = null
+          where j.id in (select distinct on (weblog_url) id from relay_jobs
+                          where target = $1 and state = 'dead' and id not in (select id from dropped) order by weblog_url, id desc)
+         returning j.id
+       ),
+       reset as (
+         update relay_targets set failures = 0, open_until = null, next_at = least(next_at, now()) where url = $1 returning 1
+       )
+       select (select count(*) from requeued)::int as n, (select count(*) from reset)::int as t`,
+      [target],
+    );
+    // Older dead letters of a weblog just requeued carry older pings: gone.
+    await q.query(`delete from relay_jobs where target = $1 and state = 'dead'`, [target]);
+    return Number(r.n);
+  });
+}
+
+/** Whether `target` has a row (it was configured at some point). */
+export async function targetKnown(q: Queryable, target: string): Promise<boolean> {
+  return withContext(`looking up relay target ${target}`, async () => (await q.query('select 1 from relay_targets where url = $1', [target])).length > 0);
+}
+
+/** Retention: deletes up to `limit` finished jobs (delivered, refused; dead letters too) finished before `before`. */
+export async function pruneFinishedJobs(q: Queryable, before: Date, limit: number, includeDead: boolean): Promise<number> {
+  return withContext('deleting finished relay jobs', async () => {
+    const rows = await q.query(
+      `delete from relay_jobs where id in (
+         select id from relay_jobs where finished_at < $1 and state <> 'pending' and ($3 or state <> 'dead') order by finished_at limit $2
+       ) returning 1`,
+      [before, limit, includeDead],
+    );
+    return rows.length;
+  });
+}
