@@ -164,11 +164,12 @@ export class Relay {
     if (!target) return this.defer(job, new Date(Date.now() + this.opts.timing.pollMs));
     await sleep(job.sendAt.getTime() - Date.now(), this.closing.signal);
     if (this.closed) return this.defer(job, new Date());
-    const blockedUntil = this.blocked.get(job.target) ?? 0;
-    if (blockedUntil > Date.now()) return this.defer(job, new Date(blockedUntil));
     const release = await this.slots.enter(job.target, target.concurrency);
     let result: SendResult;
     try {
+      // Checked once a slot is ours: the request before may just have brought a Retry-After.
+      const blockedUntil = this.blocked.get(job.target) ?? 0;
+      if (blockedUntil > Date.now()) return this.defer(job, new Date(blockedUntil));
       const ping = { name: job.name, url: job.weblogUrl, changesUrl: job.changesUrl, rssUrl: job.rssUrl, tags: job.tags };
       result = await this.sender.send(job.target, ping, target.method === 'ping' || job.pingOnly || this.pingOnly.has(job.target));
     } finally {
