@@ -14,7 +14,7 @@
 // (weblogs in the served shortChanges.xml, 5000), BENCH_HOUR_WEBLOGS (weblogs in the hour the renderer re-renders
 // during the ping+render row, 100000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
 // BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>). Scenario `ping-hosts` compares intake with VERIFY_PINGS=off and
-// =mark (pings of weblogs on loopback hosts, verified while the load runs).
+// =mark (pings of weblogs on loopback hosts, verified while the load runs). Scenario `hardening`: see bench/hardening.ts.
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -27,6 +27,7 @@ import { pingSpec, extendedPingSpec, pingSiteFormSpec, pingOnHostsSpec, document
 import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
 import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type RenderRow } from './lib/report.js';
 import { summarize } from './profile-summary.js';
+import { runHardening } from './hardening.js';
 
 const env = process.env;
 const num = (name: string, def: number) => {
@@ -50,10 +51,10 @@ const OPTS = {
   write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
 };
 
-/** pingd's environment: LOG_LEVEL=warn plus every BENCH_PINGD_<VAR>. */
+/** pingd's environment: LOG_LEVEL=warn plus every BENCH_PINGD_<VAR> (BENCH_PINGD_ROOT says which checkout's pingd). */
 function pingdEnv(extra: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = { LOG_LEVEL: 'warn', ...extra };
-  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && v !== undefined) out[k.slice(12)] = v;
+  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
   return out;
 }
 
@@ -456,6 +457,9 @@ async function main(): Promise<number> {
   }
   const staleDirs = removeStaleDataDirs();
   if (staleDirs.length) log(`removed data directories left by killed runs: ${staleDirs.join(', ')}`);
+  // `hardening` (bench/hardening.ts) prints and writes its own tables; alone, nothing else runs or is written.
+  const hardening = () => (wanted('hardening') ? runHardening({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  if (OPTS.scenarios?.every((s) => s === 'hardening')) return (await hardening()) ? 0 : 1;
   const baseline = await startBaseline();
   feedHosts = wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
   const rows: Row[] = [];
@@ -504,6 +508,7 @@ async function main(): Promise<number> {
     log(`results written to ${file}`);
     if (!updateReadme(ROOT, md)) log('README.md has no bench results markers: not updated');
   }
+  if (!(await hardening())) ok = false;
   return ok ? 0 : 1;
 }
 

@@ -1,15 +1,18 @@
-// Owns the processes a benchmark drives: pingd (`src/cli.ts serve`) and the baseline app, each a child
-// process so that neither shares an event loop with the load generator, and their throwaway databases.
+// Owns the processes a benchmark drives: pingd (`src/cli.ts serve`, of this checkout or BENCH_PINGD_ROOT's)
+// and the baseline app, each a child process so that neither shares an event loop with the load generator,
+// and their throwaway databases.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { describeConfig } from '../../src/platform/config.js';
 import { isAlive } from '../../src/platform/db/database.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
+/** The checkout whose pingd is started: BENCH_PINGD_ROOT (another worktree, to measure an earlier commit), else this one. */
+export const PINGD_ROOT = process.env.BENCH_PINGD_ROOT ? resolve(process.env.BENCH_PINGD_ROOT) : ROOT;
 const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;
 
 export interface Child {
@@ -87,6 +90,8 @@ export interface PingdOptions {
   env: Record<string, string>;
   /** Extra node flags (--cpu-prof …). */
   nodeArgs?: string[];
+  /** Modules loaded (--import) after tsx, so they may be TypeScript (bench/lib/query-counter.ts). */
+  imports?: string[];
 }
 
 /**
@@ -98,8 +103,9 @@ export async function startPingd(opts: PingdOptions): Promise<Child> {
   const port = await freePort();
   const inherited: Record<string, string | undefined> = { ...process.env };
   for (const { name } of describeConfig()) delete inherited[name];
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', '--import', GUARD, join(ROOT, 'src/cli.ts'), 'serve'], {
-    cwd: ROOT,
+  const imports = (opts.imports ?? []).flatMap((m) => ['--import', m]);
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', '--import', GUARD, ...imports, join(PINGD_ROOT, 'src/cli.ts'), 'serve'], {
+    cwd: PINGD_ROOT,
     // Verification off unless a group turns it on with weblog hosts on loopback: the usual bench pings name
     // hosts under bench.example.com, which verification would look up and fetch.
     env: { ...inherited, LOG_LEVEL: 'warn', VERIFY_PINGS: 'off', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
@@ -236,7 +242,7 @@ export function removeStaleDataDirs(): string[] {
 export async function createPgliteDatabase(): Promise<BenchDatabase> {
   const dir = mkdtempSync(join(tmpdir(), 'pingd-bench-'));
   // The test runner's initdb'd template, when there is one, saves the seconds initdb takes.
-  const version = JSON.parse(readFileSync(join(ROOT, 'node_modules/@electric-sql/pglite/package.json'), 'utf8')).version as string;
+  const version = JSON.parse(readFileSync(join(PINGD_ROOT, 'node_modules/@electric-sql/pglite/package.json'), 'utf8')).version as string;
   const template = join(tmpdir(), `pingd-pglite-template-${version}`);
   if (existsSync(join(template, 'PG_VERSION'))) cpSync(template, join(dir, 'pgdata'), { recursive: true });
   return {
