@@ -9,6 +9,7 @@ import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './operations/stats/sta
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './intake/rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from './publishing/render/render-command.js';
 import { FEEDS_OPTIONS, FEEDS_USAGE, feedsCommand } from './verification/feeds-command.js';
+import { RELAY_OPTIONS, RELAY_USAGE, relayCommand } from './push/relay/relay-command.js';
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
@@ -77,6 +78,12 @@ export const COMMANDS: Record<string, Command> = {
     usage: FEEDS_USAGE,
     options: FEEDS_OPTIONS,
     run: ({ values, positionals }, config) => feedsCommand(values, positionals, config, { openDb, EXIT }),
+  },
+  relay: {
+    summary: 'Show the relay to other ping services per target, or queue a target\'s dead letters again.',
+    usage: RELAY_USAGE,
+    options: RELAY_OPTIONS,
+    run: ({ values, positionals }, config) => relayCommand(values, positionals, config, { openDb, EXIT }),
   },
 };
 

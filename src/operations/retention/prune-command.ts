@@ -42,6 +42,7 @@ function describe(r: PruneResult): string {
       : 'raw pings are kept forever (days = 0)',
   );
   lines.push(r.archiveCutoff ? `${verb} ${r.archivesDeleted} hourly archives older than ${r.archiveCutoff.toISOString()}` : 'hourly archives are kept forever (archive days = 0)');
+  lines.push(`${verb} ${r.relayJobsDeleted} finished relay jobs`);
   return lines.join('\n');
 }
 
@@ -58,7 +59,7 @@ export async function pruneCommand(values: Record<string, unknown>, config: Conf
   const db = await deps.openDb(config);
   try {
     const r = await db.withTryAdvisoryLock(RETENTION_LOCK, (q) =>
-      prune(q, { pingDays: days as number, archiveDays: archiveDays as number, batchSize: config.RETENTION_BATCH, dryRun: Boolean(values['dry-run']) }),
+      prune(q, { pingDays: days as number, archiveDays: archiveDays as number, batchSize: config.RETENTION_BATCH, dryRun: Boolean(values['dry-run']), relayHistorySec: config.PING_MIN_INTERVAL }),
     );
     if (!r.ran) {
       console.error('pingd prune: another instance is pruning now; try again later');

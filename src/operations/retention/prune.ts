@@ -17,6 +17,8 @@ import {
 } from './retention-repository.js';
 // Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
 import { ARCHIVES_CLOSED_WATERMARK, countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
+// Finished relay jobs are the relay's rows; it owns their SQL.
+import { countFinishedJobs, pruneFinishedJobs } from '../../push/relay/target-repository.js';
 
 /** Session advisory lock key: one instance prunes at a time ('prun'). */
 export const RETENTION_LOCK = 0x7072756e;
@@ -42,6 +44,11 @@ export interface PruneOptions {
   now?: Date;
   /** Checked between batches: a shutdown ends the pass after the batch in progress. */
   shouldStop?: () => boolean;
+  /**
+   * Seconds finished relay jobs (delivered, refused) are kept (default a day): they tell when a weblog was
+   * last relayed to a target, so keep at least PING_MIN_INTERVAL. Dead letters are kept a week.
+   */
+  relayHistorySec?: number;
 }
 
 export interface PruneResult {
@@ -55,6 +62,8 @@ export interface PruneResult {
   verificationsDeleted: number;
   itemsDeleted: number;
   archivesDeleted: number;
+  /** Finished relay jobs (delivered and refused after relayHistorySec, dead letters after a week). */
+  relayJobsDeleted: number;
   batches: number;
   /** False when the pass stopped early (shutdown or maxBatches) with rows still to delete. */
   complete: boolean;
@@ -77,6 +86,7 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     verificationsDeleted: 0,
     itemsDeleted: 0,
     archivesDeleted: 0,
+    relayJobsDeleted: 0,
     batches: 0,
     complete: true,
     dryRun: Boolean(opts.dryRun),
@@ -107,6 +117,13 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
   }
   if (result.archiveCutoff) {
     result.archivesDeleted = opts.dryRun ? await countArchivesBefore(q, result.archiveCutoff) : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));
+  }
+  const relayCutoff = new Date(now.getTime() - Math.max(DAY_MS, (opts.relayHistorySec ?? 0) * 1000));
+  const deadCutoff = new Date(now.getTime() - 7 * DAY_MS);
+  // Most installations relay nothing: no batch at all then.
+  const relayDue = await countFinishedJobs(q, relayCutoff, deadCutoff, 1);
+  if (relayDue > 0) {
+    result.relayJobsDeleted = opts.dryRun ? await countFinishedJobs(q, relayCutoff, deadCutoff) : await drain(relayCutoff, (qq, c, n) => pruneFinishedJobs(qq, c, deadCutoff, n));
   }
   return result;
 }

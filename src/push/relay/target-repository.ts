@@ -117,15 +117,32 @@ export async function targetKnown(q: Queryable, target: string): Promise<boolean
   return withContext(`looking up relay target ${target}`, async () => (await q.query('select 1 from relay_targets where url = $1', [target])).length > 0);
 }
 
-/** Retention: deletes up to `limit` finished jobs (delivered, refused; dead letters too) finished before `before`. */
-export async function pruneFinishedJobs(q: Queryable, before: Date, limit: number, includeDead: boolean): Promise<number> {
+/**
+ * Retention: deletes up to `limit` finished jobs, delivered or refused before `before` and dead letters
+ * before `deadBefore`.
+ */
+export async function pruneFinishedJobs(q: Queryable, before: Date, deadBefore: Date, limit: number): Promise<number> {
   return withContext('deleting finished relay jobs', async () => {
     const rows = await q.query(
       `delete from relay_jobs where id in (
-         select id from relay_jobs where finished_at < $1 and state <> 'pending' and ($3 or state <> 'dead') order by finished_at limit $2
+         select id from relay_jobs where state <> 'pending' and finished_at < case when state = 'dead' then $2::timestamptz else $1::timestamptz end
+          order by finished_at limit $3
        ) returning 1`,
-      [before, limit, includeDead],
+      [before, deadBefore, limit],
     );
     return rows.length;
+  });
+}
+
+/** What pruneFinishedJobs would delete (a dry run), counted up to `upTo`. */
+export async function countFinishedJobs(q: Queryable, before: Date, deadBefore: Date, upTo = 2_147_483_647): Promise<number> {
+  return withContext('counting finished relay jobs', async () => {
+    const [r] = await q.query<{ n: number }>(
+      `select count(*)::int as n from (
+         select 1 from relay_jobs where state <> 'pending' and finished_at < case when state = 'dead' then $2::timestamptz else $1::timestamptz end limit $3
+       ) f`,
+      [before, deadBefore, upTo],
+    );
+    return Number(r.n);
   });
 }

@@ -1,0 +1,73 @@
+// Owns `pingd relay`: `status` (per target: delivered / refused / failed counts, dead letters, the queue,
+// breaker state, last error) and `retry <target>` (dead letters back in the queue), for a person or, with
+// --json, a script.
+import type { Config } from '../../platform/config.js';
+import type { Db } from '../../platform/db/database.js';
+import { DEFAULT_RELAY_TIMING } from './relay.js';
+import { retryDead, targetKnown, targetStatus, type TargetStatus } from './target-repository.js';
+
+export const RELAY_OPTIONS = {
+  json: { type: 'boolean' },
+} as const;
+
+export const RELAY_USAGE = `pingd relay status [--json]
+pingd relay retry <target URL>
+
+  status   per target: relays delivered, refused (flerror 1) and failed (attempts, retried), dead letters
+           (out of attempts), jobs waiting and the oldest, the circuit breaker, the last error
+  retry    puts the target's dead letters back in the queue (due now) and closes its breaker
+
+Exit codes: 0 done, 1 failure (database unavailable, unknown target), 2 usage error.`;
+
+export interface RelayDeps {
+  openDb(config: Config): Promise<Db>;
+  EXIT: { OK: number; FAILURE: number; USAGE: number };
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
+
+/** The human-readable status: pure, so tests can check it from rows. */
+export function formatStatus(rows: TargetStatus[], now = new Date()): string {
+  if (rows.length === 0) return 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)';
+  const out: string[] = [];
+  for (const r of rows) {
+    out.push(r.url);
+    out.push(`  delivered ${r.delivered}   refused ${r.refused}   failed attempts ${r.failed}   dead letters ${r.dead}`);
+    const age = r.oldestPendingAt ? ` (oldest ${Math.max(0, Math.round((now.getTime() - r.oldestPendingAt.getTime()) / 1000))} s)` : '';
+    out.push(`  waiting   ${r.pending}${age}`);
+    const breaker = r.breaker === 'open' ? `open until ${iso(r.openUntil)}` : r.breaker === 'probing' ? `probing (${r.failures} failures in a row)` : 'closed';
+    out.push(`  breaker   ${breaker}${r.pingOnly ? '   method: weblogUpdates.ping (extendedPing was refused)' : ''}`);
+    out.push(`  last      attempt ${iso(r.lastAttemptAt)}, success ${iso(r.lastSuccessAt)}${r.lastError ? `, error: ${r.lastError}` : ''}`);
+  }
+  return out.join('\n');
+}
+
+export async function relayCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: RelayDeps): Promise<number> {
+  const [sub, ...rest] = positionals;
+  if (sub !== 'status' && sub !== 'retry') {
+    console.error(`pingd relay: expected status or retry\nUsage: ${RELAY_USAGE}`);
+    return deps.EXIT.USAGE;
+  }
+  if ((sub === 'status' && rest.length > 0) || (sub === 'retry' && rest.length !== 1)) {
+    console.error(`pingd relay ${sub}: wrong arguments\nUsage: ${RELAY_USAGE}`);
+    return deps.EXIT.USAGE;
+  }
+  const db = await deps.openDb(config);
+  try {
+    if (sub === 'status') {
+      const rows = await targetStatus(db, DEFAULT_RELAY_TIMING.breakerAfter);
+      console.log(values.json ? JSON.stringify(rows, null, 2) : formatStatus(rows));
+      return deps.EXIT.OK;
+    }
+    const target = rest[0];
+    if (!(await targetKnown(db, target))) {
+      console.error(`pingd relay retry: no target ${JSON.stringify(target)} (see pingd relay status for the URLs)`);
+      return deps.EXIT.FAILURE;
+    }
+    const n = await retryDead(db, target);
+    console.log(values.json ? JSON.stringify({ target, requeued: n }) : `${n} dead letters of ${target} queued again`);
+    return deps.EXIT.OK;
+  } finally {
+    await db.close();
+  }
+}
