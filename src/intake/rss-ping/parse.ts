@@ -5,13 +5,16 @@
 //     declarations inside/on <payload>, any Content-Type, unknown extra elements, feed_uri type spelling;
 //   strict: DOCTYPE/entity declarations anywhere, a root other than <rss_ping>, a version other than 2.x,
 //     duplicated single elements, missing site_name/site_uri/feed_uri/payload, an outer document that is
-//     still not well-formed after the attribute fix, an unknown character encoding or hash algorithm.
+//     still not well-formed after the attribute fix, an unknown character encoding or hash algorithm, and
+//     (before any parser runs) more elements, attributes or nesting than prescan.ts allows.
 // The payload's bytes are cut out of the request bytes BEFORE any parsing, because pingserver-side
 // authentication hashes them exactly as sent.
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { contentTypeCharset } from '../../platform/xml/decode.js';
 import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
+import { longTextAsCdata } from './long-text.js';
+import { firstElementName, forbiddenMarkup, MAX_ATTRIBUTES, MAX_ATTRIBUTES_PER_ELEMENT, MAX_DEPTH, MAX_FEEDS, prescan, refusal } from './prescan.js';
 
 export class RssPingError extends PingdError<'RSSPING_INVALID'> {
   constructor(message: string) {
@@ -51,36 +54,7 @@ export interface RssPingDocument {
   charset: { label: string; from: 'bom' | 'declaration' | 'content-type' | 'payload-encoding' | 'payload-declaration' | 'default' };
 }
 
-export const MAX_FEEDS = 20;
-
-// Checked on the raw bytes (payload included) before anything is parsed: a DTD can declare entities
-// (billion laughs, external entities), and Object.prototype names would poison plain-object parsers.
-// `<(?:\s*\/)?\s*`, not `<\s*\/?\s*`: the same strings, but the latter splits a run of whitespace after
-// a `<` between its two \s* in quadratically many ways (64 kB of newlines after one `<` took 5 s).
-const FORBIDDEN = /<!DOCTYPE|<!ENTITY|<(?:\s*\/)?\s*(?:__proto__|constructor|prototype)\b/i;
-
-/**
- * The name of the first element, after any processing instructions and comments; null if there is none.
- * A loop, not a regular expression: /^(?:<\?[\s\S]*?\?>\s*|<!--[\s\S]*?-->\s*)*</ backtracks
- * exponentially in the number of leading PIs or comments (30 of them blocked the event loop for seconds).
- */
-function firstElementName(s: string): string | null {
-  let i = 0;
-  for (;;) {
-    while (i < s.length && /\s/.test(s[i])) i++;
-    if (s.startsWith('<?', i)) {
-      const e = s.indexOf('?>', i + 2);
-      if (e < 0) return null;
-      i = e + 2;
-    } else if (s.startsWith('<!--', i)) {
-      const e = s.indexOf('-->', i + 4);
-      if (e < 0) return null;
-      i = e + 3;
-    } else break;
-  }
-  const m = /^<([A-Za-z_][\w.:-]*)/.exec(s.slice(i, i + 257));
-  return m ? m[1] : null;
-}
+export { MAX_FEEDS };
 
 const DECL_ENCODING = /^\s*<\?xml[^>]*?\bencoding\s*=\s*["']?([A-Za-z0-9._:-]{1,40})/;
 
@@ -152,11 +126,14 @@ const escAttr = (v: string) => v.replace(/&(?![a-zA-Z]+;|#[0-9]+;|#x[0-9a-fA-F]+
 
 /**
  * Rewrites every start tag with its attributes double-quoted, so that `<rss_ping version=2>` becomes
- * well-formed; comments, CDATA sections and processing instructions are left alone.
+ * well-formed; comments, CDATA sections and processing instructions are left alone. With `budget`, the
+ * attributes it writes are counted against it: they are what the parser will read, and on decoded text a
+ * Unicode space separates unquoted attributes the pre-scan (which reads bytes) took for one.
  */
-export function quoteAttributes(xml: string): string {
+export function quoteAttributes(xml: string, budget?: { total: number }): string {
   let out = '';
   let i = 0;
+  let total = 0;
   for (;;) {
     const lt = xml.indexOf('<', i);
     if (lt < 0) return out + xml.slice(i);
@@ -178,6 +155,10 @@ export function quoteAttributes(xml: string): string {
     }
     const tag = readStartTag(xml, lt + name[0].length);
     if (!tag) return out + xml.slice(lt);
+    if (budget) {
+      if (tag.attrs.length > MAX_ATTRIBUTES_PER_ELEMENT) throw new RssPingError(refusal.attributesOnOneElement('rss_ping'));
+      if ((total += tag.attrs.length) > budget.total) throw new RssPingError(refusal.attributes());
+    }
     out += `<${name[1]}${tag.attrs.map((a) => ` ${a.name}="${escAttr(a.value)}"`).join('')}${tag.selfClosing ? '/>' : '>'}`;
     i = tag.end;
   }
@@ -234,6 +215,9 @@ const outerParser = new XMLParser({
   attributeNamePrefix: '',
   attributesGroupName: '@',
   trimValues: true,
+  // The parser refuses an element with more than maxNestedTags open ancestors: <rss_ping> nested MAX_DEPTH
+  // deep is accepted (the pre-scan refuses deeper first; this only backs it up).
+  maxNestedTags: MAX_DEPTH - 1,
   // Every child of <rss_ping> is a list, so that duplicates can be told apart from single elements.
   isArray: (_name, jpath, _leaf, isAttribute) => !isAttribute && String(jpath).split('.').length === 2,
 });
@@ -270,8 +254,25 @@ export function hashAlgorithmOf(attrs: Record<string, string>, element: string):
   return null;
 }
 
-/** Parses an rss_ping request body. Throws RssPingError (RSSPING_INVALID, 400) with the reason. */
-export function parseRssPing(body: Buffer | undefined, contentType?: string): RssPingDocument {
+/**
+ * An rss_ping that passed the checks made before any parser runs (encoding, DOCTYPE, document element, one
+ * payload, the pre-scan's limits): `siteUri` is what the caller may use to refuse a throttled weblog before
+ * paying for the parse; the rest is for readRssPing.
+ */
+export interface ScannedRssPing {
+  /** The text of the one <site_uri> when the pre-scan could read it (plain ASCII text); else null. */
+  siteUri: string | null;
+  /** Attributes the pre-scan counted in the payload and on its start tag. */
+  readonly payloadAttributes: number;
+  readonly buf: Buffer;
+  readonly bin: string;
+  readonly region: PayloadRegion;
+  readonly charset: RssPingDocument['charset'] | null;
+  readonly contentType: string | undefined;
+}
+
+/** The cheap half of parseRssPing: refuses what can be refused without parsing. Linear in the body. */
+export function scanRssPing(body: Buffer | undefined, contentType?: string): ScannedRssPing {
   if (!body || body.length === 0 || body.toString('latin1').trim() === '') throw new RssPingError('Empty request: POST an rss_ping document.');
   let buf = body;
   let charset: RssPingDocument['charset'] | null = null;
@@ -284,15 +285,28 @@ export function parseRssPing(body: Buffer | undefined, contentType?: string): Rs
   }
   // Every supported encoding is ASCII-compatible: markup can be found in a byte-for-char view.
   const bin = buf.toString('latin1');
-  const bad = FORBIDDEN.exec(bin);
-  if (bad) {
-    throw new RssPingError(bad[0].startsWith('<!') ? 'DOCTYPE and entity declarations are not allowed in an rss_ping.' : `The element name ${bad[0].replace(/[<\s/]/g, '')} is not allowed.`);
-  }
+  const forbidden = forbiddenMarkup(bin);
+  if (forbidden) throw new RssPingError(forbidden);
   // Named first, so that another kind of document (an XML-RPC call sent here by mistake) is told so.
   const first = firstElementName(bin);
   if (first === null) throw new RssPingError('The request is not an XML document: POST an rss_ping document.');
   if (first !== 'rss_ping') throw new RssPingError(`The document element must be <rss_ping>, not <${first.slice(0, 40)}>.`);
+  // The limits before findPayload, which reads the payload's start tag attribute by attribute.
+  const scan = prescan(bin);
+  if (!scan.ok) throw new RssPingError(scan.message);
   const region = findPayload(bin);
+  return { siteUri: scan.siteUri, payloadAttributes: scan.payloadAttributes, buf, bin, region, charset, contentType };
+}
+
+/** Parses an rss_ping request body. Throws RssPingError (RSSPING_INVALID, 400) with the reason. */
+export function parseRssPing(body: Buffer | undefined, contentType?: string): RssPingDocument {
+  return readRssPing(scanRssPing(body, contentType));
+}
+
+/** The full parse of a scanned rss_ping (the outer document; the payload is parsed by payload.ts). */
+export function readRssPing(scanned: ScannedRssPing): RssPingDocument {
+  const { buf, bin, region, contentType } = scanned;
+  let charset = scanned.charset;
   const payloadBin = bin.slice(region.contentStart, region.contentEnd);
   const rawAttrs = Object.fromEntries(region.attrs.map((a) => [a.name, decodeAttrValue(a.value)]));
   if (!charset) {
@@ -315,15 +329,16 @@ export function parseRssPing(body: Buffer | undefined, contentType?: string): Rs
   const payloadText = decodeBytes(payloadBytes, label);
   const outerText = decodeBytes(Buffer.from(bin.slice(0, region.start) + '<payload/>' + bin.slice(region.end), 'latin1'), label);
 
-  const fixed = quoteAttributes(outerText);
+  const fixed = quoteAttributes(outerText, { total: MAX_ATTRIBUTES - scanned.payloadAttributes });
   const valid = XMLValidator.validate(fixed);
   // The validator's message can quote the whole open-tag stack (as long as the request): bound it.
   if (valid !== true) throw new RssPingError(`The rss_ping is not well-formed XML (${valid.err.msg.slice(0, 200)} at line ${valid.err.line}).`);
   let doc: Record<string, unknown>;
   try {
-    doc = outerParser.parse(fixed) as Record<string, unknown>;
+    doc = outerParser.parse(longTextAsCdata(fixed)) as Record<string, unknown>;
   } catch (err) {
-    throw new RssPingError(`The rss_ping is not well-formed XML (${(err as Error).message.slice(0, 200)}).`);
+    const m = (err as Error).message;
+    throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('rss_ping') : `The rss_ping is not well-formed XML (${m.slice(0, 200)}).`);
   }
   const roots = Object.keys(doc).filter((k) => k !== '#text' && k !== '?xml');
   if (roots.length !== 1 || roots[0] !== 'rss_ping') throw new RssPingError(`The document element must be <rss_ping>, not <${(roots[0] ?? '').slice(0, 40)}>.`);

@@ -7,6 +7,8 @@ import { RssPingError } from './parse.js';
 import { decodeHtmlReferences } from '../ping/validate.js';
 import { stripControls } from '../../platform/xml/escape.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
+import { MAX_DEPTH, refusal } from './prescan.js';
+import { longTextAsCdata } from './long-text.js';
 
 export const MAX_TITLE_LENGTH = 512;
 export const MAX_SUMMARY_LENGTH = 1000;
@@ -36,9 +38,13 @@ const parser = new XMLParser({
   attributeNamePrefix: '@_',
   trimValues: true,
   alwaysCreateTextNode: true,
-  maxNestedTags: 64,
+  // The payload is parsed inside a <payload> wrapper that stands for the rss_ping's own <payload> (depth 2):
+  // an element with more than maxNestedTags open ancestors is refused, so the rss_ping's MAX_DEPTH holds.
+  maxNestedTags: MAX_DEPTH - 2,
   // Every element is a list: uniform access, and repeated elements (Atom links) are never collapsed.
   isArray: (_name, _jpath, _leaf, isAttribute) => !isAttribute,
+  // No path string built for every tag and text: isArray does not read it.
+  jPath: false,
 });
 
 type El = { '#text'?: string; [k: string]: unknown };
@@ -73,7 +79,11 @@ function deepText(el: El): string {
 
 function clean(s: string, max: number): string {
   const t = stripControls(s).replace(/\s+/g, ' ').trim();
-  return [...t].length > max ? [...t].slice(0, max - 1).join('').trimEnd() + '…' : t;
+  if (t.length <= max) return t;
+  // Code points of the first 2 × max + 2 UTF-16 units only (more than max of them if t has more): spreading
+  // a whole 256 KiB description cost more than parsing it.
+  const cps = [...t.slice(0, 2 * max + 2)];
+  return cps.length > max ? cps.slice(0, max - 1).join('').trimEnd() + '…' : t;
 }
 
 /** Plain text of a text construct: HTML-typed content (Atom type=html, mode=escaped, RSS description) has its tags removed. */
@@ -163,9 +173,10 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   if (valid !== true) throw new RssPingError(`The payload is not well-formed XML (${valid.err.msg.slice(0, 200)}, line ${valid.err.line}).`);
   let doc: { payload?: El[] };
   try {
-    doc = parser.parse(wrapped) as { payload?: El[] };
+    doc = parser.parse(longTextAsCdata(wrapped)) as { payload?: El[] };
   } catch (err) {
-    throw new RssPingError(`The payload is not well-formed XML (${(err as Error).message.slice(0, 200)}).`);
+    const m = (err as Error).message;
+    throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('payload') : `The payload is not well-formed XML (${m.slice(0, 200)}).`);
   }
   const wrapper = doc.payload?.[0] ?? {};
   const roots = elementNames(wrapper).flatMap((n) => (wrapper[n] as El[]).map((el) => ({ name: n, el })));

@@ -12,7 +12,7 @@ import { normalizeUrl, PingValidationError, type RawPing, type ValidPing } from 
 import { stripControls } from '../../platform/xml/escape.js';
 import { THANKS } from '../ping/ping-service.js';
 import { REFUSAL_STATUS, type RefusalReason, type Refused, type RssPingRefusalReason } from '../ping/refusals.js';
-import { canonicalFeedType, parseRssPing, RssPingError, type RssPingDocument } from './parse.js';
+import { canonicalFeedType, readRssPing, RssPingError, scanRssPing, type RssPingDocument } from './parse.js';
 import { extractPayload, type PayloadItem } from './payload.js';
 import { checkPayloadHash } from './hash-auth.js';
 import { insertPayload, type AuthLevel, type PayloadRecord } from './payload-repository.js';
@@ -27,6 +27,9 @@ import { rssPingResponseXml } from './response.js';
  * blog host asking for its many sites from one server, not for one client to hold every publisher's tokens.
  */
 export const TOKEN_REQUESTS_PER_MIN = 120;
+
+/** The longest the throttle read before the parse is waited for (then the parse and the commit decide). */
+const EARLY_THROTTLE_READ_MS = 250;
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
@@ -118,15 +121,43 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
     return { level: 'publisher_side', note: 'publisher_side' };
   }
 
+  /**
+   * The throttle, read from the <site_uri> the pre-scan found, before the document is parsed: a throttled
+   * weblog is refused whatever the rest of its rss_ping holds, so its parse is never paid for. Only where
+   * a throttled weblog's answer is "throttled" whatever else the ping says: not on a publisher endpoint
+   * (a malformed ping does not use it up, a used one is a 401, then comes the throttle) nor when
+   * authentication is required (an unauthenticated ping is a 401). Returns the URL found not throttled
+   * (null when nothing was checked: the full path decides).
+   */
+  async function throttleBeforeParse(siteUri: string | null, endpoint: string | undefined): Promise<string | null> {
+    if (siteUri === null || endpoint !== undefined || config.RSSPING_REQUIRE_AUTH || config.PING_MIN_INTERVAL <= 0) return null;
+    let url: string;
+    try {
+      url = normalizeUrl(siteUri, 'url');
+    } catch {
+      return null; // validation says why, after the parse
+    }
+    // throttled() reads the weblog's URL and the method alone; the ping is admitted after the parse.
+    const read = app.pings.throttled({ method: 'rssPing', name: '', url, changesUrl: null, rssUrl: null, tags: null, clientAddr: null, userAgent: null });
+    // Only an economy: a database busy elsewhere (the embedded one's single session held by a render) is not
+    // waited for here, or a ping would wait for it before the commit's own DB_TIMEOUT_MS even began.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(resolve, EARLY_THROTTLE_READ_MS, 'late')));
+    const throttled = await Promise.race([read, late]).finally(() => clearTimeout(timer));
+    if (throttled === 'late') return null;
+    if (throttled) throw RssPingRefusal.of(throttled);
+    return url;
+  }
+
   /** Pingserver-side: fetch payload_hash_uri (unless the weblog is throttled anyway) and compare. */
-  async function pingserverAuth(doc: RssPingDocument, ping: ValidPing): Promise<Auth> {
+  async function pingserverAuth(doc: RssPingDocument, ping: ValidPing, checkedUrl: string | null): Promise<Auth> {
     const phu = doc.payloadHashUri!;
     if (!config.RSSPING_VERIFY_HASH_URI) {
       hashChecks.inc({ result: 'disabled' });
       return { level: 'none', note: 'this server does not fetch payload_hash_uri' };
     }
     // A throttled ping is refused whatever its hash: don't let repeated pings make us fetch repeatedly.
-    const throttled = await app.pings.throttled(ping);
+    const throttled = checkedUrl === ping.url ? undefined : await app.pings.throttled(ping);
     if (throttled) throw RssPingRefusal.of(throttled);
     const check = await checkPayloadHash(app.fetcher, { siteUrl: ping.url, hashUri: phu.uri, algorithm: phu.algorithm, payload: doc.payload.bytes });
     hashChecks.inc({ result: check.outcome });
@@ -141,8 +172,12 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       let item: PayloadItem;
       let ping: ValidPing;
       let feedUrls: string[];
+      let checkedUrl: string | null;
       try {
-        doc = parseRssPing(req.body as Buffer | undefined, req.headers['content-type']);
+        // Cheap checks and the pre-scan's limits first, then the throttle, and only then the parse.
+        const scanned = scanRssPing(req.body as Buffer | undefined, req.headers['content-type']);
+        checkedUrl = await throttleBeforeParse(scanned.siteUri, req.params.endpoint);
+        doc = readRssPing(scanned);
         const raw: RawPing = {
           method: 'rssPing',
           name: doc.siteName,
@@ -167,7 +202,7 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
         endpoint !== undefined
           ? await publisherAuth(endpoint, ping)
           : doc.payloadHashUri
-            ? await pingserverAuth(doc, ping)
+            ? await pingserverAuth(doc, ping, checkedUrl)
             : { level: 'none', note: 'no payload_hash_uri and no publisher endpoint' };
       if (auth.level === 'none' && config.RSSPING_REQUIRE_AUTH) {
         throw new RssPingRefusal('unauthorized', `This server accepts only authenticated rss_pings (pingserver-side or publisher-side); not authenticated: ${auth.note}.`);
