@@ -11,7 +11,7 @@
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_HOSTILE_CASES (xff,inm,tokens,
 // rssping,variants), BENCH_HOSTILE_REQUESTS (flood size, 100000), BENCH_HOSTILE_RSSPING_REQUESTS (flood size of
 // 256 KiB rss_pings, 200: 100k of them would take hours on the earlier code), BENCH_HOSTILE_SAMPLES (requests
-// timed one at a time, 50; 20 for If-None-Match and 10 per rss_ping shape), BENCH_HOSTILE_SECONDS (longest
+// timed one at a time, 50; 20 for If-None-Match and 8 per rss_ping body), BENCH_HOSTILE_SECONDS (longest
 // flood, 75 s), BENCH_HOSTILE_ATTACK_SECONDS (/healthz sampling, 4), BENCH_HOSTILE_VARIANTS (spellings per
 // kind, 200: more than a per-host budget of 100), BENCH_HOSTILE_TOKENS (150), BENCH_PINGD_<VAR> (passed to pingd
 // as <VAR>).
@@ -156,7 +156,7 @@ function tables(all: Measured[], s: Settings): string {
   }
   const shapes = all.filter((m) => m.c.id === 'rssping' && m.r?.details);
   if (shapes.length) {
-    out.push('', '| rss_ping shape (weblog throttled) | backend | ms/request p50 (max) | pingd CPU ms/request | answers |', '| --- | --- | ---: | ---: | --- |');
+    out.push('', '| rss_ping body | backend | ms/request p50 (max) | pingd CPU ms/request | answers |', '| --- | --- | ---: | ---: | --- |');
     for (const m of shapes) for (const d of m.r!.details!) out.push(`| ${d.what} | ${m.backend} | ${f1(d.cost?.p50)} (${f1(d.cost?.max)}) | ${f1(d.cost?.cpuMs)} | ${d.answers} |`);
   }
   const kinds = all.filter((m) => m.c.id === 'variants' && m.r?.details);
@@ -178,7 +178,7 @@ function git(args: string[]): string {
 function method(s: Settings): string {
   return [
     `How measured: each class runs against its own \`pingd serve\` (child process, LOG_LEVEL=warn, VERIFY_PINGS=off, RENDER_SCHEDULER=false except in (3), the class's settings) on a fresh database. ` +
-      `**ms/request**: wall time of the hostile request sent alone, one after another on one keep-alive connection (${s.samples} requests; 20 for If-None-Match, 10 per rss_ping shape; each case stops early after 15–30 s). ` +
+      `**ms/request**: wall time of the hostile request sent alone, one after another on one keep-alive connection (${s.samples} requests; 20 for If-None-Match, 8 per rss_ping body; each case stops early after 15–30 s). ` +
       `**CPU**: pingd's user+system time over those requests (/proc/<pid>/stat), per request. ` +
       `**SQL statements**: counted inside pingd by a preloaded module wrapping the drivers' query calls (pg \`Client.query\`, PGlite \`query\`/\`exec\` and a transaction's statements; BEGIN/COMMIT/ROLLBACK not counted), ` +
       `minus what pingd sends idle over the same time (render ticks, queue polls), per request. ` +
@@ -190,7 +190,7 @@ function method(s: Settings): string {
     'Cases: (1) `TRUST_PROXY=true RATE_LIMIT_PER_IP=5`, the same weblog pinged each time (throttled after the first), so only what a client address costs grows; ' +
       '(3) `/changes.xml` rendered twice (200 weblogs, then 20 more) so that it has delta cut points, then entity tags shaped as ours naming renderings that do not exist, never repeated; ' +
       '(4) `RSSPING_SECRET` set, one publisher registered with `pingd publisher add`; the publisher (127.0.0.3) takes a token, a stranger (127.0.0.2) asks for tokens one after another, then the publisher uses its first token and asks for another; ' +
-      `(5) the site pinged once, then rss_pings of ${Object.keys(rssPingShapes('https://x.example/', 4096)).length} shapes, each as close to \`RSSPING_BODY_LIMIT\` (256 KiB) as it goes; the worst (most CPU) is the class row and the flood; ` +
+      `(5) rss_pings of ${Object.keys(rssPingShapes('https://x.example/', 4096)).length} shapes, each as close to \`RSSPING_BODY_LIMIT\` (256 KiB) as it goes, each for a weblog that has just pinged (throttled) and for a new weblog each time (8 requests of each); the worst (most pingd CPU) is the class row, the attack and the flood; ` +
       '(6) each kind on a host of its own, its canonical URL pinged first, then the spellings one after another.',
   ].join('\n');
 }
