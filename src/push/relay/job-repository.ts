@@ -111,6 +111,8 @@ export interface RelayJob {
   sendAt: Date;
   /** The target answered a fault to extendedPing before: send weblogUpdates.ping. */
   pingOnly: boolean;
+  /** When this instance claimed it (its clock): the lease runs from here. */
+  claimedAt: number;
 }
 
 // Targets not spaced ahead or open are locked (another claimer skips them, so their spacing is one
@@ -168,6 +170,7 @@ export async function claimJobs(
   o: { targets: readonly string[]; limit: number; leaseSec: number; breakerAfter: number; perTarget: number; windowMs: number },
 ): Promise<RelayJob[]> {
   return withContext('claiming relay jobs', async () => {
+    const claimedAt = Date.now();
     const rows = await q.query<RawJob>(CLAIM, [o.targets, o.limit, o.leaseSec, o.breakerAfter, o.perTarget, o.windowMs], { name: 'pingd_relay_claim' });
     return rows
       .map((r) => ({
@@ -183,6 +186,7 @@ export async function claimJobs(
         pingId: Number(r.ping_id),
         sendAt: new Date(r.send_at),
         pingOnly: r.ping_only === true,
+        claimedAt,
       }))
       .sort((a, b) => a.sendAt.getTime() - b.sendAt.getTime());
   });

@@ -31,6 +31,8 @@ declare module 'fastify' {
 const YIELD_RATE = 300;
 /** Most jobs of one target one claim takes. */
 const PER_TARGET_CLAIM = 50;
+/** Jobs held per request slot (RELAY_CONCURRENCY): claimed ahead, so one claim serves many requests. */
+const HAND_PER_SLOT = 4;
 
 export const RELAY_OUTCOMES = ['delivered', 'refused', 'failed', 'dead', 'deferred'] as const;
 
@@ -76,11 +78,20 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   });
   const intake = new RateMeter();
   let worker: QueueWorker<RelayJob> | undefined;
+  // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
+  // job of an instance that died is claimed again once it runs out.
+  const sendMs = 2 * config.FETCH_TIMEOUT_MS + 2000;
+  const leaseSec = Math.ceil((timing.windowMs + sendMs) / 1000) + 10;
+  const hand = HAND_PER_SLOT * config.RELAY_CONCURRENCY;
   const relay = new Relay(app.db, sender, {
     rule,
     targets,
     maxAttempts: config.RELAY_MAX_ATTEMPTS,
     minIntervalSec: config.PING_MIN_INTERVAL,
+    concurrency: config.RELAY_CONCURRENCY,
+    hand,
+    leaseMs: leaseSec * 1000,
+    sendMs,
     timing,
     intakeBusy: () => intake.perSecond() >= YIELD_RATE,
     onQueued: () => worker?.wake(),
@@ -93,11 +104,8 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     },
     onError: (err, what) => app.log.warn({ err: { message: err.message } }, `relay: ${what} failed`),
   });
-  // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
-  // job of an instance that died is claimed again once it runs out.
-  const leaseSec = Math.ceil((timing.windowMs + 2 * config.FETCH_TIMEOUT_MS + 2000) / 1000) + 10;
   worker = new QueueWorker<RelayJob>({
-    concurrency: config.RELAY_CONCURRENCY,
+    concurrency: hand,
     pollMs: timing.pollMs,
     claim: (limit) =>
       claimJobs(app.db, { targets: relay.targetUrls, limit, leaseSec, breakerAfter: timing.breakerAfter, perTarget: PER_TARGET_CLAIM, windowMs: timing.windowMs }),
