@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseMethodCall, XmlRpcFault, FAULT, asString, MAX_PARAMS, MAX_DEPTH } from '../../../src/intake/xmlrpc/parse.js';
+import { parseMethodCall, XmlRpcFault, FAULT, asString, MAX_PARAMS, MAX_DEPTH, MAX_ELEMENT_DEPTH } from '../../../src/intake/xmlrpc/parse.js';
 import { pingFromCall } from '../../../src/intake/xmlrpc/methods.js';
 import { decodeXml } from '../../../src/platform/xml/decode.js';
 
@@ -115,4 +115,11 @@ test('pingFromCall: parameter forms of ping and extendedPing', () => {
   fault(() => pingFromCall('weblogUpdates.ping', v('N')), FAULT.INVALID_PARAMS, 'Invalid params: weblogUpdates.ping takes 2 to 4 parameters, got 1.');
   fault(() => pingFromCall('weblogUpdates.extendedPing', v('1', '2', '3', '4', '5', '6')), FAULT.INVALID_PARAMS, 'Invalid params: weblogUpdates.extendedPing takes 2 to 5 parameters, got 6.');
   fault(() => pingFromCall('weblogUpdates.ping', [{ type: 'string', value: 'N' }, { type: 'int', value: 3 }]), FAULT.INVALID_PARAMS, 'Invalid params: parameter 2 (url) must be a string.');
+});
+
+test('element nesting: 100 levels are read, 101 are refused (REGRESSION: maxNestedTags 100 let 101 through)', () => {
+  const nested = (levels: number) => `<methodCall>${'<z>'.repeat(levels - 1)}${'</z>'.repeat(levels - 1)}</methodCall>`;
+  // 100 levels reach the reader, which refuses the call for what it lacks, not for its depth.
+  assert.throws(() => call(nested(MAX_ELEMENT_DEPTH)), (e: unknown) => e instanceof XmlRpcFault && e.faultCode !== FAULT.PARSE_ERROR);
+  fault(() => call(nested(MAX_ELEMENT_DEPTH + 1)), FAULT.PARSE_ERROR, `Parse error: elements nested deeper than ${MAX_ELEMENT_DEPTH} levels.`);
 });
