@@ -4,6 +4,7 @@
 // and reads <site_uri> when it is plain text, so that a throttled weblog can be answered before the parse.
 // A payload is one item (RSS Ping, "Payload"): the limits are far above what a real rss_ping holds; they
 // bound what a hostile one costs.
+import { forbiddenMarkup as forbiddenXml } from '../../platform/xml/forbidden.js';
 
 /** Element nesting, counted from <rss_ping> (1), <payload> (2) and down through the payload: README "Limits". */
 export const MAX_DEPTH = 100;
@@ -18,17 +19,11 @@ export const MAX_OTHER_MARKUP = 1000;
 /** feed_uri elements (RSS Ping, "Core Elements"): one per format a site publishes. */
 export const MAX_FEEDS = 20;
 
-// Checked on the raw bytes (payload included) before anything is parsed: a DTD can declare entities
-// (billion laughs, external entities), and Object.prototype names would poison plain-object parsers.
-// `<(?:\s*\/)?\s*`, not `<\s*\/?\s*`: the same strings, but the latter splits a run of whitespace after
-// a `<` between its two \s* in quadratically many ways (64 kB of newlines after one `<` took 5 s).
-const FORBIDDEN = /<!DOCTYPE|<!ENTITY|<(?:\s*\/)?\s*(?:__proto__|constructor|prototype)\b/i;
-
-/** Why the request cannot be read at all (a DTD, an Object.prototype name); null when neither is there. */
+/** Why the request cannot be read at all (a DTD or declaration, an Object.prototype name); null when neither is there. */
 export function forbiddenMarkup(s: string): string | null {
-  const bad = FORBIDDEN.exec(s);
-  if (!bad) return null;
-  return bad[0].startsWith('<!') ? 'DOCTYPE and entity declarations are not allowed in an rss_ping.' : `The element name ${bad[0].replace(/[<\s/]/g, '')} is not allowed.`;
+  const what = forbiddenXml(s);
+  if (!what) return null;
+  return what.startsWith('The element name') ? `${what} not allowed.` : `${what} not allowed in an rss_ping.`;
 }
 
 /**

@@ -1,6 +1,7 @@
 // Owns reading an XML-RPC methodCall (https://xmlrpc.com/spec.md) into a method name and typed params,
 // leniently as real clients write it (untyped <value>x</value>, empty values, base64 strings) and strictly
 // about what could hurt us (DTDs, entity declarations, prototype names, nesting).
+import { forbiddenMarkup } from '../../platform/xml/forbidden.js';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { decodeXml, CharsetError } from '../../platform/xml/decode.js';
 import { fastParseMethodCall } from './fast-parse.js';
@@ -49,12 +50,6 @@ const parser = new XMLParser({
   },
 });
 
-// Checked on the raw text before parsing: a DTD can declare entities (billion laughs, external
-// entities), and tag names that are Object.prototype keys would poison the parser's plain objects.
-// `<(?:\s*\/)?\s*`, not `<\s*\/?\s*`: the same strings, but the latter splits a run of whitespace after
-// a `<` between its two \s* in quadratically many ways (64 kB of newlines after one `<` took 5 s).
-const FORBIDDEN = /<!DOCTYPE|<!ENTITY|<(?:\s*\/)?\s*(?:__proto__|constructor|prototype)\b/i;
-
 export function parseMethodCall(body: Buffer | undefined, contentType?: string): MethodCall {
   if (!body || body.length === 0) throw new XmlRpcFault(FAULT.PARSE_ERROR, 'Empty request: POST an XML-RPC methodCall document.');
   let text: string;
@@ -65,11 +60,8 @@ export function parseMethodCall(body: Buffer | undefined, contentType?: string):
     throw err;
   }
   if (text.trim() === '') throw new XmlRpcFault(FAULT.PARSE_ERROR, 'Empty request: POST an XML-RPC methodCall document.');
-  const bad = FORBIDDEN.exec(text);
-  if (bad) {
-    const what = bad[0].startsWith('<!') ? 'DOCTYPE and entity declarations are' : `The element name ${bad[0].replace(/[<\s/]/g, '')} is`;
-    throw new XmlRpcFault(FAULT.PARSE_ERROR, `Parse error: ${what} not allowed in XML-RPC.`);
-  }
+  const what = forbiddenMarkup(text);
+  if (what) throw new XmlRpcFault(FAULT.PARSE_ERROR, `Parse error: ${what} not allowed in XML-RPC.`);
   // Nearly every ping has one shape, which a scanner reads ~20x faster than the XML parser (profiled);
   // anything else, and every fault, goes through the full parser below.
   return fastParseMethodCall(text) ?? parseMethodCallText(text);

@@ -133,6 +133,9 @@ test('DOCTYPE and entity declarations are refused anywhere, payload included (en
   refused(`<!DOCTYPE rss_ping SYSTEM "file:///etc/passwd">\n${rssPing({ siteUri: 'http://example.com/' })}`, 'DOCTYPE and entity declarations are not allowed in an rss_ping.');
   refused(rssPing({ siteUri: 'http://example.com/', payload: '<!doctype item><item/>' }), 'DOCTYPE and entity declarations are not allowed in an rss_ping.');
   refused(rssPing({ siteUri: 'http://example.com/', payload: `<__proto__>${ITEM}</__proto__>` }), 'The element name __proto__ is not allowed.');
+  // A declaration outside a DTD is not well-formed; the parser read it as a start tag.
+  refused(rssPing({ siteUri: 'http://example.com/', payload: `<!ATTLIST item x CDATA "y">${ITEM}` }), 'Markup declarations (<!ATTLIST) are not allowed in an rss_ping.');
+  refused(rssPing({ siteUri: 'http://example.com/', payload: `<!element item ANY>${ITEM}` }), 'Markup declarations (<!ELEMENT) are not allowed in an rss_ping.');
 });
 
 test('character encodings: BOM, then declaration, then Content-Type, then payload encoding, then the payload declaration, then UTF-8', () => {

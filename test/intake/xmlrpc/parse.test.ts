@@ -117,6 +117,11 @@ test('pingFromCall: parameter forms of ping and extendedPing', () => {
   fault(() => pingFromCall('weblogUpdates.ping', [{ type: 'string', value: 'N' }, { type: 'int', value: 3 }]), FAULT.INVALID_PARAMS, 'Invalid params: parameter 2 (url) must be a string.');
 });
 
+test('markup declarations outside a DTD are refused (REGRESSION: <!ATTLIST …> inside methodCall was read as a start tag that swallowed the params)', () => {
+  fault(() => call(wrap('<!ATTLIST x y CDATA "z"><param><value>a</value></param>')), FAULT.PARSE_ERROR, 'Parse error: Markup declarations (<!ATTLIST) are not allowed in XML-RPC.');
+  fault(() => call('<?xml version="1.0"?><!NOTATION n SYSTEM "x"><methodCall/>'), FAULT.PARSE_ERROR, 'Parse error: Markup declarations (<!NOTATION) are not allowed in XML-RPC.');
+});
+
 test('element nesting: 100 levels are read, 101 are refused (REGRESSION: maxNestedTags 100 let 101 through)', () => {
   const nested = (levels: number) => `<methodCall>${'<z>'.repeat(levels - 1)}${'</z>'.repeat(levels - 1)}</methodCall>`;
   // 100 levels reach the reader, which refuses the call for what it lacks, not for its depth.
