@@ -81,7 +81,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
   // job of an instance that died is claimed again once it runs out.
   const sendMs = 2 * config.FETCH_TIMEOUT_MS + 2000;
-  const leaseSec = Math.ceil((timing.windowMs + sendMs) / 1000) + 10;
+  const leaseSec = Math.ceil((timing.windowMs + sendMs) / 1000) + 5;
   const hand = HAND_PER_SLOT * config.RELAY_CONCURRENCY;
   const relay = new Relay(app.db, sender, {
     rule,

@@ -192,6 +192,7 @@ export class Relay {
     const release = await this.slots.enter('', this.opts.concurrency);
     let result: SendResult;
     try {
+      if (this.closed) return void this.defer(job, new Date());
       // Checked once a slot is ours: the request before may just have brought a Retry-After.
       const blockedUntil = this.blocked.get(job.target) ?? 0;
       if (blockedUntil > Date.now()) return void this.defer(job, new Date(blockedUntil));
