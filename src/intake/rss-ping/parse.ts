@@ -9,11 +9,11 @@
 //     (before any parser runs) more elements, attributes or nesting than prescan.ts allows.
 // The payload's bytes are cut out of the request bytes BEFORE any parsing, because pingserver-side
 // authentication hashes them exactly as sent.
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { XMLParser } from 'fast-xml-parser';
 import { contentTypeCharset } from '../../platform/xml/decode.js';
 import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
-import { longTextAsCdata } from './long-text.js';
+import { validatedLongText } from './long-text.js';
 import { firstElementName, forbiddenMarkup, MAX_ATTRIBUTES, MAX_ATTRIBUTES_PER_ELEMENT, MAX_DEPTH, MAX_FEEDS, prescan, refusal } from './prescan.js';
 
 export class RssPingError extends PingdError<'RSSPING_INVALID'> {
@@ -330,12 +330,12 @@ export function readRssPing(scanned: ScannedRssPing): RssPingDocument {
   const outerText = decodeBytes(Buffer.from(bin.slice(0, region.start) + '<payload/>' + bin.slice(region.end), 'latin1'), label);
 
   const fixed = quoteAttributes(outerText, { total: MAX_ATTRIBUTES - scanned.payloadAttributes });
-  const valid = XMLValidator.validate(fixed);
+  const valid = validatedLongText(fixed);
   // The validator's message can quote the whole open-tag stack (as long as the request): bound it.
-  if (valid !== true) throw new RssPingError(`The rss_ping is not well-formed XML (${valid.err.msg.slice(0, 200)} at line ${valid.err.line}).`);
+  if (typeof valid !== 'string') throw new RssPingError(`The rss_ping is not well-formed XML (${valid.msg.slice(0, 200)} at line ${valid.line}).`);
   let doc: Record<string, unknown>;
   try {
-    doc = outerParser.parse(longTextAsCdata(fixed)) as Record<string, unknown>;
+    doc = outerParser.parse(valid) as Record<string, unknown>;
   } catch (err) {
     const m = (err as Error).message;
     throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('rss_ping') : `The rss_ping is not well-formed XML (${m.slice(0, 200)}).`);

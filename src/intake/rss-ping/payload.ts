@@ -2,13 +2,13 @@
 // RSS item or an Atom 1.0/0.3 entry (or a one-entry Atom feed), from which the headline and the item's URI
 // are extracted. RSS Ping's minimum is enforced: "a title or description or content or summary and a
 // link or guid or permalink"; names are matched by local name, so namespace prefixes do not matter.
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { XMLParser } from 'fast-xml-parser';
 import { RssPingError } from './parse.js';
 import { decodeHtmlReferences } from '../ping/validate.js';
 import { stripControls } from '../../platform/xml/escape.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
 import { MAX_DEPTH, refusal } from './prescan.js';
-import { longTextAsCdata } from './long-text.js';
+import { validatedLongText } from './long-text.js';
 
 export const MAX_TITLE_LENGTH = 512;
 export const MAX_SUMMARY_LENGTH = 1000;
@@ -168,12 +168,12 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   const body = text.replace(/^\uFEFF/, '').replace(/^\s*<\?xml[^>]*\?>/, '');
   if (body.trim() === '') throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
   const wrapped = `<payload>${body}</payload>`;
-  const valid = XMLValidator.validate(wrapped);
+  const valid = validatedLongText(wrapped);
   // The validator's message can quote the whole open-tag stack (as long as the payload): bound it.
-  if (valid !== true) throw new RssPingError(`The payload is not well-formed XML (${valid.err.msg.slice(0, 200)}, line ${valid.err.line}).`);
+  if (typeof valid !== 'string') throw new RssPingError(`The payload is not well-formed XML (${valid.msg.slice(0, 200)}, line ${valid.line}).`);
   let doc: { payload?: El[] };
   try {
-    doc = parser.parse(longTextAsCdata(wrapped)) as { payload?: El[] };
+    doc = parser.parse(valid) as { payload?: El[] };
   } catch (err) {
     const m = (err as Error).message;
     throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('payload') : `The payload is not well-formed XML (${m.slice(0, 200)}).`);
