@@ -19,6 +19,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import { envNumber } from './lib/env.js';
 import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatabase, track, type Child } from './lib/servers.js';
 import { writeResultsFile } from './lib/report.js';
 import type { QueryCount } from './lib/hostile-http.js';
@@ -27,13 +28,7 @@ import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
 
 const env = process.env;
-const num = (name: string, def: number) => {
-  const v = env[name];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
-  return Math.round(n);
-};
+const num = (name: string, def: number) => Math.round(envNumber(name, def));
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const COUNTER = new URL('./lib/query-counter.ts', import.meta.url).href;
 

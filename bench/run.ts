@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
+import { envNumber } from './lib/env.js';
 import { ROOT, dropStaleDatabases, removeStaleDataDirs, track, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
 import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
 import { snapshot, diff } from './lib/cpu.js';
@@ -30,13 +31,7 @@ import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
 
 const env = process.env;
-const num = (name: string, def: number) => {
-  const v = env[name];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(v)}`);
-  return n;
-};
+const num = envNumber;
 const OPTS = {
   databaseUrl: env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
   duration: num('BENCH_DURATION', 4),
