@@ -34,15 +34,17 @@ function newDb(backend: 'postgres' | 'pglite'): Promise<BenchDatabase> {
 
 const BASE_ENV = { FETCH_ALLOW_ADDRESSES: '127.0.0.43/32', VERIFY_PINGS: 'off' };
 
-/** Intake pings/s of one fresh server with `relayEnv`; also how many relays the target saw meanwhile. */
-async function intakeRun(backend: 'postgres' | 'pglite', relayEnv: Record<string, string>, target: Target): Promise<{ rps: number; relayed: number }> {
+/** Intake pings/s (and p50 latency, pingd CPU per ping) of one fresh server with `relayEnv`; also the relays the target saw meanwhile. */
+async function intakeRun(backend: 'postgres' | 'pglite', relayEnv: Record<string, string>, target: Target, connections: number): Promise<{ rps: number; p50: number; cpuUs: number; relayed: number }> {
   const db = await newDb(backend);
   const pingd = await startPingd({ env: { ...BASE_ENV, ...db.env, ...relayEnv } });
   try {
-    await runLoad(pingd.url, pingSpec(), { connections: OPTS.connections, duration: OPTS.warmup });
+    await runLoad(pingd.url, pingSpec(), { connections, duration: OPTS.warmup });
     const before = target.calls.length;
-    const r = await runLoad(pingd.url, pingSpec(), { connections: OPTS.connections, duration: OPTS.duration });
-    return { rps: r.acks / r.seconds, relayed: target.calls.length - before };
+    const c0 = cpuMicros(pingd.proc.pid!);
+    const r = await runLoad(pingd.url, pingSpec(), { connections, duration: OPTS.duration });
+    const cpuUs = (cpuMicros(pingd.proc.pid!) - c0) / Math.max(1, r.acks);
+    return { rps: r.acks / r.seconds, p50: r.p50, cpuUs, relayed: target.calls.length - before };
   } finally {
     await pingd.stop();
     await db.drop();
@@ -84,24 +86,31 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   try {
     for (const backend of OPTS.backends) {
-      log(`== ${backend}: intake (${OPTS.connections} connections, ${OPTS.duration} s runs after ${OPTS.warmup} s warm-up, ${OPTS.rounds} rounds)`);
       const configs: [string, Record<string, string>][] = [
         ['no target', {}],
         ['one target, 60/min', { RELAY_TARGETS: target.url }],
         ['one target, unthrottled', { RELAY_TARGETS: target.url, RELAY_RATE_PER_MIN: '600000' }],
       ];
-      const rps = new Map<string, number[]>(configs.map(([k]) => [k, []]));
-      const relayed = new Map<string, number[]>(configs.map(([k]) => [k, []]));
-      for (let round = 0; round < OPTS.rounds; round++) {
-        for (const [name, relayEnv] of configs) {
-          const r = await intakeRun(backend, relayEnv, target);
-          rps.get(name)!.push(r.rps);
-          relayed.get(name)!.push(r.relayed);
-          log(`  ${name}: ${r.rps.toFixed(0)} pings/s (target saw ${r.relayed} relays during the run)`);
+      // 64 connections: a burst (the relay yields to it); 2 connections: light load, below the yield
+      // threshold, where the relay runs alongside intake.
+      for (const connections of [OPTS.connections, 2]) {
+        log(`== ${backend}: intake (${connections} connections, ${OPTS.duration} s runs after ${OPTS.warmup} s warm-up, ${OPTS.rounds} rounds)`);
+        const runs = new Map<string, { rps: number; p50: number; cpuUs: number; relayed: number }[]>(configs.map(([k]) => [k, []]));
+        for (let round = 0; round < OPTS.rounds; round++) {
+          for (const [name, relayEnv] of configs) {
+            const r = await intakeRun(backend, relayEnv, target, connections);
+            runs.get(name)!.push(r);
+            log(`  ${name}: ${r.rps.toFixed(0)} pings/s, p50 ${r.p50} ms, ${r.cpuUs.toFixed(0)} µs pingd CPU per ping (target saw ${r.relayed} relays during the run)`);
+          }
         }
+        const med = (k: string, f: (x: { rps: number; p50: number; cpuUs: number; relayed: number }) => number) => median(runs.get(k)!.map(f));
+        const base = med('no target', (x) => x.rps);
+        lines.push(
+          `| ${backend} | intake, ${connections} connections (medians of ${OPTS.rounds}) | ${configs
+            .map(([k]) => `${k}: ${med(k, (x) => x.rps).toFixed(0)}/s (×${(med(k, (x) => x.rps) / base).toFixed(2)}), p50 ${med(k, (x) => x.p50)} ms, ${med(k, (x) => x.cpuUs).toFixed(0)} µs CPU/ping, ${med(k, (x) => x.relayed)} relays meanwhile`)
+            .join('; ')} |`,
+        );
       }
-      const baseline = median(rps.get('no target')!);
-      lines.push(`| ${backend} | intake, pings/s (median of ${OPTS.rounds}) | ${configs.map(([k]) => `${k}: ${median(rps.get(k)!).toFixed(0)} (×${(median(rps.get(k)!) / baseline).toFixed(2)})`).join('; ')} |`);
       for (const c of [2, 8]) {
         log(`== ${backend}: relay throughput, ${c} in flight, ${OPTS.relayN} relays`);
         const r = await relayRun(backend, c, target);
