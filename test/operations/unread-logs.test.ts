@@ -10,7 +10,7 @@ import { freePort } from '../faults/private-postgres.js';
 import { createTestDatabase } from '../helpers/app.js';
 
 const SHUTDOWN_TIMEOUT_MS = 3000;
-const PINGS = 1500;
+const PINGS = 800;
 const CONCURRENCY = 8;
 
 function get(agent: http.Agent, port: number, path: string): Promise<{ status: number; body: string }> {
