@@ -87,6 +87,8 @@ export class Relay {
   private readonly pingOnly = new Set<string>();
   /** Retry-After heard by this instance: no request to the target before then. */
   private readonly blocked = new Map<string, number>();
+  /** Per target, when this instance's next request may leave (the last one's departure + the rate's spacing). */
+  private readonly nextDeparture = new Map<string, number>();
   private readonly slots = new Slots();
   private outcomes: OutcomeRow[] = [];
   private updates = new Map<string, TargetUpdate>();
@@ -196,6 +198,15 @@ export class Relay {
       // Checked once a slot is ours: the request before may just have brought a Retry-After.
       const blockedUntil = this.blocked.get(job.target) ?? 0;
       if (blockedUntil > Date.now()) return void this.defer(job, new Date(blockedUntil));
+      // Turns are handed out ahead, by the target's row; a request that left late (a busy event loop, a
+      // slow slot) must not bring the next one closer than the rate allows, so within this instance the
+      // spacing is also kept from the requests that actually left. Reserved before waiting: a second
+      // slot's job waits one more spacing, not the same one.
+      const now = Date.now();
+      const departure = Math.max(now, this.nextDeparture.get(job.target) ?? 0);
+      this.nextDeparture.set(job.target, departure + 60_000 / target.ratePerMin);
+      await sleep(departure - now, this.closing.signal);
+      if (this.closed) return void this.defer(job, new Date());
       // A job that waited so long for a slot that its lease could run out mid-request is given back
       // (another instance may claim it then: it must not be sent twice).
       if (Date.now() + this.opts.sendMs > job.claimedAt + this.opts.leaseMs) return void this.defer(job, new Date());

@@ -56,11 +56,12 @@ test('the target sees relays no closer together than its rate allows (120 a minu
   for (const u of urls) assert.equal(await httpPing(base, 'Rate', u), 200);
   await target.until((calls) => urls.every((u) => calls.some((c) => c.params[1] === u)), 10_000);
   const times = target.calls.filter((c) => urls.includes(c.params[1])).map((c) => c.t * 1000);
-  // Turns are 500 ms apart; one request may leave late (the embedded database runs on this thread), so
-  // a single gap may shrink, but five calls never take less than four turns.
+  // Requests leave at least 500 ms apart (REGRESSION: turns were kept only as handed out, so a request
+  // that left late brought the next one closer: gaps of 205 ms on a busy machine). What the target
+  // records also includes each request's own connect and hand-over time, which varies under load.
   const gaps = times.slice(1).map((x, i) => Math.round(x - times[i]));
-  assert.ok(times[times.length - 1] - times[0] >= 4 * 500 - 50, `gaps ${gaps.join(', ')} ms`);
-  assert.ok(gaps.every((g) => g >= 250), `gaps ${gaps.join(', ')} ms`);
+  assert.ok(times[times.length - 1] - times[0] >= 4 * 500 - 150, `gaps ${gaps.join(', ')} ms`);
+  assert.ok(gaps.every((g) => g >= 350), `gaps ${gaps.join(', ')} ms`);
 });
 
 test('503 and 429 with Retry-After: 3 are not asked again for 3 seconds (though the retry backoff is 100 ms)', async () => {
