@@ -3,7 +3,9 @@
 // database), its metrics, and GET /api/weblogs, what pingd knows of a weblog and what it saw last time.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Counter, Gauge } from 'prom-client';
+import { Counter } from 'prom-client';
+import { queueGauge } from '../platform/queue/queue-gauge.js';
+import { RateMeter } from '../platform/queue/rate-meter.js';
 import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass } from './manners.js';
 import { claimJobs, queueStats, type Job } from './job-repository.js';
@@ -34,29 +36,6 @@ const POLL_MS = 1000;
  */
 const YIELD_RATE = 300;
 
-/** Events in the last second, in four buckets of 250 ms. */
-export class RateMeter {
-  private readonly buckets = [0, 0, 0, 0];
-  private at = 0;
-
-  private roll(): void {
-    const slot = Math.floor(performance.now() / 250);
-    const steps = Math.min(4, slot - this.at);
-    for (let i = 1; i <= steps; i++) this.buckets[(this.at + i) % 4] = 0;
-    this.at = slot;
-  }
-
-  count(): void {
-    this.roll();
-    this.buckets[this.at % 4]++;
-  }
-
-  perSecond(): number {
-    this.roll();
-    return this.buckets[0] + this.buckets[1] + this.buckets[2] + this.buckets[3];
-  }
-}
-
 async function verificationPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const registry = app.metrics;
@@ -74,21 +53,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     registers: [registry],
   });
   const bytes = new Counter({ name: 'pingd_verify_fetched_bytes_total', help: 'Bytes of feeds and pages read by verification (decompressed).', registers: [registry] });
-  new Gauge({
-    name: 'pingd_verify_queue',
-    help: 'Verification jobs waiting (depth) and the age in seconds of the oldest (oldest_age_seconds), read at scrape time.',
-    labelNames: ['measure'] as const,
-    registers: [registry],
-    async collect() {
-      try {
-        const s = await queueStats(app.db);
-        this.set({ measure: 'depth' }, s.depth);
-        this.set({ measure: 'oldest_age_seconds' }, s.oldestAgeSec);
-      } catch {
-        // The database is down: /metrics still answers with the rest.
-      }
-    },
-  });
+  queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => queueStats(app.db));
 
   const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
   const verifier = new Verifier(

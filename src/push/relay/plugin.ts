@@ -3,11 +3,12 @@
 // database, its last outcomes written), and the relay's metrics. With no targets it does nothing at all.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Counter, Gauge } from 'prom-client';
+import { Counter } from 'prom-client';
+import { queueGauge } from '../../platform/queue/queue-gauge.js';
 import { ConfigError, type Config } from '../../platform/config.js';
 import { QueueWorker } from '../../platform/queue/worker.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
-import { RateMeter } from '../../verification/plugin.js';
+import { RateMeter } from '../../platform/queue/rate-meter.js';
 import { claimJobs, ensureCursor, queueStats, type RelayJob, type RelayRule } from './job-repository.js';
 import { syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
@@ -55,21 +56,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     registers: [app.metrics],
   });
   for (const t of targets) for (const o of RELAY_OUTCOMES) relays.inc({ target: t.url, outcome: o }, 0);
-  new Gauge({
-    name: 'pingd_relay_queue',
-    help: 'Relay jobs waiting (depth) and the age in seconds of the oldest (oldest_age_seconds), read at scrape time.',
-    labelNames: ['measure'] as const,
-    registers: [app.metrics],
-    async collect() {
-      try {
-        const s = await queueStats(app.db);
-        this.set({ measure: 'depth' }, s.depth);
-        this.set({ measure: 'oldest_age_seconds' }, s.oldestAgeSec);
-      } catch {
-        // The database is down: /metrics still answers with the rest.
-      }
-    },
-  });
+  queueGauge(app.metrics, 'pingd_relay_queue', 'Relay jobs', () => queueStats(app.db));
 
   const sender = new RelaySender({
     policy: { allowPrivate: config.FETCH_ALLOW_PRIVATE, allow: config.FETCH_ALLOW_ADDRESSES },
