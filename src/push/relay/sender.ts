@@ -6,6 +6,9 @@
 // checked explicitly since the lookup hook is skipped for them), a deadline, and a User-Agent that names
 // pingd and carries the relay marker — and the answer sorted into delivered / refused / failed.
 import { promises as dns, type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { Duplex } from 'node:stream';
 import xmlrpc from 'xmlrpc';
 import { checkAddresses, type AddressPolicy } from '../../platform/fetch/address-policy.js';
 import { FetchError } from '../../platform/fetch/safe-fetch.js';
@@ -38,6 +41,32 @@ export interface SenderOptions {
   timeoutMs: number;
   /** Injected resolver (tests); the system resolver by default. */
   resolve?: (host: string) => Promise<string[]>;
+}
+
+/**
+ * Most bytes read from a target for one call, headers included. A weblogUpdates answer is a struct of two
+ * members; the npm xmlrpc client reads whatever comes until the deadline, which on a fast link is
+ * gigabytes (every request pingd makes reads a bounded amount).
+ */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+
+/**
+ * An agent for one request whose sockets count what they read and call `tooLarge` past `maxBytes`. Not
+ * kept alive: a pooled socket could have been opened to an address checked under another policy.
+ */
+function cappedAgent(secure: boolean, maxBytes: number, tooLarge: () => void): http.Agent {
+  const agent = secure ? new https.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: false });
+  const create = agent.createConnection.bind(agent) as (...args: unknown[]) => Duplex;
+  agent.createConnection = ((...args: unknown[]) => {
+    const socket = create(...args);
+    let read = 0;
+    socket.on('data', (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > maxBytes) tooLarge();
+    });
+    return socket;
+  }) as typeof agent.createConnection;
+  return agent;
 }
 
 // XML 1.0 Char: no C0 controls but tab, newline and carriage return; no lone surrogates, U+FFFE/U+FFFF.
@@ -126,10 +155,11 @@ export class RelaySender {
       port: url.port ? Number(url.port) : undefined,
       path: `${url.pathname}${url.search}`,
       headers: { 'User-Agent': this.opts.userAgent, Connection: 'close' },
-      // Passed through to http.request: the checked lookup, a fresh connection each time (a pooled socket
-      // could have been opened to an address checked under another policy), and the deadline.
-      ...({ lookup, agent: false, signal: controller.signal } as object),
+      // Passed through to http.request: the checked lookup, a fresh connection each time that reads at
+      // most MAX_ANSWER_BYTES, and the deadline.
+      ...({ lookup, agent: cappedAgent(url.protocol === 'https:', MAX_ANSWER_BYTES, () => tooLarge()), signal: controller.signal } as object),
     });
+    let tooLarge = () => {};
     return new Promise<Answer>((done) => {
       let settled = false;
       const finish = (a: Answer) => {
@@ -142,6 +172,7 @@ export class RelaySender {
         done(a);
       };
       const timer = setTimeout(() => finish({ kind: 'error', error: new FetchError('FETCH_TIMEOUT', `no complete answer within ${this.opts.timeoutMs} ms`, target) }), this.opts.timeoutMs);
+      tooLarge = () => finish({ kind: 'error', error: new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${MAX_ANSWER_BYTES} bytes`, target) });
       try {
         client.methodCall(method, params, (err: unknown, value: unknown) => {
           if (!err) return finish({ kind: 'value', value });
