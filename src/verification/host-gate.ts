@@ -25,17 +25,27 @@ export class HostGate {
   }
 
   /**
-   * Waits until `gapMs` after the previous request this instance started to `host`, then counts this one
-   * as started. The database's slots space requests across instances; this spaces them at the moment they
+   * Waits until `gapMs` after the previous request this instance started to `host` (reserved at once, so
+   * concurrent callers line up one gap apart), then counts this one as started. The database's slots space requests across instances; this spaces them at the moment they
    * leave, which the slot cannot (a busy event loop may hold one request back until the next is due).
    */
-  async spaced(host: string, gapMs: number): Promise<void> {
+  async spaced(host: string, gapMs: number, signal?: AbortSignal): Promise<void> {
     if (gapMs <= 0) return;
     const now = Date.now();
     const start = Math.max(now, (this.lastStart.get(host) ?? 0) + gapMs);
     this.lastStart.set(host, start);
     if (this.lastStart.size > 10_000) this.forget(now - gapMs);
-    if (start > now) await new Promise((r) => setTimeout(r, start - now));
+    if (start <= now || signal?.aborted) return;
+    // An abort (a closing instance) ends the wait early; the caller looks at its own state then.
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, start - now);
+      signal?.addEventListener('abort', done, { once: true });
+    });
   }
 
   /**

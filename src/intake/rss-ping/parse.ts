@@ -13,6 +13,7 @@ import { XMLParser } from 'fast-xml-parser';
 import { contentTypeCharset } from '../../platform/xml/decode.js';
 import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
+import { decodeAttrValue, escAttr, readStartTag, type Attr } from './attributes.js';
 import { validatedLongText } from './long-text.js';
 import { firstElementName, forbiddenMarkup, MAX_ATTRIBUTES, MAX_ATTRIBUTES_PER_ELEMENT, MAX_DEPTH, MAX_FEEDS, prescan, refusal } from './prescan.js';
 
@@ -75,54 +76,6 @@ function decodeBytes(buf: Buffer, label: string): string {
   return d.decode(buf);
 }
 
-/** One attribute of a start tag, as the lenient attribute reader found it. */
-interface Attr {
-  name: string;
-  value: string;
-}
-
-/**
- * Reads the attributes of a start tag from `s` starting at `i` (just after the element name) up to the
- * closing `>`, honouring quotes. Unquoted values (`version=2`) and value-less names are accepted.
- * Returns the attributes, whether the tag is self-closing, and the index just after `>`; null when the
- * tag never closes.
- */
-function readStartTag(s: string, i: number): { attrs: Attr[]; selfClosing: boolean; end: number } | null {
-  const attrs: Attr[] = [];
-  const n = s.length;
-  for (;;) {
-    while (i < n && /\s/.test(s[i])) i++;
-    if (i >= n) return null;
-    if (s[i] === '>') return { attrs, selfClosing: false, end: i + 1 };
-    if (s[i] === '/' && s[i + 1] === '>') return { attrs, selfClosing: true, end: i + 2 };
-    const nameMatch = /^[^\s=/>"'<]+/.exec(s.slice(i, i + 256));
-    if (!nameMatch) return null;
-    const name = nameMatch[0];
-    i += name.length;
-    while (i < n && /\s/.test(s[i])) i++;
-    if (s[i] !== '=') {
-      attrs.push({ name, value: '' });
-      continue;
-    }
-    i++;
-    while (i < n && /\s/.test(s[i])) i++;
-    if (s[i] === '"' || s[i] === "'") {
-      const close = s.indexOf(s[i], i + 1);
-      if (close < 0) return null;
-      attrs.push({ name, value: s.slice(i + 1, close) });
-      i = close + 1;
-    } else {
-      const m = /^[^\s>]+/.exec(s.slice(i, i + 2048));
-      let v = m ? m[0] : '';
-      // `version=2/>`: the slash closes the tag, it is not part of the value.
-      if (v.endsWith('/') && s[i + v.length] === '>') v = v.slice(0, -1);
-      attrs.push({ name, value: v });
-      i += v.length;
-    }
-  }
-}
-
-const escAttr = (v: string) => v.replace(/&(?![a-zA-Z]+;|#[0-9]+;|#x[0-9a-fA-F]+;)/g, '&amp;').replace(/</g, '&lt;').replace(/"/g, '&quot;');
 
 /**
  * Rewrites every start tag with its attributes double-quoted, so that `<rss_ping version=2>` becomes
@@ -162,17 +115,6 @@ export function quoteAttributes(xml: string, budget?: { total: number }): string
     out += `<${name[1]}${tag.attrs.map((a) => ` ${a.name}="${escAttr(a.value)}"`).join('')}${tag.selfClosing ? '/>' : '>'}`;
     i = tag.end;
   }
-}
-
-/** Decodes the five XML entities and character references in an attribute value we read ourselves. */
-function decodeAttrValue(v: string): string {
-  return v.replace(/&(#[0-9]{1,7}|#x[0-9a-fA-F]{1,6}|lt|gt|amp|quot|apos);/g, (m, r: string) => {
-    if (r[0] === '#') {
-      const cp = r[1] === 'x' ? parseInt(r.slice(2), 16) : parseInt(r.slice(1), 10);
-      return cp > 0 && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) ? String.fromCodePoint(cp) : '';
-    }
-    return ({ lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" } as Record<string, string>)[r] ?? m;
-  });
 }
 
 const PAYLOAD_START = /<payload(?=[\s/>])/g;

@@ -74,7 +74,7 @@ export const refusal = {
 
 // Character codes.
 const LT = 60, GT = 62, SLASH = 47, QMARK = 63, BANG = 33, EQ = 61, DQ = 34, SQ = 39, AMP = 38;
-// What \s matches in a latin1 string, as the lenient reader (parse.ts, readStartTag) splits attributes.
+// What \s matches in a latin1 string, as the lenient reader (attributes.ts, readStartTag) splits attributes.
 const isSpace = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0;
 // An attribute name as the lenient reader takes it: up to 256 of [^\s=/>"'<].
 const isAttrNameChar = (c: number) => !isSpace(c) && c !== EQ && c !== SLASH && c !== GT && c !== DQ && c !== SQ && c !== LT;

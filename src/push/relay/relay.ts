@@ -7,6 +7,7 @@ import type { Db } from '../../platform/db/database.js';
 import { deriveJobs, recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type RelayRule, type TargetUpdate } from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
 import type { RelayTarget } from './targets.js';
+import { HostGate } from '../../verification/host-gate.js';
 
 export interface RelayTiming {
   /** First retry after a failure; doubled per attempt up to retryMaxMs. */
@@ -87,8 +88,8 @@ export class Relay {
   private readonly pingOnly = new Set<string>();
   /** Retry-After heard by this instance: no request to the target before then. */
   private readonly blocked = new Map<string, number>();
-  /** Per target, when this instance's next request may leave (the last one's departure + the rate's spacing). */
-  private readonly nextDeparture = new Map<string, number>();
+  /** Per target, the rate's spacing kept between the requests that actually leave this instance. */
+  private readonly departures = new HostGate(1);
   private readonly slots = new Slots();
   private outcomes: OutcomeRow[] = [];
   private updates = new Map<string, TargetUpdate>();
@@ -200,12 +201,8 @@ export class Relay {
       if (blockedUntil > Date.now()) return void this.defer(job, new Date(blockedUntil));
       // Turns are handed out ahead, by the target's row; a request that left late (a busy event loop, a
       // slow slot) must not bring the next one closer than the rate allows, so within this instance the
-      // spacing is also kept from the requests that actually left. Reserved before waiting: a second
-      // slot's job waits one more spacing, not the same one.
-      const now = Date.now();
-      const departure = Math.max(now, this.nextDeparture.get(job.target) ?? 0);
-      this.nextDeparture.set(job.target, departure + 60_000 / target.ratePerMin);
-      await sleep(departure - now, this.closing.signal);
+      // spacing is also kept from the requests that actually left (as verification does per host).
+      await this.departures.spaced(job.target, 60_000 / target.ratePerMin, this.closing.signal);
       if (this.closed) return void this.defer(job, new Date());
       // A job that waited so long for a slot that its lease could run out mid-request is given back
       // (another instance may claim it then: it must not be sent twice).
