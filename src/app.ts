@@ -21,6 +21,7 @@ import verificationPlugin from './verification/plugin.js';
 import websubPlugin from './push/websub/plugin.js';
 import streamPlugin from './push/stream/plugin.js';
 import relayPlugin from './push/relay/plugin.js';
+import statsPlugin from './operations/stats/plugin.js';
 
 export interface BuildOptions {
   config?: Config;
@@ -75,6 +76,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(websubPlugin, { config });
     await app.register(streamPlugin, { config });
     await app.register(relayPlugin, { config });
+    await app.register(statsPlugin);
     await app.register(retentionPlugin, { config });
   } catch (err) {
     // A plugin that failed to start must not leave the ones before it open (the embedded database keeps

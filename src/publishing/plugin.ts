@@ -19,6 +19,14 @@ export interface Publications {
   onPublished(listener: (path: string) => void): void;
   /** The current rendering of `path` (uncompressed), if any. */
   read(path: string): Promise<{ contentType: string; body: Buffer; renderingId: number } | undefined>;
+  /** Each live document's current rendering (null before the first): what a status page shows. */
+  states(): Promise<DocumentState[]>;
+}
+
+export interface DocumentState {
+  path: string;
+  name: string;
+  rendering: { renderedAtMs: number; updatedMs: number; entries: number; renderMs: number; bytes: number } | null;
 }
 
 declare module 'fastify' {
@@ -57,6 +65,14 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
       if (!meta) return undefined;
       return { contentType: meta.contentType, body: await toBuffer(await reader.fullBody(meta, 'identity')), renderingId: meta.id };
     },
+    states: () =>
+      Promise.all(
+        documents.list().map(async (d) => {
+          const m = await reader.current(d.path);
+          const rendering = m ? { renderedAtMs: Math.floor(m.createdUs / 1000), updatedMs: m.updatedMs, entries: m.entries, renderMs: m.renderMs, bytes: m.identityLength } : null;
+          return { path: d.path, name: d.name, rendering };
+        }),
+      ),
   } satisfies Publications);
 
   let stopSchedule: (() => Promise<void>) | undefined;

@@ -7,12 +7,14 @@ import { Counter } from 'prom-client';
 import { queueGauge } from '../platform/queue/queue-gauge.js';
 import { RateMeter } from '../platform/queue/rate-meter.js';
 import type { Config } from '../platform/config.js';
-import { OUTCOMES, statusClass } from './manners.js';
+import { OUTCOMES, statusClass, type Outcome } from './manners.js';
 import { claimJobs, queueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
 import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
+
+export type SettledListener = (outcome: Outcome, settled: number) => void;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -21,8 +23,11 @@ declare module 'fastify' {
       /** The instance's per-host manners: every request pingd makes of its own accord goes through them. */
       hosts: PoliteClient;
       worker: QueueWorker<Job> | undefined;
-      /** Registers a listener told after outcomes were committed (the stream stamps and sends them). */
-      onSettled(listener: () => void): void;
+      /**
+       * Registers a listener told after outcomes were committed (the stream stamps and sends them): the
+       * outcome and how many pings' jobs it settled.
+       */
+      onSettled(listener: SettledListener): void;
     };
   }
 }
@@ -68,7 +73,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   );
 
   let worker: QueueWorker<Job> | undefined;
-  const settledListeners: (() => void)[] = [];
+  const settledListeners: SettledListener[] = [];
   if (config.VERIFY_PINGS !== 'off') {
     // A lease long enough for the slowest verification (a homepage and a feed, each with its deadline, and
     // a few statements); a job whose instance died is claimed again once it runs out.
@@ -82,7 +87,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
         const r = await verifier.run(job);
         if (r.kind === 'done' && r.report.settled > 0) {
           verifications.inc({ outcome: r.report.outcome });
-          for (const l of settledListeners) l();
+          for (const l of settledListeners) l(r.report.outcome, r.report.settled);
           app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, ...r.report }, 'verified');
         } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
         return r.kind;
@@ -102,7 +107,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       await w.close(config.FETCH_TIMEOUT_MS);
     });
   }
-  app.decorate('verification', { verifier, hosts, worker, onSettled: (l: () => void) => void settledListeners.push(l) });
+  app.decorate('verification', { verifier, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
   await app.register(weblogRoutes);
 }
 

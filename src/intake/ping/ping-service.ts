@@ -14,7 +14,8 @@ export const THANKS = 'Thanks for the ping.';
 export type PingResult = { ok: true; message: string; id: number; receivedAt: Date; ping: ValidPing } | Refused;
 
 export interface PingOutcomeListener {
-  (method: string, result: PingResult): void;
+  /** `url`: the weblog as stored when the ping was valid, as sent before that (null when none was). */
+  (method: string, result: PingResult, url: string | null): void;
 }
 
 /**
@@ -70,18 +71,18 @@ export class PingService {
     if (clientAddr !== raw.clientAddr) raw = { ...raw, clientAddr };
     for (const s of this.screens) {
       const r = s.client?.(raw);
-      if (r) return { ok: false, result: this.report(raw.method, r) };
+      if (r) return { ok: false, result: this.report(raw.method, r, raw.url) };
     }
     let ping: ValidPing;
     try {
       ping = validatePing(raw);
     } catch (err) {
       if (!(err instanceof PingValidationError)) throw err;
-      return { ok: false, result: this.report(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }) };
+      return { ok: false, result: this.report(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }, raw.url) };
     }
     for (const s of this.screens) {
       const r = s.ping?.(ping, extraUrls);
-      if (r) return { ok: false, result: this.report(raw.method, r) };
+      if (r) return { ok: false, result: this.report(raw.method, r, ping.url) };
     }
     return { ok: true, ping };
   }
@@ -101,11 +102,11 @@ export class PingService {
     try {
       o = await this.batcher.submit(ping, extraWrite);
     } catch (err) {
-      if (err instanceof StorageUnavailableError) return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message });
+      if (err instanceof StorageUnavailableError) return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message }, ping.url);
       throw err;
     }
-    if (o.status === 'accepted') return this.report(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping });
-    return this.report(ping.method, throttleRefusal(ping.url, o.lastPingAt, this.minIntervalSec));
+    if (o.status === 'accepted') return this.report(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping }, ping.url);
+    return this.report(ping.method, throttleRefusal(ping.url, o.lastPingAt, this.minIntervalSec), ping.url);
   }
 
   /**
@@ -116,11 +117,11 @@ export class PingService {
   async throttled(ping: ValidPing): Promise<Refused | undefined> {
     if (this.minIntervalSec <= 0) return undefined;
     const t = await throttleState(this.db, ping.url, this.minIntervalSec).catch(() => ({ throttled: false, lastPingAt: null }));
-    return t.throttled ? this.report(ping.method, throttleRefusal(ping.url, t.lastPingAt, this.minIntervalSec)) : undefined;
+    return t.throttled ? this.report(ping.method, throttleRefusal(ping.url, t.lastPingAt, this.minIntervalSec), ping.url) : undefined;
   }
 
-  private report<R extends PingResult>(method: string, r: R): R {
-    for (const l of this.listeners) l(method, r);
+  private report<R extends PingResult>(method: string, r: R, url: string | null): R {
+    for (const l of this.listeners) l(method, r, url);
     return r;
   }
 }

@@ -7,9 +7,15 @@ import type { Config } from '../../platform/config.js';
 import { PingBatcher } from './ping-batcher.js';
 import { PingService } from './ping-service.js';
 
+/** Marks a route that takes pings (`config: INTAKE_ROUTE`): what the status page times as intake latency. */
+export const INTAKE_ROUTE = { intake: true } as const;
+
 declare module 'fastify' {
   interface FastifyInstance {
     pings: PingService;
+  }
+  interface FastifyContextConfig {
+    intake?: boolean;
   }
 }
 

@@ -1,4 +1,5 @@
-// Owns the SQL behind `pingd stats`: totals, pings per hour over a window, and the most pinged weblogs.
+// Owns the SQL behind `pingd stats` and the status page: totals, pings per hour over a window, the most
+// pinged weblogs and the latest pings.
 // Plain values in, plain rows out; hours are UTC.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
@@ -85,5 +86,24 @@ export async function topWeblogs(q: Queryable, limit: number): Promise<TopWeblog
       [limit],
     );
     return rows.map((r) => ({ url: r.url, name: r.name, pingCount: Number(r.ping_count), lastPingAt: new Date(r.last_ping_at) }));
+  });
+}
+
+export interface RecentPing {
+  id: number;
+  receivedAt: Date;
+  method: string;
+  name: string;
+  url: string;
+}
+
+/** The latest accepted pings, newest first: one backward read of the primary key. */
+export async function recentPings(q: Queryable, limit: number): Promise<RecentPing[]> {
+  return withContext('reading the latest pings failed', async () => {
+    const rows = await q.query<{ id: number; received_at: Date; method: string; name: string; url: string }>(
+      'select id, received_at, method, name, url from pings order by id desc limit $1',
+      [limit],
+    );
+    return rows.map((r) => ({ id: Number(r.id), receivedAt: new Date(r.received_at), method: r.method, name: r.name, url: r.url }));
   });
 }

@@ -1,0 +1,173 @@
+// Owns the live statistics as a Fastify resource (`app.stats`) and GET /api/stats?window=1h|24h: it counts
+// every ping outcome, verification outcome and intake request time in memory, adds the counts to the
+// per-minute tables every few seconds, and answers from those tables plus what it has not written yet.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { weblogHost } from '../../intake/abuse/rate-limit.js';
+import { queueStats as verifyQueue } from '../../verification/job-repository.js';
+import { queueStats as relayQueue } from '../../push/relay/job-repository.js';
+import { MINUTE_MS, MinuteTally } from './minute-tally.js';
+import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
+import { recentPings } from './stats-repository.js';
+import { buildSnapshot, isWindow, StatsReply, windowMinutes, type StatsWindow } from './snapshot.js';
+
+/** How often counts reach the database: what another instance's chart lags behind this one's by. */
+export const FLUSH_MS = 5_000;
+/** An answer is reused this long: a room full of open dashboards costs the database one read per window. */
+export const CACHE_MS = 2_000;
+/** Minutes older than this are dropped (the longest window is a day). */
+const KEEP_MS = 25 * 60 * MINUTE_MS;
+const PRUNE_EVERY_MS = 10 * MINUTE_MS;
+const TOP_HOSTS = 10;
+const RECENT = 20;
+/** A host name is at most 253 characters; a longer "host" from a refused URL is cut. */
+const HOST_MAX = 253;
+const HAS_HOST = /^https?:\/\/[^/?#]/i;
+
+export interface Stats {
+  /** The answer of GET /api/stats for `window` (cached for CACHE_MS). */
+  snapshot(window: StatsWindow): Promise<StatsReply>;
+  /** Writes what was counted so far (tests and shutdown call it; a timer does otherwise). */
+  flush(): Promise<void>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    stats: Stats;
+  }
+}
+
+const Query = Type.Object({ window: Type.Optional(Type.String({ maxLength: 16 })) });
+const ApiError = Type.Object({ error: Type.String(), message: Type.String() });
+
+async function statsPlugin(app: FastifyInstance): Promise<void> {
+  const tally = new MinuteTally();
+  const started = Date.now();
+
+  app.pings.onOutcome((_method, r, url) => {
+    const now = Date.now();
+    tally.count(r.ok ? 'accepted' : `refused:${r.reason}`, now);
+    // A URL without a scheme and host (a refused one) names no host.
+    if (url && HAS_HOST.test(url)) tally.host(weblogHost(url).slice(0, HOST_MAX).toLowerCase(), r.ok, now);
+  });
+  app.verification.onSettled((outcome, settled) => tally.count(`verification:${outcome}`, Date.now(), settled));
+  // Only routes marked as intake are timed: the polled documents' routes pay one property read.
+  app.addHook('onResponse', (req, reply, done) => {
+    if (req.routeOptions.config.intake) tally.latencyMs(reply.elapsedTime, Date.now());
+    done();
+  });
+
+  let flushing: Promise<void> | undefined;
+  let lastPrune = 0;
+  const flush = (): Promise<void> =>
+    (flushing ??= (async () => {
+      const d = tally.drain();
+      try {
+        await app.db.transaction((tx) => addMinuteCounts(tx, d.counts, d.hosts));
+      } catch (err) {
+        tally.restore(d);
+        app.log.warn({ err: { message: (err as Error).message } }, 'writing the minute statistics failed; kept for the next flush');
+        return;
+      }
+      if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
+        lastPrune = Date.now();
+        await pruneMinutes(app.db, Date.now() - KEEP_MS).catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'pruning the minute statistics failed'));
+      }
+    })().finally(() => {
+      flushing = undefined;
+    }));
+  const timer = setInterval(() => void flush(), FLUSH_MS);
+  timer.unref();
+
+  const cache = new Map<StatsWindow, { at: number; answer: Promise<StatsReply> }>();
+  const compute = async (window: StatsWindow): Promise<StatsReply> => {
+    const now = Date.now();
+    const { from, to } = windowMinutes(window, now);
+    const [stored, hosts, documents, readiness, verify, relay, recent] = await Promise.all([
+      minuteCounts(app.db, from, to),
+      topHosts(app.db, Math.max(from, to - 59 * MINUTE_MS), to, TOP_HOSTS),
+      app.publications.states(),
+      app.readiness(),
+      verifyQueue(app.db),
+      relayQueue(app.db),
+      recentPings(app.db, RECENT),
+    ]);
+    const pending = tally.pending();
+    return buildSnapshot({
+      window,
+      now,
+      counts: [...stored, ...pending.counts],
+      latency: tally.latencyPercentiles(from, to),
+      topHosts: mergeHosts(hosts, pending.hosts, TOP_HOSTS),
+      documents: documents.map((d) => ({
+        path: d.path,
+        name: d.name,
+        renderedAt: d.rendering ? new Date(d.rendering.renderedAtMs).toISOString() : null,
+        ageSeconds: d.rendering ? Math.max(0, Math.round((now - d.rendering.renderedAtMs) / 1000)) : null,
+        entries: d.rendering?.entries ?? null,
+        renderMs: d.rendering ? Math.round(d.rendering.renderMs) : null,
+      })),
+      health: {
+        database: app.db.kind,
+        ready: readiness.ready,
+        ...(readiness.ready ? {} : { reason: readiness.reason }),
+        pingQueue: app.pings.pending,
+        queues: [
+          { name: 'verification', depth: verify.depth, oldestAgeSeconds: Math.round(verify.oldestAgeSec) },
+          { name: 'relay', depth: relay.depth, oldestAgeSeconds: Math.round(relay.oldestAgeSec) },
+        ],
+      },
+      recent: recent.map((p) => ({ id: p.id, receivedAt: p.receivedAt.toISOString(), method: p.method, name: p.name, url: p.url })),
+      uptimeSeconds: Math.round((now - started) / 1000),
+    });
+  };
+  const snapshot = (window: StatsWindow): Promise<StatsReply> => {
+    const hit = cache.get(window);
+    if (hit && Date.now() - hit.at < CACHE_MS) return hit.answer;
+    const answer = compute(window);
+    cache.set(window, { at: Date.now(), answer });
+    answer.catch(() => cache.delete(window));
+    return answer;
+  };
+  app.decorate('stats', { snapshot, flush } satisfies Stats);
+
+  app.get<{ Querystring: Static<typeof Query> }>(
+    '/api/stats',
+    { schema: { querystring: Query, response: { 200: StatsReply, 400: ApiError, 503: ApiError } } },
+    async (req, reply) => {
+      const window = req.query.window ?? '1h';
+      if (!isWindow(window)) return reply.code(400).send({ error: 'WINDOW_INVALID', message: `window must be 1h or 24h, not ${JSON.stringify(window)}.` });
+      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`);
+      try {
+        return await snapshot(window);
+      } catch (err) {
+        req.log.warn({ err: { message: (err as Error).message } }, 'statistics unavailable');
+        return reply.code(503).header('cache-control', 'no-store').send({ error: 'STATS_UNAVAILABLE', message: 'The database did not answer; statistics are unavailable for now.' });
+      }
+    },
+  );
+
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    await flush();
+  });
+}
+
+/** The stored busiest hosts plus this instance's unwritten counts, busiest first. */
+function mergeHosts(
+  stored: readonly { host: string; accepted: number; refused: number }[],
+  pending: readonly { host: string; accepted: number; refused: number }[],
+  limit: number,
+): { host: string; accepted: number; refused: number }[] {
+  const by = new Map<string, { host: string; accepted: number; refused: number }>();
+  for (const h of [...stored, ...pending]) {
+    const e = by.get(h.host) ?? { host: h.host, accepted: 0, refused: 0 };
+    e.accepted += h.accepted;
+    e.refused += h.refused;
+    by.set(h.host, e);
+  }
+  return [...by.values()].sort((a, b) => b.accepted + b.refused - (a.accepted + a.refused) || (a.host < b.host ? -1 : 1)).slice(0, limit);
+}
+
+export default fp(statsPlugin, { name: 'stats', dependencies: ['db', 'pings', 'verification', 'publishing', 'health'] });
