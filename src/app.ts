@@ -8,7 +8,6 @@ import type { LogDestination } from './platform/log-destination.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
 import pingPlugin from './intake/ping/plugin.js';
 import xmlrpcRoutes from './intake/xmlrpc/routes.js';
-import httpPingRoutes from './intake/http-ping/routes.js';
 import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
@@ -22,6 +21,7 @@ import websubPlugin from './push/websub/plugin.js';
 import streamPlugin from './push/stream/plugin.js';
 import relayPlugin from './push/relay/plugin.js';
 import statsPlugin from './operations/stats/plugin.js';
+import webPlugin from './web/plugin.js';
 
 export interface BuildOptions {
   config?: Config;
@@ -68,7 +68,6 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(abusePlugin, { config });
     await app.register(intakeMetricsPlugin);
     await app.register(xmlrpcRoutes, { config });
-    await app.register(httpPingRoutes);
     await app.register(rssPingRoutes, { config });
     // Verification of what was pinged, then publishing and operations.
     await app.register(verificationPlugin, { config });
@@ -78,6 +77,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(relayPlugin, { config });
     await app.register(statsPlugin);
     await app.register(retentionPlugin, { config });
+    // Pages for people, last: they read every resource above.
+    await app.register(webPlugin);
   } catch (err) {
     // A plugin that failed to start must not leave the ones before it open (the embedded database keeps
     // its lock file, a pool keeps the process alive).

@@ -24,9 +24,9 @@ function importsOf(file: string): string[] {
 }
 
 /** The layer a src-relative path belongs to. */
-function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'push' | 'operations' | 'top' {
+function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'push' | 'operations' | 'web' | 'top' {
   const first = p.split('/')[0];
-  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'push' || first === 'operations') return first;
+  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'push' || first === 'operations' || first === 'web') return first;
   return 'top';
 }
 
@@ -38,7 +38,8 @@ const ALLOWED: Record<ReturnType<typeof layer>, ReturnType<typeof layer>[]> = {
   publishing: ['platform', 'intake', 'verification'],
   push: ['platform', 'intake', 'verification', 'publishing'],
   operations: ['platform', 'intake', 'verification', 'publishing', 'push'],
-  top: ['platform', 'intake', 'verification', 'publishing', 'push', 'operations'],
+  web: ['platform', 'intake', 'verification', 'publishing', 'push', 'operations'],
+  top: ['platform', 'intake', 'verification', 'publishing', 'push', 'operations', 'web'],
 };
 
 test('imports point down the layers: the platform imports no job, intake no publishing or operations', () => {

@@ -2,8 +2,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { findPingsByUrl } from '../../helpers/rows.js';
+import { startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
+import { findPingsByUrl } from '../helpers/rows.js';
 
 const run = promisify(execFile);
 let t: TestApp;

@@ -1,0 +1,93 @@
+// Owns the pages for people: GET / (what this server is and how to ping it), GET /weblog?url= ("did my
+// ping arrive?") and GET /status (the live dashboard). Each reads through the resources below it and
+// renders one template; the status page's JavaScript adds charts and live updates, nothing more.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { firstParam, queryParam } from '../platform/http-schema.js';
+import { requestBase } from '../platform/public-url.js';
+import { MAX_URL_LENGTH, normalizeUrl, PingValidationError } from '../intake/ping/validate.js';
+import { archivePath, hourStart, HOUR_MS } from '../publishing/documents/archive.js';
+import { weblogView } from '../verification/feed-repository.js';
+import { latestPings } from './weblog-repository.js';
+import { appearances, pingRows, type ListedDocument } from './weblog-model.js';
+import type { RecentRefusals } from './recent-refusals.js';
+
+const LATEST_PINGS = 20;
+/** The documents that list weblogs by their last ping, and so answer "where does it appear?". */
+const LISTING_PATHS = ['/shortChanges.xml', '/changes.xml'];
+
+const NoQuery = Type.Object({});
+const WeblogQuery = Type.Object({ url: queryParam(MAX_URL_LENGTH + 64) });
+
+export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentRefusals }): Promise<void> {
+  const { config } = app;
+  const listedOnlyVerified = config.VERIFY_PINGS === 'require';
+  const listing: ListedDocument[] = LISTING_PATHS.flatMap((p) => {
+    const d = app.documents.get(p);
+    return d ? [{ path: d.path, name: d.name, windowSec: d.windowSec }] : [];
+  });
+
+  app.get('/', { schema: { querystring: NoQuery } }, async (req, reply) =>
+    reply.header('cache-control', 'no-cache').view('home', {
+      title: 'A weblogUpdates ping server',
+      base: requestBase(config.PUBLIC_URL, config.PORT, req),
+      lastArchive: archivePath(hourStart(Date.now()) - HOUR_MS),
+    }),
+  );
+
+  app.get<{ Querystring: Static<typeof WeblogQuery> }>('/weblog', { schema: { querystring: WeblogQuery } }, async (req, reply) => {
+    reply.header('cache-control', 'no-store');
+    const asked = firstParam(req.query, 'url');
+    const base = { title: 'Did my ping arrive?', asked, minInterval: config.PING_MIN_INTERVAL, verifyOff: config.VERIFY_PINGS === 'off' };
+    if (asked === null || asked === '') return reply.view('weblog', base);
+    let url: string;
+    try {
+      url = normalizeUrl(asked);
+    } catch (err) {
+      if (!(err instanceof PingValidationError)) throw err;
+      return reply.code(400).view('weblog', { ...base, error: err.message });
+    }
+    const w = await weblogView(app.db, url);
+    const refusals = opts.refusals.of(url);
+    if (!w) {
+      // Refused pings of an unknown weblog still answer the question.
+      if (refusals.length === 0) return reply.code(404).view('weblog', { ...base, unknown: url });
+      return reply.code(404).view('weblog', { ...base, unknown: url, error: `Its pings were refused: ${refusals.map((r) => r.reason.replace(/_/g, ' ')).join(', ')}.` });
+    }
+    const pings = await latestPings(app.db, w.id, LATEST_PINGS);
+    const f = w.feed;
+    return reply.view('weblog', {
+      ...base,
+      weblog: {
+        url: w.url,
+        name: w.name,
+        rssUrl: w.rssUrl,
+        pingCount: w.pingCount,
+        lastPingAt: w.lastPingAt.toISOString(),
+        lastPingText: `${w.lastPingAt.toISOString().slice(0, 19).replace('T', ' ')} UTC`,
+        feed: f ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? f.lastFetchAt.toISOString().slice(0, 19).replace('T', ' ') : null, gone: f.gone } : null,
+        verification: w.verification ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: w.verification.at.slice(0, 19).replace('T', ' '), newItems: w.verification.newItems.length } : null,
+      },
+      appears: appearances(w, listing, Date.now(), listedOnlyVerified),
+      pings: pingRows(pings, refusals, listedOnlyVerified),
+    });
+  });
+
+  app.get('/status', { schema: { querystring: NoQuery } }, async (req, reply) => {
+    reply.header('cache-control', 'no-store');
+    let stats;
+    try {
+      stats = await app.stats.snapshot('1h');
+    } catch (err) {
+      req.log.warn({ err: { message: (err as Error).message } }, 'status page: statistics unavailable');
+      return reply.code(503).header('retry-after', '10').view('unavailable', { title: 'Status unavailable', message: 'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.' });
+    }
+    return reply.view('status', {
+      title: 'Status',
+      stats,
+      verifyOff: config.VERIFY_PINGS === 'off',
+      styles: ['uPlot.min.css'],
+      scripts: ['uPlot.iife.min.js', 'status.js'],
+    });
+  });
+}

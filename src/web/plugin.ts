@@ -1,0 +1,73 @@
+// Owns pingd's face for people as one Fastify resource: the templates (@fastify/view with Eta, which escapes
+// everything it prints), the hashed static files (@fastify/static), the security headers every page gets,
+// and the pages (pages.ts) and the GET ping form (ping-form.ts). All of it lives in its own encapsulated
+// context: the hooks below never run on the polled documents or the XML-RPC endpoint.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Type, type Static } from '@sinclair/typebox';
+import view from '@fastify/view';
+import staticFiles from '@fastify/static';
+import { Eta } from 'eta';
+import { AssetManifest } from './assets.js';
+import { pageRoutes } from './pages.js';
+import { pingFormRoutes } from './ping-form.js';
+import { RecentRefusals } from './recent-refusals.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** Templates and our own assets ship as files beside the code (src/web in a checkout; the image copies them). */
+const SOURCE = join(here, '..', '..', 'src', 'web');
+const uplot = (f: string) => createRequire(import.meta.url).resolve(`uplot/dist/${f}`);
+
+/**
+ * What a browser may do on our pages: scripts and styles from this origin only (no inline script, no
+ * CDN: many installs have no outbound access), data from this origin (the stats API and the stream), no
+ * framing, forms only to us.
+ */
+export const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const AssetParams = Type.Object({ file: Type.String({ maxLength: 128 }) });
+
+async function webPlugin(app: FastifyInstance): Promise<void> {
+  const assets = new AssetManifest([
+    { name: 'site.css', path: join(SOURCE, 'assets', 'site.css') },
+    { name: 'status.js', path: join(SOURCE, 'assets', 'status.js') },
+    { name: 'uPlot.min.css', path: uplot('uPlot.min.css') },
+    { name: 'uPlot.iife.min.js', path: uplot('uPlot.iife.min.js') },
+  ]);
+  const refusals = new RecentRefusals();
+  app.pings.onOutcome((method, r, url) => {
+    if (!r.ok && url) refusals.add(url, { at: Date.now(), method, reason: r.reason });
+  });
+
+  await app.register(async (web) => {
+    await web.register(view, {
+      engine: { eta: new Eta() },
+      root: join(SOURCE, 'views'),
+      layout: 'layout.eta',
+      viewExt: 'eta',
+      // Templates are part of the release: compiled once, never re-read.
+      production: true,
+      defaultContext: { asset: (name: string) => assets.url(name) },
+    });
+    await web.register(staticFiles, { root: join(SOURCE, 'assets'), serve: false });
+    web.addHook('onSend', async (_req, reply) => {
+      reply.header('content-security-policy', CSP);
+      reply.header('x-content-type-options', 'nosniff');
+      reply.header('referrer-policy', 'same-origin');
+    });
+
+    web.get<{ Params: Static<typeof AssetParams> }>('/assets/:file', { schema: { params: AssetParams } }, async (req, reply) => {
+      const a = assets.find(req.params.file);
+      if (!a) return reply.code(404).header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(`No asset ${req.params.file} (pages name their assets with the hash of their bytes).\n`);
+      // The name changes with the bytes: a year's caching, never revalidated.
+      return reply.sendFile(a.file, a.dir, { maxAge: '365d', immutable: true });
+    });
+    await pingFormRoutes(web);
+    await pageRoutes(web, { refusals });
+  });
+}
+
+export default fp(webPlugin, { name: 'web', dependencies: ['pings', 'stats', 'publishing', 'verification'] });

@@ -1,0 +1,55 @@
+// Owns what the "did my ping arrive?" page says about a weblog, as a pure function of what was read: its
+// pings and this instance's refusals in one list, newest first, and where it is listed now.
+import { archivePath, hourStart } from '../publishing/documents/archive.js';
+import type { WeblogView } from '../verification/feed-repository.js';
+import type { RefusalSeen } from './recent-refusals.js';
+import type { WeblogPing } from './weblog-repository.js';
+
+export interface ListedDocument {
+  path: string;
+  name: string;
+  windowSec: number;
+}
+
+export interface PingRow {
+  at: string;
+  atText: string;
+  method: string;
+  outcome: string;
+  ok: boolean;
+  archive: string | null;
+}
+
+const utc = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+
+/** "accepted", with the verification's outcome when there is one. */
+function acceptedOutcome(p: WeblogPing, listedOnlyVerified: boolean): string {
+  if (p.verification === null) return 'accepted';
+  if (p.verification === 'pending') return listedOnlyVerified ? 'accepted, verification pending (listed once verified)' : 'accepted, verification pending';
+  return `accepted, ${p.verification.replace(/_/g, ' ')}${p.httpStatus ? ` (HTTP ${p.httpStatus})` : ''}`;
+}
+
+export function pingRows(pings: readonly WeblogPing[], refusals: readonly RefusalSeen[], listedOnlyVerified: boolean): PingRow[] {
+  const rows: (PingRow & { ms: number })[] = [];
+  for (const p of pings) {
+    const ms = p.receivedAt.getTime();
+    const listed = !listedOnlyVerified || p.verification === 'verified';
+    rows.push({ ms, at: p.receivedAt.toISOString(), atText: utc(ms), method: p.method, outcome: acceptedOutcome(p, listedOnlyVerified), ok: true, archive: listed ? archivePath(hourStart(ms)) : null });
+  }
+  for (const r of refusals) {
+    rows.push({ ms: r.at, at: new Date(r.at).toISOString(), atText: utc(r.at), method: r.method, outcome: `refused: ${r.reason.replace(/_/g, ' ')}`, ok: false, archive: null });
+  }
+  return rows.sort((a, b) => b.ms - a.ms).map(({ ms: _ms, ...r }) => r);
+}
+
+/** Where the weblog is listed now: each window document, by the time of its last accepted ping. */
+export function appearances(w: Pick<WeblogView, 'lastPingAt' | 'verification'>, docs: readonly ListedDocument[], now: number, listedOnlyVerified: boolean): { path: string; name: string; text: string }[] {
+  const age = (now - w.lastPingAt.getTime()) / 1000;
+  return docs.map((d) => {
+    let text: string;
+    if (listedOnlyVerified && w.verification?.outcome !== 'verified') text = 'listed once a verification finds something new in its feed';
+    else if (age < d.windowSec) text = `listed (pinged ${Math.max(0, Math.round(age))} s ago; the list covers the last ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`}, and is refreshed every few seconds)`;
+    else text = `not listed now: its last ping is older than the ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`} it covers`;
+    return { path: d.path, name: d.name, text };
+  });
+}
