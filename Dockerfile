@@ -24,6 +24,9 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 COPY migrations ./migrations
+# The pages' templates and static files are read from beside the code at start.
+COPY src/web/views ./src/web/views
+COPY src/web/assets ./src/web/assets
 # The embedded database (used when DATABASE_URL is unset) lives here; mount a volume on it.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -20,6 +20,15 @@ export interface PingRow {
   archive: string | null;
 }
 
+/** How each intake method is named to a person (the log stores the short names). */
+const METHOD_LABEL: Readonly<Record<string, string>> = {
+  ping: 'weblogUpdates.ping',
+  extendedPing: 'weblogUpdates.extendedPing',
+  pingSiteForm: 'GET /pingSiteForm',
+  rssPing: 'rssPing',
+};
+const methodLabel = (m: string) => METHOD_LABEL[m] ?? m;
+
 const utc = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 
 /** "accepted", with the verification's outcome when there is one. */
@@ -34,10 +43,10 @@ export function pingRows(pings: readonly WeblogPing[], refusals: readonly Refusa
   for (const p of pings) {
     const ms = p.receivedAt.getTime();
     const listed = !listedOnlyVerified || p.verification === 'verified';
-    rows.push({ ms, at: p.receivedAt.toISOString(), atText: utc(ms), method: p.method, outcome: acceptedOutcome(p, listedOnlyVerified), ok: true, archive: listed ? archivePath(hourStart(ms)) : null });
+    rows.push({ ms, at: p.receivedAt.toISOString(), atText: utc(ms), method: methodLabel(p.method), outcome: acceptedOutcome(p, listedOnlyVerified), ok: true, archive: listed ? archivePath(hourStart(ms)) : null });
   }
   for (const r of refusals) {
-    rows.push({ ms: r.at, at: new Date(r.at).toISOString(), atText: utc(r.at), method: r.method, outcome: `refused: ${r.reason.replace(/_/g, ' ')}`, ok: false, archive: null });
+    rows.push({ ms: r.at, at: new Date(r.at).toISOString(), atText: utc(r.at), method: methodLabel(r.method), outcome: `refused: ${r.reason.replace(/_/g, ' ')}`, ok: false, archive: null });
   }
   return rows.sort((a, b) => b.ms - a.ms).map(({ ms: _ms, ...r }) => r);
 }

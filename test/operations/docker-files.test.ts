@@ -93,7 +93,7 @@ test('the runtime installs production dependencies only and starts the command n
 test('the image gets everything the compiled CLI needs at run time, and the context leaves secrets out', () => {
   const copies = runtime.filter((i) => i.op === 'COPY').map((i) => i.args);
   const sources = copies.flatMap((c) => c.replace(/--\S+\s+/g, '').split(/\s+/).slice(0, -1));
-  for (const needed of ['package.json', 'package-lock.json', 'bin', 'migrations', '/app/dist']) {
+  for (const needed of ['package.json', 'package-lock.json', 'bin', 'migrations', '/app/dist', 'src/web/views', 'src/web/assets']) {
     assert.ok(sources.includes(needed), `runtime stage copies ${needed}`);
   }
   assert.ok(copies.some((c) => c.startsWith('--from=build /app/dist')));
@@ -119,7 +119,12 @@ test('the runtime needs no dev dependency, and carries none it does not use: "de
   const imported = new Set<string>();
   for (const f of files('src')) {
     const text = read(f);
-    const specs = [...text.matchAll(/^\s*(?:import|export)\s[^;]*?\bfrom\s*'([^']+)'/gm), ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g)];
+    // Files of a package read by path (require.resolve: uPlot's browser bundle) make it a run-time dependency too.
+    const specs = [
+      ...text.matchAll(/^\s*(?:import|export)\s[^;]*?\bfrom\s*'([^']+)'/gm),
+      ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g),
+      ...text.matchAll(/\.resolve\(\s*[`']([^`'$]+)/g),
+    ];
     for (const m of specs) {
       if (m[1].startsWith('.')) continue;
       if (m[1].startsWith('node:')) continue;

@@ -1,0 +1,132 @@
+// The pages in a real browser (headless Chromium): the form pings and lands on the success page, a weblog
+// is looked up, and the status page's charts and latest pings change as pings arrive, without a reload.
+// On every page: no console error, no request off loopback, nothing moves when data arrives, and a phone's
+// width needs no sideways scrolling.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser } from 'playwright-core';
+import { methodCall, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
+import { launchBrowser, watchedPage, type WatchedPage } from '../helpers/browser.js';
+
+let t: TestApp;
+let base: string;
+let browser: Browser;
+before(async () => {
+  t = await startApp();
+  base = await t.listen();
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+async function xmlrpcPing(name: string, url: string): Promise<void> {
+  const res = await fetch(`${base}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', [name, url]) });
+  const body = await res.text();
+  assert.match(body, /<name>flerror<\/name><value><boolean>0<\/boolean>/, body);
+}
+
+/** Asserts what every page must hold to, then closes it. */
+async function clean(w: WatchedPage): Promise<void> {
+  try {
+    assert.deepEqual(w.errors, [], 'console errors');
+    assert.deepEqual(w.offLoopback, [], 'requests that would have left loopback');
+  } finally {
+    await w.close();
+  }
+}
+
+test('the home page: fill in the form, submit, see the success page and what pingd saw', async () => {
+  const w = await watchedPage(browser);
+  const url = uniqueUrl('form');
+  await w.page.goto(`${base}/`);
+  assert.equal(await w.page.title(), 'A weblogUpdates ping server · pingd');
+  assert.match((await w.page.locator('pre').first().textContent()) ?? '', new RegExp(`^${base}/RPC2$`));
+  // Every field has a label a screen reader reads.
+  for (const name of ['name', 'url', 'changesURL', 'rssUrl']) {
+    assert.ok((await w.page.getByLabel(/Weblog name|Weblog URL|Changes URL|RSS URL/).count()) >= 4);
+    assert.equal(await w.page.locator(`label input[name="${name}"]`).count(), 1, `${name} sits in its label`);
+  }
+  await w.page.getByLabel('Weblog name').fill('Form <Blog>');
+  await w.page.getByLabel('Weblog URL').fill(url);
+  await Promise.all([w.page.waitForURL(/\/pingSiteForm\?/), w.page.getByRole('button', { name: 'Ping' }).click()]);
+  assert.equal(await w.page.title(), 'Ping received · pingd');
+  assert.match((await w.page.locator('p.ok').textContent()) ?? '', /^Thanks for the ping\. We have recorded that Form <Blog> \(/);
+  await Promise.all([w.page.waitForURL(/\/weblog\?url=/), w.page.getByRole('link', { name: 'See what pingd saw of it' }).click()]);
+  assert.equal(await w.page.locator('h2').first().textContent(), 'Yes: Form <Blog>');
+  assert.match((await w.page.locator('tbody tr').first().textContent()) ?? '', /GET \/pingSiteForm\s*accepted/);
+  await clean(w);
+});
+
+test('the weblog page: look a weblog up and see its pings, names shown as text, never markup', async () => {
+  const url = uniqueUrl('lookup');
+  const name = '<img src=x id=injected> Lookup';
+  await xmlrpcPing(name, url);
+  const again = await fetch(`${base}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', [name, url]) });
+  assert.match(await again.text(), /<boolean>1<\/boolean>/, 'the second ping is throttled');
+  const w = await watchedPage(browser);
+  await w.page.goto(`${base}/weblog`);
+  await w.page.getByLabel('Weblog URL').fill(url);
+  await Promise.all([w.page.waitForURL(/\/weblog\?url=/), w.page.getByRole('button', { name: 'Look it up' }).click()]);
+  assert.equal(await w.page.locator('h2').first().textContent(), `Yes: ${name}`);
+  assert.equal(await w.page.locator('#injected').count(), 0, 'the name was not parsed as HTML');
+  const rows = await w.page.locator('tbody tr').allTextContents();
+  assert.equal(rows.length, 2, rows.join('\n'));
+  assert.match(rows[0], /weblogUpdates\.ping\s*refused: throttled/);
+  assert.match(rows[1], /weblogUpdates\.ping\s*accepted/);
+  assert.match((await w.page.locator('tbody tr').nth(1).locator('a').getAttribute('href')) ?? '', /^\/\d{4}\/\d{2}\/\d{2}\/\d{2}\.xml$/);
+  // An unknown weblog: the helpful 404.
+  const unknown = `${base}/weblog?url=${encodeURIComponent(uniqueUrl('never'))}`;
+  const res = await w.page.goto(unknown);
+  assert.equal(res?.status(), 404);
+  assert.match((await w.page.locator('p.err').first().textContent()) ?? '', /^pingd has no ping from http:\/\/never-/);
+  // The browser reports the page's own 404 status; nothing else went wrong.
+  assert.deepEqual(w.errors.splice(0), [`console: Failed to load resource: the server responded with a status of 404 (Not Found) (${unknown})`]);
+  await clean(w);
+});
+
+test('the status page: charts drawn, then pings sent from here change the chart data and the latest pings without a reload', async () => {
+  const w = await watchedPage(browser);
+  // Layout shifts, counted from the first paint.
+  await w.page.addInitScript(() => {
+    (window as unknown as { cls: number }).cls = 0;
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries() as (PerformanceEntry & { value: number; hadRecentInput: boolean })[]) if (!e.hadRecentInput) (window as unknown as { cls: number }).cls += e.value;
+    }).observe({ type: 'layout-shift', buffered: true });
+  });
+  await w.page.goto(`${base}/status`);
+  await w.page.waitForSelector('#chart-1h[data-points="60"]');
+  await w.page.waitForSelector('#chart-24h[data-points="1440"]');
+  await w.page.waitForSelector('#chart-latency canvas');
+  await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'live');
+  const before = Number(await w.page.locator('#chart-1h').getAttribute('data-accepted'));
+  const cls = await w.page.evaluate(() => (window as unknown as { cls: number }).cls);
+  assert.ok(cls < 0.01, `nothing moves when the data arrives (cumulative layout shift ${cls})`);
+  await w.page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+
+  const names = ['Live One', 'Live Two', 'Live Three'];
+  for (const n of names) await xmlrpcPing(n, uniqueUrl('live'));
+  await w.page.waitForFunction((want) => Number(document.getElementById('chart-1h')?.dataset.accepted) >= want, before + names.length, { timeout: 15_000 });
+  const recent = (await w.page.locator('#recent').textContent()) ?? '';
+  for (const n of names) assert.ok(recent.includes(n), `${n} is in the latest pings: ${recent}`);
+  assert.equal(await w.page.evaluate(() => (window as unknown as { marker?: number }).marker), 42, 'the page was not reloaded');
+  // The next poll of /api/stats agrees with what the stream added.
+  await w.page.waitForFunction((want) => Number(document.getElementById('accepted-total')?.textContent) >= want, before + names.length, { timeout: 15_000 });
+  await clean(w);
+});
+
+test('on a phone in the dark scheme, no page needs sideways scrolling', async () => {
+  const url = uniqueUrl('phone');
+  await xmlrpcPing('A weblog with a rather long name that has to wrap on a small screen', url);
+  for (const path of ['/', `/weblog?url=${encodeURIComponent(url)}`, '/status']) {
+    const w = await watchedPage(browser, { width: 375, height: 700, colorScheme: 'dark' });
+    await w.page.goto(`${base}${path}`);
+    if (path === '/status') await w.page.waitForSelector('#chart-1h canvas');
+    const overflow = await w.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `${path} is ${overflow} px wider than the screen`);
+    const bg = await w.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(bg, 'rgb(20, 22, 24)', `${path} follows the dark scheme`);
+    await clean(w);
+  }
+});
