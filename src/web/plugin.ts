@@ -11,7 +11,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import view from '@fastify/view';
 import staticFiles from '@fastify/static';
 import { Eta } from 'eta';
-import { AssetManifest } from './assets.js';
+import { AssetManifest } from './asset-manifest.js';
 import { pageRoutes } from './pages.js';
 import { pingFormRoutes } from './ping-form.js';
 import { RecentRefusals } from './recent-refusals.js';
