@@ -15,6 +15,7 @@
 // during the ping+render row, 100000), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
 // BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>). Scenario `ping-hosts` compares intake with VERIFY_PINGS=off and
 // =mark (pings of weblogs on loopback hosts, verified while the load runs). Scenario `hardening`: see bench/hardening.ts.
+// Scenario `web` (intake with /status open in headless Chromium, /api/stats and /weblog on 1M pings): see bench/web.ts.
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -29,6 +30,7 @@ import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
 import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type RenderRow } from './lib/report.js';
 import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
+import { runWeb } from './web.js';
 
 const env = process.env;
 const num = envNumber;
@@ -454,7 +456,12 @@ async function main(): Promise<number> {
   if (staleDirs.length) log(`removed data directories left by killed runs: ${staleDirs.join(', ')}`);
   // `hardening` (bench/hardening.ts) prints and writes its own tables; alone, nothing else runs or is written.
   const hardening = () => (wanted('hardening') ? runHardening({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
-  if (OPTS.scenarios?.every((s) => s === 'hardening')) return (await hardening()) ? 0 : 1;
+  // `web` (bench/web.ts) likewise prints and writes its own tables.
+  const web = () => (wanted('web') ? runWeb({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web')) {
+    const hardened = await hardening();
+    return (await web()) && hardened ? 0 : 1;
+  }
   const baseline = await startBaseline();
   feedHosts = wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
   const rows: Row[] = [];
@@ -504,6 +511,7 @@ async function main(): Promise<number> {
     if (!updateReadme(ROOT, md)) log('README.md has no bench results markers: not updated');
   }
   if (!(await hardening())) ok = false;
+  if (!(await web())) ok = false;
   return ok ? 0 : 1;
 }
 
