@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { firstParam as param, queryParam } from '../platform/http-schema.js';
-import { INTAKE_ROUTE } from '../intake/ping/plugin.js';
+import { intakeRoute } from '../intake/ping/plugin.js';
 import { REFUSAL_STATUS } from '../intake/ping/refusals.js';
 import type { RawPing } from '../intake/ping/validate.js';
 
@@ -53,6 +53,7 @@ export async function pingFormRoutes(app: FastifyInstance): Promise<void> {
     if (r.retryAfterSec) reply.header('retry-after', String(r.retryAfterSec));
     return reply.code(REFUSAL_STATUS[r.reason]).view('ping-result', { title: 'Ping refused', ok: false, message: r.message, form: { name, url } });
   };
-  app.get('/pingSiteForm', { config: INTAKE_ROUTE, schema: { querystring: PingQuery } }, handler);
-  app.get('/ping', { config: INTAKE_ROUTE, schema: { querystring: PingQuery } }, handler);
+  const timed = intakeRoute(app);
+  app.get('/pingSiteForm', { ...timed, schema: { querystring: PingQuery } }, handler);
+  app.get('/ping', { ...timed, schema: { querystring: PingQuery } }, handler);
 }

@@ -15,6 +15,7 @@ import { AssetManifest } from './asset-manifest.js';
 import { pageRoutes } from './pages.js';
 import { pingFormRoutes } from './ping-form.js';
 import { RecentRefusals } from './recent-refusals.js';
+import { normalizeUrl } from '../intake/ping/validate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** Templates and our own assets ship as files beside the code (src/web in a checkout; the image copies them). */
@@ -28,6 +29,18 @@ const uplot = (f: string) => createRequire(import.meta.url).resolve(`uplot/dist/
  */
 export const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
+/**
+ * The URL a refusal is remembered under: as the page looks it up (normalised), also for a ping refused
+ * before validation (a blocked client, the rate limit), whose URL is still as sent.
+ */
+function lookupKey(url: string): string {
+  try {
+    return normalizeUrl(url);
+  } catch {
+    return url;
+  }
+}
+
 const AssetParams = Type.Object({ file: Type.String({ maxLength: 128 }) });
 
 async function webPlugin(app: FastifyInstance): Promise<void> {
@@ -39,7 +52,7 @@ async function webPlugin(app: FastifyInstance): Promise<void> {
   ]);
   const refusals = new RecentRefusals();
   app.pings.onOutcome((method, r, url) => {
-    if (!r.ok && url) refusals.add(url, { at: Date.now(), method, reason: r.reason });
+    if (!r.ok && url) refusals.add(lookupKey(url), { at: Date.now(), method, reason: r.reason });
   });
 
   await app.register(async (web) => {

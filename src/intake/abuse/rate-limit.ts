@@ -29,7 +29,8 @@ export function clientKey(addr: string | null | undefined): string {
  * case, punycode, no root dot, no port). Each subdomain is its own host: blog hosts give every blog one.
  */
 export function weblogHost(url: string): string {
-  const m = /^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^/:?#]*)/.exec(url);
+  // A scheme is case-insensitive (RFC 3986): a URL refused before validation still names its host.
+  const m = /^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^/:?#]*)/i.exec(url);
   return m ? m[1] : url;
 }
 

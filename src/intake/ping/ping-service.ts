@@ -32,6 +32,7 @@ export type Admission = { ok: true; ping: ValidPing } | { ok: false; result: Ref
 
 export class PingService {
   private readonly listeners: PingOutcomeListener[] = [];
+  private readonly answeredListeners: ((ms: number) => void)[] = [];
   private readonly screens: PingScreen[] = [];
 
   constructor(
@@ -48,6 +49,16 @@ export class PingService {
   /** Registers a listener told of every committed or failed batch. */
   onBatch(l: (s: BatchStats) => void): void {
     this.batcher.onBatch(l);
+  }
+
+  /** Registers a listener told how long each ping request took to answer, in ms (routes report it). */
+  onAnswered(l: (ms: number) => void): void {
+    this.answeredListeners.push(l);
+  }
+
+  /** A ping route answered after `ms` (its onResponse hook calls this: see intakeRoute). */
+  answered(ms: number): void {
+    for (const l of this.answeredListeners) l(ms);
   }
 
   /** Adds a screen every ping passes from now on. */

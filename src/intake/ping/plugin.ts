@@ -7,15 +7,22 @@ import type { Config } from '../../platform/config.js';
 import { PingBatcher } from './ping-batcher.js';
 import { PingService } from './ping-service.js';
 
-/** Marks a route that takes pings (`config: INTAKE_ROUTE`): what the status page times as intake latency. */
-export const INTAKE_ROUTE = { intake: true } as const;
+/**
+ * The options of a route that takes pings: its answer times go to app.pings.onAnswered (the status page's
+ * intake latency). A route hook, not a global one: the polled documents never run it.
+ */
+export function intakeRoute(app: FastifyInstance): { onResponse: (req: unknown, reply: { elapsedTime: number }, done: () => void) => void } {
+  return {
+    onResponse: (_req, reply, done) => {
+      app.pings.answered(reply.elapsedTime);
+      done();
+    },
+  };
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
     pings: PingService;
-  }
-  interface FastifyContextConfig {
-    intake?: boolean;
   }
 }
 

@@ -11,7 +11,7 @@ import type { Config } from '../../platform/config.js';
 import { normalizeUrl, PingValidationError, type RawPing, type ValidPing } from '../ping/validate.js';
 import { stripControls } from '../../platform/xml/escape.js';
 import { THANKS } from '../ping/ping-service.js';
-import { INTAKE_ROUTE } from '../ping/plugin.js';
+import { intakeRoute } from '../ping/plugin.js';
 import { REFUSAL_STATUS, type RefusalReason, type Refused, type RssPingRefusalReason } from '../ping/refusals.js';
 import { canonicalFeedType, readRssPing, RssPingError, scanRssPing, type RssPingDocument } from './parse.js';
 import { extractPayload, type PayloadItem } from './payload.js';
@@ -247,8 +247,9 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
     }
   };
 
-  app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT, config: INTAKE_ROUTE }, post);
-  app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT, config: INTAKE_ROUTE, schema: { params: EndpointParams } }, post);
+  const timed = intakeRoute(app);
+  app.post('/rssping', { bodyLimit: config.RSSPING_BODY_LIMIT, ...timed }, post);
+  app.post('/rssping/:endpoint', { bodyLimit: config.RSSPING_BODY_LIMIT, ...timed, schema: { params: EndpointParams } }, post);
 
   const tokenRequests = new RateLimiter(TOKEN_REQUESTS_PER_MIN);
   app.addHook('onClose', async () => tokenRequests.close());

@@ -7,7 +7,7 @@ import { FAULT, XmlRpcFault, parseMethodCall } from './parse.js';
 import { faultXml, pingResponseXml, responseXml } from './serialize.js';
 import { pingFromCall, systemCall } from './methods.js';
 import { THANKS } from '../ping/ping-service.js';
-import { INTAKE_ROUTE } from '../ping/plugin.js';
+import { intakeRoute } from '../ping/plugin.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 // The success reply never varies: build its bytes once.
@@ -51,5 +51,6 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
     }
   };
 
-  for (const url of RPC_PATHS) app.post(url, { config: INTAKE_ROUTE }, handler);
+  const timed = intakeRoute(app);
+  for (const url of RPC_PATHS) app.post(url, timed, handler);
 }

@@ -6,7 +6,7 @@ export const MINUTE_MS = 60_000;
 
 /** How many hosts one flush names (the busiest); the rest only count in the totals. */
 export const HOSTS_PER_FLUSH = 20;
-/** Hosts remembered between two flushes: past this, a new host is not tracked (memory stays bounded). */
+/** (minute, host) pairs remembered between two flushes: past this, a new one is not tracked (memory stays bounded). */
 export const MAX_TRACKED_HOSTS = 10_000;
 
 /** Upper bounds (ms) of the latency buckets; the last bucket is everything slower. */

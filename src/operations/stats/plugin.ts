@@ -7,7 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { weblogHost } from '../../intake/abuse/rate-limit.js';
 import { queueStats as verifyQueue } from '../../verification/job-repository.js';
 import { queueStats as relayQueue } from '../../push/relay/job-repository.js';
-import { MINUTE_MS, MinuteTally } from './minute-tally.js';
+import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
 import { buildSnapshot, isWindow, StatsReply, windowMinutes, type StatsWindow } from './snapshot.js';
@@ -52,24 +52,27 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     if (url && HAS_HOST.test(url)) tally.host(weblogHost(url).slice(0, HOST_MAX).toLowerCase(), r.ok, now);
   });
   app.verification.onSettled((outcome, settled) => tally.count(`verification:${outcome}`, Date.now(), settled));
-  // Only routes marked as intake are timed: the polled documents' routes pay one property read.
-  app.addHook('onResponse', (req, reply, done) => {
-    if (req.routeOptions.config.intake) tally.latencyMs(reply.elapsedTime, Date.now());
-    done();
-  });
+  app.pings.onAnswered((ms) => tally.latencyMs(ms, Date.now()));
 
   let flushing: Promise<void> | undefined;
+  /** What a flush is writing: still this instance's to show until it is committed. */
+  let writing: Drained | undefined;
+  /** Flushes committed so far: a read that overlapped one is done again. */
+  let committed = 0;
   let lastPrune = 0;
   const flush = (): Promise<void> =>
     (flushing ??= (async () => {
-      const d = tally.drain();
+      const d = (writing = tally.drain());
       try {
         await app.db.transaction((tx) => addMinuteCounts(tx, d.counts, d.hosts));
       } catch (err) {
         tally.restore(d);
         app.log.warn({ err: { message: (err as Error).message } }, 'writing the minute statistics failed; kept for the next flush');
         return;
+      } finally {
+        writing = undefined;
       }
+      committed++;
       if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
         lastPrune = Date.now();
         await pruneMinutes(app.db, Date.now() - KEEP_MS).catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'pruning the minute statistics failed'));
@@ -80,26 +83,38 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const timer = setInterval(() => void flush(), FLUSH_MS);
   timer.unref();
 
+  /**
+   * The stored counts and this instance's own (not yet written, or being written), taken so that none is
+   * missing or counted twice: a flush that committed while the tables were read makes the read start over.
+   */
+  const readCounts = async (from: number, to: number) => {
+    for (let attempt = 0; ; attempt++) {
+      const before = committed;
+      const pending = tally.pending();
+      const mine: Drained = { counts: [...pending.counts, ...(writing?.counts ?? [])], hosts: [...pending.hosts, ...(writing?.hosts ?? [])] };
+      const [stored, hosts] = await Promise.all([minuteCounts(app.db, from, to), topHosts(app.db, Math.max(from, to - 59 * MINUTE_MS), to, TOP_HOSTS)]);
+      if (committed === before || attempt === 2) return { stored, hosts, mine };
+    }
+  };
+
   const cache = new Map<StatsWindow, { at: number; answer: Promise<StatsReply> }>();
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = Date.now();
     const { from, to } = windowMinutes(window, now);
-    const [stored, hosts, documents, readiness, verify, relay, recent] = await Promise.all([
-      minuteCounts(app.db, from, to),
-      topHosts(app.db, Math.max(from, to - 59 * MINUTE_MS), to, TOP_HOSTS),
+    const [counted, documents, readiness, verify, relay, recent] = await Promise.all([
+      readCounts(from, to),
       app.publications.states(),
       app.readiness(),
       verifyQueue(app.db),
       relayQueue(app.db),
       recentPings(app.db, RECENT),
     ]);
-    const pending = tally.pending();
     return buildSnapshot({
       window,
       now,
-      counts: [...stored, ...pending.counts],
+      counts: [...counted.stored, ...counted.mine.counts],
       latency: tally.latencyPercentiles(from, to),
-      topHosts: mergeHosts(hosts, pending.hosts, TOP_HOSTS),
+      topHosts: mergeHosts(counted.hosts, counted.mine.hosts, TOP_HOSTS),
       documents: documents.map((d) => ({
         path: d.path,
         name: d.name,

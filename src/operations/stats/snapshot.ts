@@ -11,6 +11,8 @@ export const isWindow = (w: string): w is StatsWindow => Object.hasOwn(WINDOWS, 
 /** Refusal reasons always present in the answer (a chart's legend does not jump when one first appears). */
 export const REFUSALS = ['invalid', 'throttled', 'rate_limited', 'blocked', 'unavailable'] as const;
 
+const SERIES = /^(accepted|refused:[a-z][a-z_]{0,31}|verification:[a-z][a-z_]{0,31})$/;
+
 const Nullable = <T extends ReturnType<typeof Type.Number>>(t: T) => Type.Union([t, Type.Null()]);
 const Counts = Type.Array(Type.Integer({ minimum: 0 }));
 
@@ -81,12 +83,15 @@ export function buildSnapshot(i: SnapshotInputs): StatsReply {
   const accepted = zeros();
   const refused: Record<string, number[]> = Object.fromEntries(REFUSALS.map((r) => [r, zeros()]));
   const verification: Record<string, number[]> = {};
+  // Own properties only: a name like "constructor" is a new series, not Object's.
+  const own = (r: Record<string, number[]>, k: string) => (Object.hasOwn(r, k) ? r[k] : (r[k] = zeros()));
   for (const c of i.counts) {
-    if (c.minute < from || c.minute > to) continue;
+    // Series names become object keys: only plain names (our own reasons and outcomes) are taken.
+    if (c.minute < from || c.minute > to || !SERIES.test(c.series)) continue;
     const at = (c.minute - from) / MINUTE_MS;
     if (c.series === 'accepted') accepted[at] += c.n;
-    else if (c.series.startsWith('refused:')) (refused[c.series.slice(8)] ??= zeros())[at] += c.n;
-    else if (c.series.startsWith('verification:')) (verification[c.series.slice(13)] ??= zeros())[at] += c.n;
+    else if (c.series.startsWith('refused:')) own(refused, c.series.slice(8))[at] += c.n;
+    else if (c.series.startsWith('verification:')) own(verification, c.series.slice(13))[at] += c.n;
   }
   const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
   const sums = (r: Record<string, number[]>) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, sum(v)]));

@@ -153,3 +153,20 @@ test('the other readings pass through unchanged', () => {
   );
   valid(s);
 });
+
+test('series names become keys only as own, plain names: "__proto__" is dropped, "constructor" is a series of its own', () => {
+  const s = buildSnapshot(
+    inputs('1h', [
+      { minute: CURRENT, series: 'refused:__proto__', n: 7 },
+      { minute: CURRENT, series: 'refused:constructor', n: 2 },
+      { minute: CURRENT, series: 'verification:Not-A-Name', n: 3 },
+      { minute: CURRENT, series: 'accepted', n: 1 },
+    ]),
+  );
+  assert.equal(Object.getPrototypeOf({}).polluted, undefined);
+  assert.equal(Object.hasOwn(s.refused, '__proto__'), false);
+  assert.equal(s.refused.constructor.at(-1), 2, 'its own array, not Object');
+  assert.deepEqual(s.verification, {});
+  assert.equal(s.totals.accepted, 1);
+  valid(s);
+});
