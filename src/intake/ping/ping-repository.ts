@@ -1,5 +1,6 @@
-// Owns the SQL of ping intake: the group-commit insert with its per-weblog throttle, and the lookups the
-// rest of the service needs about weblogs and pings. Plain values in, plain rows out.
+// Owns the SQL of ping intake: the group-commit insert with its per-weblog throttle and the running total of
+// accepted pings, and the lookups the rest of the service needs about weblogs and pings. Plain values in,
+// plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import type { ValidPing } from './validate.js';
 import { withContext } from '../../platform/errors.js';
@@ -9,6 +10,9 @@ import { withContext } from '../../platform/errors.js';
  * sequence: the ping insert below and the stream's stamping of verification outcomes.
  */
 export const EVENT_ORDER_LOCK = 0x70657673; // 'pevs'
+
+/** Slots of ping_totals a batch spreads its increment over (migrations/009_ping_totals.sql makes 0–15). */
+const PING_TOTAL_SLOTS = 16;
 
 export type InsertOutcome =
   | { status: 'accepted'; id: number; receivedAt: Date }
@@ -26,7 +30,8 @@ export type InsertOutcome =
  * still be empty) stays right. Issue #7 measured a former variant whose generic plan scanned `weblogs`
  * sequentially: PostgreSQL's CPU per ping grew with the table, 60 → 400 µs.
  *
- * With `queueVerification`, each accepted ping's verification job is written by the same statement.
+ * With `queueVerification`, each accepted ping's verification job is written by the same statement. Every
+ * batch also adds the number of pings it accepted to the running total (ping_totals, see totalPings()).
  *
  * Ping ids are the live stream's positions, and a stream reader takes "every row after the last id I saw":
  * that is only gap-free if ids become visible in id order. Two batches committing at once could make id
@@ -70,6 +75,15 @@ ins as (
 job as (
   insert into ping_verifications (ping_id, weblog_id, received_at)
   select id, weblog_id, received_at from ins where $10::boolean
+),
+-- The total of accepted pings (migrations/009_ping_totals.sql): this statement's ping rows are added to one
+-- slot, so the counter commits (or not) with them. It reads ins, so it runs while EVENT_ORDER_LOCK is held:
+-- batches already take turns there and never wait on a slot; a random slot keeps that true if it moves.
+-- Nothing is written when every ping of the batch was throttled.
+tally as (
+  insert into ping_totals as t (slot, n)
+  select floor(random() * ${PING_TOTAL_SLOTS})::smallint, count(*) from ins having count(*) > 0
+  on conflict (slot) do update set n = t.n + excluded.n
 )
 select id, url, received_at as at from ins`;
 

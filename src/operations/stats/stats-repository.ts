@@ -3,12 +3,13 @@
 // Plain values in, plain rows out; hours are UTC.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import { totalPings } from '../../intake/ping/window-repository.js';
 
 const HOUR_MS = 3_600_000;
 
 export interface Totals {
   weblogs: number;
-  /** Every ping ever accepted (kept in weblogs.ping_count, so retention does not lower it). */
+  /** Every ping ever accepted (intake's counter, ping_totals: retention does not lower it). */
   pingsAccepted: number;
   /** Raw ping rows still stored (within RETENTION_DAYS). */
   pingsStored: number;
@@ -20,9 +21,8 @@ export interface Totals {
 
 export async function getTotals(q: Queryable, now: Date = new Date()): Promise<Totals> {
   return withContext(`reading totals failed`, async () => {
-    const [w] = await q.query<{ weblogs: number; accepted: number | null; newest: Date | null; hour: number; day: number }>(
+    const [w] = await q.query<{ weblogs: number; newest: Date | null; hour: number; day: number }>(
       `select count(*)::bigint as weblogs,
-              sum(ping_count)::bigint as accepted,
               max(last_ping_at) as newest,
               count(*) filter (where last_ping_at >= $1)::bigint as hour,
               count(*) filter (where last_ping_at >= $2)::bigint as day
@@ -34,7 +34,7 @@ export async function getTotals(q: Queryable, now: Date = new Date()): Promise<T
     );
     return {
       weblogs: Number(w.weblogs),
-      pingsAccepted: Number(w.accepted ?? 0),
+      pingsAccepted: await totalPings(q),
       pingsStored: Number(p.stored),
       oldestStoredPing: p.oldest ? new Date(p.oldest) : null,
       newestPing: w.newest ? new Date(w.newest) : null,
