@@ -1,8 +1,9 @@
 // Owns the `web` scenario of `npm run bench`: what pingd's web face costs and how fast it answers, on each
 // backend. (1) Durable XML-RPC intake (a new weblog per ping, 64 connections, as the `ping` scenario) in
-// alternating runs with no browser and with /status open in headless Chromium (Debian's /usr/bin/chromium
-// through playwright-core): pings/s, p50, p99, their ratio, the /api/stats requests the page made, and what
-// the page's /stream cost. (2) A database filled with a day of traffic (1M pings of 200k weblogs, with the
+// rotating runs with nothing open, with /status open in headless Chromium (Debian's /usr/bin/chromium
+// through playwright-core) on the same cores, and with the page's traffic but no browser (a Node process
+// reading /stream, /api/stats polled on the page's schedule; a real browser runs elsewhere): pings/s, p50,
+// p99, ratios, the /api/stats requests the page made, whether it keeps up with the stream. (2) A database filled with a day of traffic (1M pings of 200k weblogs, with the
 // per-minute statistics), then /api/stats?window=1h|24h cold (requests > 2 s apart, past the in-process
 // cache) and cached under 16 connections, and "did my ping arrive?" (/weblog?url=, or /api/weblogs?url=
 // while that page does not exist) for a weblog with 20k pings. (3) pingd's RSS at the end of each.
@@ -11,7 +12,7 @@
 //   BENCH_SCENARIOS=web npm run bench [-- --write]      (or: node --import tsx bench/web.ts [--write])
 //
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_WEB_PARTS (intake,stats),
-// BENCH_WEB_RUNS (runs of each kind, 3), BENCH_WEB_SECONDS (per intake run, 8: the page polls every few
+// BENCH_WEB_RUNS (rounds of the three intake runs, 3), BENCH_WEB_SECONDS (per intake run, 8: the page polls every few
 // seconds), BENCH_WEB_CONNECTIONS (64), BENCH_WEB_PINGS (1000000), BENCH_WEB_PGLITE_PINGS (BENCH_WEB_PINGS),
 // BENCH_WEB_WEBLOGS (200000), BENCH_WEB_COLD_SAMPLES (20 per window), BENCH_WEB_LOAD_SECONDS (5),
 // BENCH_CHROMIUM (/usr/bin/chromium), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
@@ -142,7 +143,10 @@ interface IntakeResult {
   page: string;
   without: IntakeRun[];
   with: IntakeRun[];
+  /** The page's traffic without the page: /stream read by a Node process, /api/stats polled as the page polls. */
+  reader: IntakeRun[];
   ratios: number[];
+  readerRatios: number[];
   loadMs: number[];
   firstStatsMs: number[];
   consoleErrors: string[];
@@ -170,7 +174,7 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
     // Bounded by time, not by a count: a with-run then lasts as long as a without-run, so that the page's
     // polls per run compare (nothing here counts acknowledgements, which is what a count bound is for).
     const duration = s.seconds;
-    const r: IntakeResult = { page: real ? 'pingd /status' : 'stand-in', without: [], with: [], ratios: [], loadMs: [], firstStatsMs: [], consoleErrors: [], statsFailures: 0, streamRequests: 0, pingd: { rss: NaN, peak: NaN }, browserRssMb: [], seconds: 0 };
+    const r: IntakeResult = { page: real ? 'pingd /status' : 'stand-in', without: [], with: [], reader: [], ratios: [], readerRatios: [], loadMs: [], firstStatsMs: [], consoleErrors: [], statsFailures: 0, streamRequests: 0, pingd: { rss: NaN, peak: NaN }, browserRssMb: [], seconds: 0 };
     const p = pingd;
 
     const runWithout = async (): Promise<IntakeRun> => {
@@ -222,25 +226,67 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
       }
     };
 
-    for (let i = 0; i < s.runs; i++) {
-      let a: IntakeRun;
-      let b: IntakeRun;
-      // Alternated, so that a drift of the machine's load favours neither.
-      if (i % 2 === 0) {
-        a = await runWithout();
-        await sleep(1000);
-        b = await runWith();
-      } else {
-        b = await runWith();
-        await sleep(1000);
-        a = await runWithout();
+    // What the page asks of pingd, with the browser elsewhere (as it would be): one /stream connection read
+    // by a process of its own (bench/lib/stream-clients.ts), and /api/stats polled on the page's schedule
+    // (1h every 5 s, 24h every 30 s, both at once first).
+    const runReader = async (): Promise<IntakeRun> => {
+      const reader = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/stream-clients.ts'), p.url, '1'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+      track(reader);
+      let out = '';
+      reader.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const exited = new Promise((res) => reader.once('exit', res));
+      try {
+        const until = Date.now() + 10_000;
+        while (!out.includes('"ready"') && Date.now() < until && reader.exitCode === null) await sleep(20);
+        const m0 = await metrics(p.url);
+        const poll = (w: string) => fetch(`${p.url}/api/stats?window=${w}`).then((x) => x.arrayBuffer(), () => undefined);
+        void poll('1h');
+        void poll('24h');
+        let polls = 2;
+        const t1h = setInterval(() => (polls++, void poll('1h')), 5000);
+        const t24 = setInterval(() => (polls++, void poll('24h')), 30_000);
+        const c0 = cpuMicros(p.proc.pid!);
+        const load = await runLoad(p.url, spec, { connections, duration });
+        const pingdUs = (cpuMicros(p.proc.pid!) - c0) / Math.max(1, load.requests);
+        clearInterval(t1h);
+        clearInterval(t24);
+        const m1 = await metrics(p.url);
+        return {
+          load,
+          pingdUs,
+          statsRequests: polls,
+          streamEvents: metric(m1, 'pingd_stream_events_read_total') - metric(m0, 'pingd_stream_events_read_total'),
+          slowDisconnects: metric(m1, 'pingd_stream_disconnects_total', 'reason="slow"') - metric(m0, 'pingd_stream_disconnects_total', 'reason="slow"'),
+        };
+      } finally {
+        reader.stdin!.end();
+        await exited;
       }
-      await sleep(1000);
+    };
+
+    // Rotated, so that a drift of the machine's load favours no variant.
+    const order: ('none' | 'page' | 'reader')[][] = [
+      ['none', 'page', 'reader'],
+      ['page', 'reader', 'none'],
+      ['reader', 'none', 'page'],
+    ];
+    for (let i = 0; i < s.runs; i++) {
+      const got: Partial<Record<'none' | 'page' | 'reader', IntakeRun>> = {};
+      for (const v of order[i % 3]) {
+        got[v] = v === 'none' ? await runWithout() : v === 'page' ? await runWith() : await runReader();
+        await sleep(1000);
+      }
+      const a = got.none!;
+      const b = got.page!;
+      const c = got.reader!;
       r.without.push(a);
       r.with.push(b);
+      r.reader.push(c);
       r.ratios.push(b.load.rps / a.load.rps);
+      r.readerRatios.push(c.load.rps / a.load.rps);
       log(
         `  run ${i + 1}: no browser ${Math.round(a.load.rps)}/s (p99 ${a.load.p99} ms), with /status ${Math.round(b.load.rps)}/s (p99 ${b.load.p99} ms), ratio ${(b.load.rps / a.load.rps).toFixed(3)}; ` +
+          `stream reader + polls ${Math.round(c.load.rps)}/s (p99 ${c.load.p99} ms), ratio ${(c.load.rps / a.load.rps).toFixed(3)}, ${c.streamEvents} events; ` +
           `page: ${b.statsRequests} /api/stats requests (${b.statsSeen} seen), ${b.streamEvents} stream events read, ${b.pageEvents} received, timer lag p50 ${f0(b.lagP50)} max ${f0(b.lagMax)} ms, answered ${f0(b.behindMs)} ms after the run, browser ${b.browserCores!.toFixed(2)} cores`,
       );
     }
@@ -444,16 +490,22 @@ function intakeTable(all: BackendResult[]): string[] {
   const rows = all.filter((a) => a.intake);
   if (!rows.length) return [];
   const out = [
-    `| backend | page | no browser: pings/s, p50 / p99 ms | /status open: pings/s, p50 / p99 ms | ratio (min–max) | pingd CPU µs/ping: no browser → open | browser CPU, cores | /api/stats requests by the page, per run | stream events per run: read by pingd / received by the page (slow disconnects) | page's timer lag p50 / max, and its answer delay after the run, ms, per run |`,
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| backend | open during the run | pings/s | p50 / p99 ms | ratio to nothing open (min–max) | pingd CPU µs/ping | browser CPU, cores | /api/stats requests per run | stream events per run: read by pingd / received by the page (slow disconnects) | page\'s timer lag p50 / max, and its answer delay after the run, ms, per run |',
+    '| --- | --- | ---: | --- | --- | ---: | ---: | --- | --- | --- |',
   ];
+  const m = (xs: IntakeRun[], k: (x: IntakeRun) => number) => median(xs.map(k));
+  const ratio = (xs: number[]) => `**${f2(median(xs))}** (${f2(Math.min(...xs))}–${f2(Math.max(...xs))})`;
+  const slow = (xs: IntakeRun[]) => xs.reduce((a, x) => a + (x.slowDisconnects ?? 0), 0);
   for (const { backend, intake: r } of rows) {
-    const m = (xs: IntakeRun[], k: (x: IntakeRun) => number) => median(xs.map(k));
-    const slow = r!.with.reduce((a, x) => a + (x.slowDisconnects ?? 0), 0);
+    const base = (xs: IntakeRun[]) => `**${f0(m(xs, (x) => x.load.rps))}** | ${m(xs, (x) => x.load.p50)} / ${m(xs, (x) => x.load.p99)}`;
+    out.push(`| ${backend} | nothing | ${base(r!.without)} | 1 | ${f0(m(r!.without, (x) => x.pingdUs))} | – | – | – | – |`);
     out.push(
-      `| ${backend} | ${r!.page} | **${f0(m(r!.without, (x) => x.load.rps))}**, ${m(r!.without, (x) => x.load.p50)} / ${m(r!.without, (x) => x.load.p99)} | **${f0(m(r!.with, (x) => x.load.rps))}**, ${m(r!.with, (x) => x.load.p50)} / ${m(r!.with, (x) => x.load.p99)} | ` +
-        `**${f2(median(r!.ratios))}** (${f2(Math.min(...r!.ratios))}–${f2(Math.max(...r!.ratios))}) | ${f0(m(r!.without, (x) => x.pingdUs))} → ${f0(m(r!.with, (x) => x.pingdUs))} | ${f2(m(r!.with, (x) => x.browserCores ?? NaN))} | ` +
-        `${r!.with.map((x) => x.statsRequests ?? '–').join(', ')} | ${r!.with.map((x) => `${f0(x.streamEvents)} / ${f0(x.pageEvents)}`).join(', ')} (${slow}) | ${r!.with.map((x) => `${f0(x.lagP50)} / ${f0(x.lagMax)}, ${f0(x.behindMs)}`).join('; ')} |`,
+      `| ${backend} | ${r!.page === 'stand-in' ? 'a stand-in dashboard (pingd has no /status yet)' : '/status'} in headless Chromium, on the same 2 cores | ${base(r!.with)} | ${ratio(r!.ratios)} | ${f0(m(r!.with, (x) => x.pingdUs))} | ${f2(m(r!.with, (x) => x.browserCores ?? NaN))} | ` +
+        `${r!.with.map((x) => x.statsRequests ?? '–').join(', ')} | ${r!.with.map((x) => `${f0(x.streamEvents)} / ${f0(x.pageEvents)}`).join(', ')} (${slow(r!.with)}) | ${r!.with.map((x) => `${f0(x.lagP50)} / ${f0(x.lagMax)}, ${f0(x.behindMs)}`).join('; ')} |`,
+    );
+    out.push(
+      `| ${backend} | the page's traffic, no browser: /stream read by a Node process, /api/stats polled on the page's schedule | ${base(r!.reader)} | ${ratio(r!.readerRatios)} | ${f0(m(r!.reader, (x) => x.pingdUs))} | – | ` +
+        `${r!.reader.map((x) => x.statsRequests ?? '–').join(', ')} | ${r!.reader.map((x) => f0(x.streamEvents)).join(', ')} (${slow(r!.reader)}) | – |`,
     );
   }
   return out;
@@ -497,7 +549,7 @@ function notes(all: BackendResult[]): string[] {
     for (const e of errors) out.push(`- ${backend}: **failed**: ${e}`);
     if (intake) {
       const runs = (xs: IntakeRun[]) => xs.map((x) => `${f0(x.load.rps)} (p99 ${x.load.p99})`).join(', ');
-      out.push(`- ${backend}, pings/s per run in order of pairs: no browser ${runs(intake.without)}; /status open ${runs(intake.with)}.`);
+      out.push(`- ${backend}, pings/s per round: nothing open ${runs(intake.without)}; /status open ${runs(intake.with)}; stream reader and polls ${runs(intake.reader)}.`);
       out.push(
         `- ${backend}, ${intake.page}: load event ${intake.loadMs.map((x) => f0(x)).join(', ')} ms after navigation, first /api/stats answer ${intake.firstStatsMs.map((x) => f0(x)).join(', ')} ms (on the empty database, one per with-run); ` +
           `${intake.statsFailures} /api/stats answers other than 200; ${intake.streamRequests} /stream request(s) per page load; console errors: ${intake.consoleErrors.length ? intake.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
@@ -523,7 +575,7 @@ function method(s: Settings): string {
   return [
     '**How measured.** pingd (`pingd serve`, a child process, LOG_LEVEL=warn, VERIFY_PINGS=off, RENDER_SCHEDULER=false, otherwise defaults plus any BENCH_PINGD_<VAR>) on a fresh database per part and backend; the load generator is autocannon in the bench process (bench/lib/load.ts), on the same 2 cores as pingd, PostgreSQL and Chromium.',
     '',
-    `(1) **Intake**: XML-RPC \`weblogUpdates.ping\` as WordPress sends it, a new weblog (and host) on every ping, so every answer is a durable commit and PING_HOST_BUDGET never refuses (as the \`ping\` scenario), ${s.connections} connections. Warm-up, then ${s.runs} pairs of runs alternating "no browser" / "/status open" (the order flips each pair), ${s.seconds} s each; medians, ratio = median of the per-pair ratios of pings/s. ` +
+    `(1) **Intake**: XML-RPC \`weblogUpdates.ping\` as WordPress sends it, a new weblog (and host) on every ping, so every answer is a durable commit and PING_HOST_BUDGET never refuses (as the \`ping\` scenario), ${s.connections} connections. Warm-up, then ${s.runs} rounds of three runs of ${s.seconds} s, the order rotating each round: nothing open; /status open in Chromium; the page's traffic without a browser (one /stream connection read by a Node process of its own, bench/lib/stream-clients.ts, and /api/stats?window=1h every 5 s and 24h every 30 s from the bench process, as status.js polls). Medians; ratio = median of the per-round ratios of pings/s to the "nothing open" run. ` +
       'For a "/status open" run, Chromium (Debian\'s `/usr/bin/chromium`, headless, through playwright-core, `--no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync`) is started, the page is loaded and its first /api/stats answer awaited, 1 s passes, then the run starts with the page open (it polls and streams by itself); Chromium is closed after the run, so "no browser" runs have none. ' +
       'While pingd has no /status page the bench serves a stand-in at that address (intercepted navigation, so same-origin with pingd): /api/stats?window=1h every 5 s and an EventSource on /stream showing the last 20 pings, one DOM update per event. ' +
       'Stream events = `pingd_stream_events_read_total` over the run (one consumer: the page), slow disconnects = `pingd_stream_disconnects_total{reason="slow"}`. Browser CPU = utime+stime of the Chromium processes over the run. ' +
