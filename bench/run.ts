@@ -16,6 +16,7 @@
 // BENCH_PINGD_<VAR>=… (passed to pingd as <VAR>). Scenario `ping-hosts` compares intake with VERIFY_PINGS=off and
 // =mark (pings of weblogs on loopback hosts, verified while the load runs). Scenario `hardening`: see bench/hardening.ts.
 // Scenario `web` (intake with /status open in headless Chromium, /api/stats and /weblog on 1M pings): see bench/web.ts.
+// Scenario `wrk` (the HTTP ratios with wrk as the load generator; runs only when named): see bench/wrk.ts.
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -31,6 +32,7 @@ import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type 
 import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
 import { runWeb } from './web.js';
+import { runWrkBench } from './wrk.js';
 
 const env = process.env;
 const num = envNumber;
@@ -458,9 +460,12 @@ async function main(): Promise<number> {
   const hardening = () => (wanted('hardening') ? runHardening({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
   // `web` (bench/web.ts) likewise prints and writes its own tables.
   const web = () => (wanted('web') ? runWeb({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
-  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web')) {
+  // `wrk` (bench/wrk.ts) likewise; only when named (it installs wrk when missing).
+  const wrkBench = () => (OPTS.scenarios?.includes('wrk') ? runWrkBench({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk')) {
     const hardened = await hardening();
-    return (await web()) && hardened ? 0 : 1;
+    const webOk = await web();
+    return (await wrkBench()) && webOk && hardened ? 0 : 1;
   }
   const baseline = await startBaseline();
   feedHosts = wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
@@ -512,6 +517,7 @@ async function main(): Promise<number> {
   }
   if (!(await hardening())) ok = false;
   if (!(await web())) ok = false;
+  if (!(await wrkBench())) ok = false;
   return ok ? 0 : 1;
 }
 
