@@ -17,7 +17,7 @@
 // seconds), BENCH_WEB_CONNECTIONS (64), BENCH_WEB_PINGS (1000000), BENCH_WEB_PGLITE_PINGS (BENCH_WEB_PINGS),
 // BENCH_WEB_WEBLOGS (200000), BENCH_WEB_COLD_SAMPLES (20 per window), BENCH_WEB_LOAD_SECONDS (5),
 // BENCH_CHROMIUM (/usr/bin/chromium), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -581,7 +581,7 @@ function method(s: Settings): string {
       'Stream events = `pingd_stream_events_read_total` over the run (one consumer: the page), slow disconnects = `pingd_stream_disconnects_total{reason="slow"}`. Browser CPU = utime+stime of the Chromium processes over the run. ' +
       'A probe script added before the page\'s own (Playwright addInitScript) counts the /api/stats fetches the page starts and the stream events its listeners receive, and samples its main thread\'s lag (how late a 100 ms interval fires); "answer delay" = how long a page.evaluate sent right after the run took to come back: the event backlog the page was still working through.',
     '',
-    `(2) **A day in the log**: \`pingd migrate\`, then SQL with generate_series (bench/lib/web-fill.ts) writes the weblogs and pings (received_at evenly over the last 24 hours in id order; weblog 1 gets every 50th ping, the others share the rest round robin; FK triggers off during the fill), each weblog's first/last ping and count, the sequences past the ids, \`stats_minutes\` (accepted per minute counted from the pings, so they sum to the log; refused:* and verification:* rows varying by minute) and 20 \`stats_minute_hosts\` rows per minute from a pool of 200 hosts, then ANALYZE (as autovacuum would; PGlite has none). pingd then starts on it. ` +
+    `(2) **A day in the log**: \`pingd migrate\`, then SQL with generate_series (bench/lib/web-fill.ts) writes the weblogs and pings (received_at evenly over the last 24 hours in id order; weblog 1 gets every 50th ping, the others share the rest round robin; FK triggers off during the fill), each weblog's first/last ping and count (and the running total, ping_totals), the sequences past the ids, \`stats_minutes\` (accepted per minute counted from the pings, so they sum to the log; refused:* and verification:* rows varying by minute) and 20 \`stats_minute_hosts\` rows per minute from a pool of 200 hosts, then ANALYZE (as autovacuum would; PGlite has none). pingd then starts on it. ` +
       `Cold: one untimed request per window, then ${s.coldSamples} rounds of \`?window=1h\` then \`?window=24h\`, rounds 2.2 s apart so that each answer is past the 2 s in-process cache; "fresh" counts answers whose generatedAt changed (computed, not cached); latency = request to last byte on a keep-alive connection. ` +
       `Cached: autocannon, 16 connections, ${s.loadSeconds} s, the same URL (all but one answer per 2 s come from the cache). "Did my ping arrive?": 5 untimed then 100 (hot weblog) / 50 (typical weblog) requests one at a time, and 16 connections for ${s.loadSeconds} s on the hot one. ` +
       'The dashboard row: Chromium opening /status on this database, load event and first /api/stats answer.',
@@ -590,10 +590,23 @@ function method(s: Settings): string {
   ].join('\n');
 }
 
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', ['-C', PINGD_ROOT, ...args], { encoding: 'utf8' }).trim();
+  } catch {
+    return '';
+  }
+}
+
 export async function runWeb(opts: WebOptions): Promise<boolean> {
   const s = settings();
   const started = new Date();
   const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
+  // Which code was measured: the working tree is shared, and pingd is started from it for every part.
+  const commit = git(['rev-parse', '--short', 'HEAD']);
+  const dirty = git(['status', '--porcelain', '--', 'src', 'migrations']);
+  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.slice(3)).join(', ')}` : ''}`;
+  log(`web: pingd of ${measured}`);
   const all: BackendResult[] = [];
   const browserOk = existsSync(CHROMIUM);
   if (!browserOk) log(`web: ${CHROMIUM} does not exist (apt-get install chromium, or BENCH_CHROMIUM=…): the intake part is skipped`);
@@ -623,7 +636,7 @@ export async function runWeb(opts: WebOptions): Promise<boolean> {
   const md = [
     `### Web face benchmark ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
     '',
-    `Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
+    `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
       .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s.`,
     '',

@@ -61,6 +61,16 @@ export function fillStatements(s: FillSpec): [string, string][] {
          select weblog_id, ${url('weblog_id')}, 'Fill Blog ' || weblog_id, ${url('weblog_id')} || 'feed/', min(received_at), max(received_at), count(*)
            from pings group by weblog_id`,
     ],
+    // The running total of accepted pings (migration 009, when present) is kept by intake's statement:
+    // written here as that migration initialises it, from the weblogs' counts.
+    [
+      'ping_totals',
+      `do $$ begin
+         if to_regclass('ping_totals') is not null then
+           update ping_totals set n = case when slot = 0 then (select coalesce(sum(ping_count), 0) from weblogs) else 0 end;
+         end if;
+       end $$`,
+    ],
     ['sequences', `select setval(pg_get_serial_sequence('weblogs', 'id'), ${W}), setval(pg_get_serial_sequence('pings', 'id'), ${N})`],
     // The counts pingd would have flushed: accepted per minute exactly as in the log, plus refusals and
     // verification outcomes that vary by minute.
