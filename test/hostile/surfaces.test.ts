@@ -29,6 +29,9 @@ const PUBLIC_ROUTES = new Set([
   // subscription requests (each verified with the subscriber's own callback before anything is stored),
   // and the subscriptions' delivery health (no secrets, no callback query strings).
   'GET /stream', 'POST /websub', 'GET /api/websub/subscriptions',
+  // Pages for people and the numbers behind the status page: read-only counts, hosts and weblogs that
+  // pinged (what changes.xml publishes anyway), documents' ages, queue depths; the pages' static files.
+  'GET /weblog', 'GET /status', 'GET /api/stats', 'GET /assets/:file',
 ]);
 
 test('the HTTP surface is exactly the public endpoints: no administration over HTTP', async () => {

@@ -27,12 +27,22 @@ export async function addMinuteCounts(q: Queryable, counts: readonly SeriesCount
   });
 }
 
-/** Every stored count of the minutes in [from, to] (minute starts, ms). One range read of the primary key. */
+/**
+ * Every stored count of the minutes in [from, to] (minute starts, ms). One range read of the primary key,
+ * returned as one row per series with its minutes and counts as arrays: a day is ~9,000 rows, and
+ * decoding them one by one (a Date each) took 60–200 ms where the read itself took 2–6 ms (measured).
+ */
 export async function minuteCounts(q: Queryable, from: number, to: number): Promise<SeriesCount[]> {
   const rows = await withContext('reading the minute statistics failed', () =>
-    q.query<{ minute: Date; series: string; n: string | number }>('select minute, series, n from stats_minutes where minute between $1 and $2', [new Date(from), new Date(to)]),
+    q.query<{ series: string; minutes: (string | number)[]; ns: (string | number)[] }>(
+      `select series, array_agg((extract(epoch from minute) * 1000)::bigint) as minutes, array_agg(n) as ns
+         from stats_minutes where minute between $1 and $2 group by series`,
+      [new Date(from), new Date(to)],
+    ),
   );
-  return rows.map((r) => ({ minute: new Date(r.minute).getTime(), series: r.series, n: Number(r.n) }));
+  const out: SeriesCount[] = [];
+  for (const r of rows) for (let i = 0; i < r.minutes.length; i++) out.push({ minute: Number(r.minutes[i]), series: r.series, n: Number(r.ns[i]) });
+  return out;
 }
 
 /** The hosts with the most pings over the minutes in [from, to], busiest first. */

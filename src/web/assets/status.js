@@ -112,32 +112,67 @@
       .catch(function () { text('live-state', 'Statistics unavailable; retrying.'); });
   }
 
-  // A ping from the stream: first in the list, and counted in the current minute until the next poll.
+  // Pings from the stream are taken in batches: at a thousand events a second, one list update and one
+  // redraw per event kept the page's thread seconds behind (measured: bench/results/2026-11-23-web.md).
+  // Between two batches only a count and the newest RECENT events are kept, so a hidden tab holds little.
+  var BATCH_MS = 250;
+  var DRAW_MS = 1000;
+  var waiting = { count: 0, newest: [] };
+  var batchTimer = null;
+  var lastDraw = 0;
+
   function onPing(p) {
+    waiting.count++;
+    waiting.newest.push(p);
+    if (waiting.newest.length > RECENT) waiting.newest.shift();
+    if (batchTimer === null) batchTimer = setTimeout(takeBatch, BATCH_MS);
+  }
+
+  function item(p) {
+    var li = document.createElement('li');
+    li.dataset.id = String(p.id);
+    var t = document.createElement('time');
+    t.dateTime = p.receivedAt;
+    t.textContent = String(p.receivedAt).slice(11, 19);
+    var a = document.createElement('a');
+    a.href = '/weblog?url=' + encodeURIComponent(p.url);
+    a.textContent = p.name;
+    var m = document.createElement('span');
+    m.className = 'muted';
+    m.textContent = p.method;
+    li.append(t, ' ', a, ' ', m);
+    return li;
+  }
+
+  // The batch: newest first at the top of the list, counted in the current minute until the next poll.
+  function takeBatch() {
+    batchTimer = null;
+    var batch = waiting;
+    waiting = { count: 0, newest: [] };
     var list = $('recent');
     if (list) {
-      var li = document.createElement('li');
-      li.dataset.id = String(p.id);
-      var t = document.createElement('time');
-      t.dateTime = p.receivedAt;
-      t.textContent = String(p.receivedAt).slice(11, 19);
-      var a = document.createElement('a');
-      a.href = '/weblog?url=' + encodeURIComponent(p.url);
-      a.textContent = p.name;
-      var m = document.createElement('span');
-      m.className = 'muted';
-      m.textContent = p.method;
-      li.append(t, ' ', a, ' ', m);
-      list.insertBefore(li, list.firstChild);
+      var frag = document.createDocumentFragment();
+      for (var i = batch.newest.length - 1; i >= 0; i--) frag.appendChild(item(batch.newest[i]));
+      list.insertBefore(frag, list.firstChild);
       while (list.children.length > RECENT) list.removeChild(list.lastChild);
     }
     var s = last['1h'];
     if (s && s.accepted.length) {
-      s.accepted[s.accepted.length - 1]++;
-      s.totals.accepted++;
+      s.accepted[s.accepted.length - 1] += batch.count;
+      s.totals.accepted += batch.count;
       text('accepted-total', s.totals.accepted);
-      draw('chart-1h', [s.minutes, s.accepted.slice(), refusedPerMinute(s)], pingSeries());
+      var wait = DRAW_MS - (Date.now() - lastDraw);
+      if (wait <= 0) redraw1h();
+      else if (!redrawTimer) redrawTimer = setTimeout(redraw1h, wait);
     }
+  }
+
+  var redrawTimer = null;
+  function redraw1h() {
+    redrawTimer = null;
+    lastDraw = Date.now();
+    var s = last['1h'];
+    if (s) draw('chart-1h', [s.minutes, s.accepted.slice(), refusedPerMinute(s)], pingSeries());
   }
 
   function listen() {

@@ -121,12 +121,19 @@ describe('one instance, then a second on the same database', () => {
   });
 
   test('answers are cached for CACHE_MS: a ping in between shows only in a later answer', async () => {
-    const t0 = Date.now();
-    const first = await validStats(a);
-    assert.equal((await ping(a, uniqueUrl('cached'))).flerror, false);
-    sent.accepted += 1;
-    const second = await validStats(a);
-    assert.ok(Date.now() - t0 < CACHE_MS, 'the two requests were within the cache time');
+    // A loaded machine can stretch the pair past CACHE_MS (or hand out an answer cached by the test
+    // before): the pair is taken again until both fall inside one answer's lifetime, at most 5 times.
+    let first: StatsReply | undefined;
+    let second: StatsReply | undefined;
+    for (let attempt = 0; attempt < 5 && !second; attempt++) {
+      const f = await validStats(a);
+      assert.equal((await ping(a, uniqueUrl('cached'))).flerror, false);
+      sent.accepted += 1;
+      const s2 = await validStats(a);
+      if (Date.now() - Date.parse(f.generatedAt) < CACHE_MS) [first, second] = [f, s2];
+      else await new Promise((r) => setTimeout(r, CACHE_MS));
+    }
+    assert.ok(first && second, 'two requests within one answer lifetime');
     assert.equal(second.generatedAt, first.generatedAt);
     assert.equal(second.totals.accepted, first.totals.accepted);
     const fresh = await statsUntil(a, (s) => s.generatedAt !== first.generatedAt, 'a new answer after CACHE_MS', 3 * CACHE_MS);
