@@ -134,6 +134,9 @@ export interface WrkRow {
   baselineUs: number;
   bytes: number;
   baselineBytes: number;
+  /** wrk's CPU per request (µs), against pingd and against the baseline. */
+  loadgenUs: number;
+  baselineLoadgenUs: number;
   failures: number;
   target: string;
   pass: boolean;
@@ -270,6 +273,8 @@ async function measureCase(c: CaseDef, backend: 'postgres' | 'pglite', pingd: Ch
       dbUs: median(pairs.map((p) => p.dbUs)),
       baselineUs: median(pairs.map((p) => p.baselineUs)),
       bytes: median(pairs.map((p) => p.t.bytesPerReq)),
+      loadgenUs: median(pairs.map((p) => p.t.loadgenUs)),
+      baselineLoadgenUs: median(pairs.map((p) => p.b.loadgenUs)),
       baselineBytes: median(pairs.map((p) => p.b.bytesPerReq)),
       failures: pairs.reduce((a, p) => a + p.t.errors + p.t.timeouts + p.t.status4xx5xx, 0),
       target: `≥ ${Math.round(tg.ratio * 100)}%${tg.p99 ? `, p99 ≤ ${tg.p99} ms` : ''}`,
@@ -726,7 +731,8 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
       await pingd.stop();
       pingd = undefined;
     }
-    const storedBefore = await db.countPings();
+    // A fresh database has no pings table before pingd's first start (it migrates): nothing stored yet.
+    const storedBefore = needDoc ? await db.countPings() : 0;
 
     // 2. pingd serving, renderer off: the ETag stays the current one throughout.
     pingd = await launcher.start(pingdEnv({ RENDER_SCHEDULER: 'false' }, db));
@@ -792,12 +798,12 @@ const pct = (n: number) => `${(100 * n).toFixed(1)}%`;
 
 export function wrkTable(rows: WrkRow[]): string {
   const out = [
-    '| case | backend | pingd req/s | p50 / p99 ms | baseline req/s | baseline p50 / p99 ms | ratio (min–max; runs) | target | CPU µs/req pingd (baseline) | PostgreSQL µs/req | bytes/answer pingd (baseline) | failures | note |',
-    '| --- | --- | ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |',
+    '| case | backend | pingd req/s | p50 / p99 ms | baseline req/s | baseline p50 / p99 ms | ratio (min–max; runs) | target | CPU µs/req pingd (baseline) | PostgreSQL µs/req | wrk µs/req (baseline) | bytes/answer pingd (baseline) | failures | note |',
+    '| --- | --- | ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const r of rows) {
     out.push(
-      `| ${r.id} | ${r.backend} | ${f0(r.rps)} | ${f1(r.p50)} / **${f1(r.p99)}** | ${f0(r.baselineRps)} | ${f1(r.baselineP50)} / ${f1(r.baselineP99)} | **${pct(r.ratio)}** (${pct(r.ratioMin)}–${pct(r.ratioMax)}; ${r.runs}) | ${r.target} ${r.pass ? '✅ met' : '❌ not met'} | ${f0(r.pingdUs)} (${f0(r.baselineUs)}) | ${r.backend === 'postgres' ? f0(r.dbUs) : '–'} | ${f0(r.bytes)} (${f0(r.baselineBytes)}) | ${r.failures} | ${r.note ?? ''} |`,
+      `| ${r.id} | ${r.backend} | ${f0(r.rps)} | ${f1(r.p50)} / **${f1(r.p99)}** | ${f0(r.baselineRps)} | ${f1(r.baselineP50)} / ${f1(r.baselineP99)} | **${pct(r.ratio)}** (${pct(r.ratioMin)}–${pct(r.ratioMax)}; ${r.runs}) | ${r.target} ${r.pass ? '✅ met' : '❌ not met'} | ${f0(r.pingdUs)} (${f0(r.baselineUs)}) | ${r.backend === 'postgres' ? f0(r.dbUs) : '–'} | ${f1(r.loadgenUs)} (${f1(r.baselineLoadgenUs)}) | ${f0(r.bytes)} (${f0(r.baselineBytes)}) | ${r.failures} | ${r.note ?? ''} |`,
     );
   }
   return out.join('\n');

@@ -7,6 +7,7 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { track } from './servers.js';
+import { cpuMicros } from './cpu.js';
 
 export interface WrkRun {
   /** Completed requests per second (every answer read, whatever its status). */
@@ -24,6 +25,8 @@ export interface WrkRun {
   errors: number;
   timeouts: number;
   status4xx5xx: number;
+  /** wrk's own CPU per request (µs), read from /proc shortly before the run ends; NaN when not read. */
+  loadgenUs: number;
 }
 
 export interface WrkRequest {
@@ -146,15 +149,26 @@ export function runWrk(baseUrl: string, o: WrkOptions): Promise<WrkRun> {
     const p = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     track(p);
     if (p.pid) o.onStart?.(p.pid);
+    // wrk's CPU so far, read just before it ends (its figures are printed at exit, when /proc is gone).
+    let cpu = NaN;
+    const t0 = performance.now();
+    const probe = setTimeout(() => {
+      if (p.pid) cpu = cpuMicros(p.pid);
+    }, Math.max(0, o.seconds * 1000 - 150));
     let out = '';
     let err = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr.on('data', (d: Buffer) => (err += d.toString()));
     p.on('error', reject);
     p.on('exit', (code) => {
+      clearTimeout(probe);
       const m = /^WRKJSON (\{.*\})$/m.exec(out);
       if (code !== 0 || !m) return reject(new Error(`wrk ${args.join(' ')} exited with ${code}: ${(err || out).trim().slice(-500)}`));
-      resolve(parseWrkJson(m[1]));
+      const run = parseWrkJson(m[1]);
+      // Requests answered by the time of the probe, estimated at the run's average rate.
+      const probedSec = Math.min(run.seconds, Math.max(0.001, o.seconds - 0.15, (performance.now() - t0) / 1000 - 0.15));
+      run.loadgenUs = cpu > 0 ? cpu / (run.rps * probedSec) : NaN;
+      resolve(run);
     });
   });
 }
@@ -174,5 +188,6 @@ export function parseWrkJson(json: string): WrkRun {
     errors: j.connect + j.read + j.write,
     timeouts: j.timeout,
     status4xx5xx: j.status,
+    loadgenUs: NaN,
   };
 }
