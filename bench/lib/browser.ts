@@ -4,11 +4,11 @@
 // errors, and the CPU and memory of the browser's processes (they share the 2 cores with pingd).
 import { readFileSync, readdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { cpuMicros } from './cpu.js';
 
 const EXECUTABLE = process.env.BENCH_CHROMIUM || '/usr/bin/chromium';
 // No network beyond loopback, no background work of the browser's own that would blur the CPU figures.
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const TICK_US = 1e6 / 100; // USER_HZ
 
 /**
  * What a dashboard does, for as long as pingd has no /status page: loads /api/stats every 5 s, opens an
@@ -134,16 +134,6 @@ function browserPids(): number[] {
   });
 }
 
-function procCpuUs(pid: number): number {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * TICK_US;
-  } catch {
-    return 0;
-  }
-}
-
 function procRssKb(pid: number): number {
   try {
     const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -219,7 +209,7 @@ export async function openDashboard(browser: Browser, baseUrl: string, real: boo
           return b ? { stats: b.stats, events: b.events, lags: b.lags.slice() } : undefined;
         })
         .catch(() => undefined),
-    cpuUs: () => browserPids().reduce((a, p) => a + procCpuUs(p), 0),
+    cpuUs: () => browserPids().reduce((a, p) => a + cpuMicros(p), 0),
     rssKb: () => browserPids().reduce((a, p) => a + procRssKb(p), 0),
     close: () => context.close(),
   });
