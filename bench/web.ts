@@ -27,7 +27,7 @@ import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatab
 import { runLoad, median, type LoadRun } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { cpuMicros } from './lib/cpu.js';
-import { hasStatusPage, launchBrowser, openDashboard } from './lib/browser.js';
+import { launchBrowser, openDashboard } from './lib/browser.js';
 import { fillPostgres, HOT_WEBLOG, TYPICAL_WEBLOG, type FillTimings } from './lib/web-fill.js';
 import { describeConfig } from '../src/platform/config.js';
 
@@ -141,7 +141,6 @@ interface IntakeRun {
 }
 
 interface IntakeResult {
-  page: string;
   without: IntakeRun[];
   with: IntakeRun[];
   /** The page's traffic without the page: /stream read by a Node process, /api/stats polled as the page polls. */
@@ -166,15 +165,14 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
     // As the `ping` scenario: the renderer stopped (a bench minute holds far more pings than a real hour),
     // verification off. Every ping names a new host, so PING_HOST_BUDGET never refuses one.
     pingd = await startPingd({ env: pingdEnv({ RENDER_SCHEDULER: 'false' }, db) });
-    const real = await hasStatusPage(pingd.url);
-    log(`web/${backend}: intake at ${pingd.url}, page ${real ? "pingd's /status" : 'stand-in (pingd has no /status yet)'}`);
+    log(`web/${backend}: intake at ${pingd.url}`);
     const spec = pingSpec();
     const { connections } = s;
     await runLoad(pingd.url, spec, { connections, amount: connections * 40 });
     // Bounded by time, not by a count: a with-run then lasts as long as a without-run, so that the page's
     // polls per run compare (nothing here counts acknowledgements, which is what a count bound is for).
     const duration = s.seconds;
-    const r: IntakeResult = { page: real ? 'pingd /status' : 'stand-in', without: [], with: [], reader: [], ratios: [], readerRatios: [], loadMs: [], firstStatsMs: [], consoleErrors: [], statsFailures: 0, streamRequests: 0, pingd: { rss: NaN, peak: NaN }, browserRssMb: [], seconds: 0 };
+    const r: IntakeResult = { without: [], with: [], reader: [], ratios: [], readerRatios: [], loadMs: [], firstStatsMs: [], consoleErrors: [], statsFailures: 0, streamRequests: 0, pingd: { rss: NaN, peak: NaN }, browserRssMb: [], seconds: 0 };
     const p = pingd;
 
     const runWithout = async (): Promise<IntakeRun> => {
@@ -185,7 +183,7 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
     const runWith = async (): Promise<IntakeRun> => {
       const browser = await launchBrowser();
       try {
-        const dash = await openDashboard(browser, p.url, real);
+        const dash = await openDashboard(browser, p.url);
         r.loadMs.push(dash.loadMs);
         r.firstStatsMs.push(dash.firstStatsMs);
         const m0 = await metrics(p.url);
@@ -326,7 +324,7 @@ interface StatsResult {
   weblogPath: string;
   weblog: { hot: Latency; typical: Latency; load: LoadRun };
   pages: Record<string, Latency>;
-  dashboard?: { page: string; loadMs: number; firstStatsMs: number; consoleErrors: string[] };
+  dashboard?: { loadMs: number; firstStatsMs: number; consoleErrors: string[] };
   pingd: { rss: number; peak: number; afterStart: number };
   seconds: number;
 }
@@ -418,9 +416,8 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
       log(`  cached /api/stats?window=${w}: ${Math.round(cached[w].rps)} req/s, p50 ${cached[w].p50} p99 ${cached[w].p99} ms, ${cached[w].bad + cached[w].errors + cached[w].timeouts} failed`);
     }
 
-    // "Did my ping arrive?": the page once it exists, else the JSON API it would read.
-    const pageProbe = await timed(url, `/weblog?url=${encodeURIComponent(HOT_WEBLOG)}`);
-    const base = pageProbe.status === 200 ? '/weblog' : '/api/weblogs';
+    // "Did my ping arrive?".
+    const base = '/weblog';
     const hotPath = `${base}?url=${encodeURIComponent(HOT_WEBLOG)}`;
     const hot = await sequential(url, hotPath, 100);
     const typical = await sequential(url, `${base}?url=${encodeURIComponent(TYPICAL_WEBLOG)}`, 50);
@@ -438,11 +435,10 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
     let dashboard: StatsResult['dashboard'];
     if (existsSync(CHROMIUM)) {
       await sleep(2200);
-      const real = await hasStatusPage(url);
       const browser = await launchBrowser();
       try {
-        const d = await openDashboard(browser, url, real);
-        dashboard = { page: d.page, loadMs: d.loadMs, firstStatsMs: d.firstStatsMs, consoleErrors: d.consoleErrors };
+        const d = await openDashboard(browser, url);
+        dashboard = { loadMs: d.loadMs, firstStatsMs: d.firstStatsMs, consoleErrors: d.consoleErrors };
         await d.close();
       } finally {
         await browser.close();
@@ -500,7 +496,7 @@ function intakeTable(all: BackendResult[]): string[] {
     const base = (xs: IntakeRun[]) => `**${f0(m(xs, (x) => x.load.rps))}** | ${m(xs, (x) => x.load.p50)} / ${m(xs, (x) => x.load.p99)}`;
     out.push(`| ${backend} | nothing | ${base(r!.without)} | 1 | ${f0(m(r!.without, (x) => x.pingdUs))} | – | – | – | – |`);
     out.push(
-      `| ${backend} | ${r!.page === 'stand-in' ? 'a stand-in dashboard (pingd has no /status yet)' : '/status'} in headless Chromium, on the same 2 cores | ${base(r!.with)} | ${ratio(r!.ratios)} | ${f0(m(r!.with, (x) => x.pingdUs))} | ${f2(m(r!.with, (x) => x.browserCores ?? NaN))} | ` +
+      `| ${backend} | /status in headless Chromium, on the same 2 cores | ${base(r!.with)} | ${ratio(r!.ratios)} | ${f0(m(r!.with, (x) => x.pingdUs))} | ${f2(m(r!.with, (x) => x.browserCores ?? NaN))} | ` +
         `${r!.with.map((x) => x.statsRequests ?? '–').join(', ')} | ${r!.with.map((x) => `${f0(x.streamEvents)} / ${f0(x.pageEvents)}`).join(', ')} (${slow(r!.with)}) | ${r!.with.map((x) => `${f0(x.lagP50)} / ${f0(x.lagMax)}, ${f0(x.behindMs)}`).join('; ')} |`,
     );
     out.push(
@@ -525,9 +521,8 @@ function statsTable(all: BackendResult[]): string[] {
       out.push(`| ${backend} | ${f0(r!.pings)} | \`/api/stats?window=${w}\` | ${kb(c.bytes)} | **${f1(c.p50)}** / ${f1(c.p99)} / ${f1(c.max)} (${c.fresh}/${c.n}${c.statuses !== `${c.n}×200` ? `; ${c.statuses}` : ''}) | **${f0(l.rps)}**, ${l.p50} / ${l.p99}${l.bad + l.errors + l.timeouts ? ` (${l.bad + l.errors + l.timeouts} failed)` : ''} |`);
     }
     const w = r!.weblog;
-    const tag = r!.weblogPath === '/weblog' ? '' : ' (stand-in: /weblog does not exist yet)';
-    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ${f0(r!.fill.hotPings)} pings${tag} | ${kb(w.hot.bytes)} | one at a time: **${f1(w.hot.p50)}** / ${f1(w.hot.p99)} / ${f1(w.hot.max)} (${w.hot.n}; ${w.hot.statuses}) | **${f0(w.load.rps)}**, ${w.load.p50} / ${w.load.p99} |`);
-    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ~${f0(r!.pings / r!.fill.weblogs)} pings${tag} | ${kb(w.typical.bytes)} | one at a time: **${f1(w.typical.p50)}** / ${f1(w.typical.p99)} / ${f1(w.typical.max)} (${w.typical.n}; ${w.typical.statuses}) | – |`);
+    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ${f0(r!.fill.hotPings)} pings | ${kb(w.hot.bytes)} | one at a time: **${f1(w.hot.p50)}** / ${f1(w.hot.p99)} / ${f1(w.hot.max)} (${w.hot.n}; ${w.hot.statuses}) | **${f0(w.load.rps)}**, ${w.load.p50} / ${w.load.p99} |`);
+    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ~${f0(r!.pings / r!.fill.weblogs)} pings | ${kb(w.typical.bytes)} | one at a time: **${f1(w.typical.p50)}** / ${f1(w.typical.p99)} / ${f1(w.typical.max)} (${w.typical.n}; ${w.typical.statuses}) | – |`);
     for (const [path, p] of Object.entries(r!.pages)) out.push(`| ${backend} | ${f0(r!.pings)} | \`GET ${path}\` | ${kb(p.bytes)} | one at a time: **${f1(p.p50)}** / ${f1(p.p99)} / ${f1(p.max)} (${p.n}) | – |`);
   }
   return out;
@@ -551,7 +546,7 @@ function notes(all: BackendResult[]): string[] {
       const runs = (xs: IntakeRun[]) => xs.map((x) => `${f0(x.load.rps)} (p99 ${x.load.p99})`).join(', ');
       out.push(`- ${backend}, pings/s per round: nothing open ${runs(intake.without)}; /status open ${runs(intake.with)}; stream reader and polls ${runs(intake.reader)}.`);
       out.push(
-        `- ${backend}, ${intake.page}: load event ${intake.loadMs.map((x) => f0(x)).join(', ')} ms after navigation, first /api/stats answer ${intake.firstStatsMs.map((x) => f0(x)).join(', ')} ms (on the empty database, one per with-run); ` +
+        `- ${backend}, pingd /status: load event ${intake.loadMs.map((x) => f0(x)).join(', ')} ms after navigation, first /api/stats answer ${intake.firstStatsMs.map((x) => f0(x)).join(', ')} ms (on the empty database, one per with-run); ` +
           `${intake.statsFailures} /api/stats answers other than 200; ${intake.streamRequests} /stream request(s) per page load; console errors: ${intake.consoleErrors.length ? intake.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
       );
     }
@@ -563,7 +558,7 @@ function notes(all: BackendResult[]): string[] {
       out.push(`- ${backend}: fill of ${f0(stats.fill.pings)} pings, ${f0(stats.fill.weblogs)} weblogs, ${f0(stats.fill.statsMinutes)} stats_minutes and ${f0(stats.fill.statsHosts)} stats_minute_hosts rows in ${f1(stats.fill.seconds)} s (${steps}).`);
       if (stats.dashboard) {
         out.push(
-          `- ${backend}, ${stats.dashboard.page} on the 1M-ping database: load event ${f0(stats.dashboard.loadMs)} ms, first /api/stats answer ${f0(stats.dashboard.firstStatsMs)} ms; console errors: ${stats.dashboard.consoleErrors.length ? stats.dashboard.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
+          `- ${backend}, pingd /status on the 1M-ping database: load event ${f0(stats.dashboard.loadMs)} ms, first /api/stats answer ${f0(stats.dashboard.firstStatsMs)} ms; console errors: ${stats.dashboard.consoleErrors.length ? stats.dashboard.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
         );
       }
     }
@@ -577,7 +572,6 @@ function method(s: Settings): string {
     '',
     `(1) **Intake**: XML-RPC \`weblogUpdates.ping\` as WordPress sends it, a new weblog (and host) on every ping, so every answer is a durable commit and PING_HOST_BUDGET never refuses (as the \`ping\` scenario), ${s.connections} connections. Warm-up, then ${s.runs} rounds of three runs of ${s.seconds} s, the order rotating each round: nothing open; /status open in Chromium; the page's traffic without a browser (one /stream connection read by a Node process of its own, bench/lib/stream-clients.ts, and /api/stats?window=1h every 5 s and 24h every 30 s from the bench process, as status.js polls). Medians; ratio = median of the per-round ratios of pings/s to the "nothing open" run. ` +
       'For a "/status open" run, Chromium (Debian\'s `/usr/bin/chromium`, headless, through playwright-core, `--no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync`) is started, the page is loaded and its first /api/stats answer awaited, 1 s passes, then the run starts with the page open (it polls and streams by itself); Chromium is closed after the run, so "no browser" runs have none. ' +
-      'While pingd has no /status page the bench serves a stand-in at that address (intercepted navigation, so same-origin with pingd): /api/stats?window=1h every 5 s and an EventSource on /stream showing the last 20 pings, one DOM update per event. ' +
       'Stream events = `pingd_stream_events_read_total` over the run (one consumer: the page), slow disconnects = `pingd_stream_disconnects_total{reason="slow"}`. Browser CPU = utime+stime of the Chromium processes over the run. ' +
       'A probe script added before the page\'s own (Playwright addInitScript) counts the /api/stats fetches the page starts and the stream events its listeners receive, and samples its main thread\'s lag (how late a 100 ms interval fires); "answer delay" = how long a page.evaluate sent right after the run took to come back: the event backlog the page was still working through.',
     '',

@@ -1,6 +1,5 @@
 // Owns the headless browser of the `web` benchmark: Debian's Chromium driven by playwright-core, one page
-// open on pingd's /status dashboard (or, while that page does not exist yet, a stand-in that polls and
-// streams as the dashboard is meant to), and what the page did meanwhile: /api/stats requests, console
+// open on pingd's /status dashboard, and what the page did meanwhile: /api/stats requests, console
 // errors, and the CPU and memory of the browser's processes (they share the 2 cores with pingd).
 import { readFileSync, readdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -9,38 +8,6 @@ import { cpuMicros } from './cpu.js';
 const EXECUTABLE = process.env.BENCH_CHROMIUM || '/usr/bin/chromium';
 // No network beyond loopback, no background work of the browser's own that would blur the CPU figures.
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-/**
- * What a dashboard does, for as long as pingd has no /status page: loads /api/stats every 5 s, opens an
- * EventSource on /stream and shows the last 20 pings (one DOM update per event, as a naive live list does).
- * Served by intercepting the navigation, so it is same-origin with pingd like the real page.
- */
-export const STAND_IN_HTML = `<!doctype html><meta charset="utf-8"><title>pingd status (bench stand-in)</title>
-<h1>pingd</h1><p id="totals">…</p><p id="events">0 events</p><ol id="recent"></ol>
-<script>
-let events = 0;
-async function poll() {
-  try {
-    const r = await fetch('/api/stats?window=1h');
-    const j = await r.json();
-    document.getElementById('totals').textContent = j.totals.accepted + ' accepted in the last hour, ' + j.health.pingQueue + ' queued';
-  } catch (e) { console.error('stats: ' + e); }
-}
-poll();
-setInterval(poll, 5000);
-const list = document.getElementById('recent');
-const es = new EventSource('/stream');
-es.addEventListener('ping', (e) => {
-  events++;
-  const p = JSON.parse(e.data);
-  const li = document.createElement('li');
-  li.textContent = p.name + ' ' + p.url + ' ' + p.receivedAt;
-  list.prepend(li);
-  while (list.childElementCount > 20) list.lastElementChild.remove();
-  document.getElementById('events').textContent = events + ' events';
-});
-es.onerror = () => console.error('stream error (readyState ' + es.readyState + ')');
-</script>`;
 
 /**
  * Installed before the page's own scripts: counts the /api/stats fetches the page starts and the stream
@@ -79,8 +46,6 @@ export interface PageCounts {
 }
 
 export interface Dashboard {
-  /** 'pingd /status' or 'stand-in'. */
-  page: string;
   /** ms from navigation to the load event, and to the first /api/stats answer. */
   loadMs: number;
   firstStatsMs: number;
@@ -144,16 +109,6 @@ function procRssKb(pid: number): number {
 }
 
 /** True when pingd serves a /status page (the web face); false while only /api/stats exists. */
-export async function hasStatusPage(baseUrl: string): Promise<boolean> {
-  try {
-    const r = await fetch(`${baseUrl}/status`);
-    const body = await r.text();
-    return r.status === 200 && /text\/html/.test(r.headers.get('content-type') ?? '') && body.length > 0;
-  } catch {
-    return false;
-  }
-}
-
 export async function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: EXECUTABLE, args: ARGS, headless: true });
 }
@@ -162,12 +117,11 @@ export async function launchBrowser(): Promise<Browser> {
  * Opens `${baseUrl}/status` in a fresh context and waits until it has loaded and its first /api/stats
  * answer arrived (or 15 s passed), then 1 s more so that the page's start-up work is over before a run.
  */
-export async function openDashboard(browser: Browser, baseUrl: string, real: boolean): Promise<Dashboard> {
+export async function openDashboard(browser: Browser, baseUrl: string): Promise<Dashboard> {
   const context = await browser.newContext();
   const page: Page = await context.newPage();
   await page.addInitScript(PROBE);
   const d = {
-    page: real ? 'pingd /status' : 'stand-in',
     loadMs: NaN,
     firstStatsMs: NaN,
     statsRequests: 0,
@@ -175,7 +129,6 @@ export async function openDashboard(browser: Browser, baseUrl: string, real: boo
     streamRequests: 0,
     consoleErrors: [] as string[],
   };
-  if (!real) await page.route(`${baseUrl}/status`, (route) => route.fulfill({ status: 200, contentType: 'text/html; charset=utf-8', body: STAND_IN_HTML }));
   const started = performance.now();
   let firstStats: () => void = () => undefined;
   const statsSeen = new Promise<void>((r) => (firstStats = r));
