@@ -97,7 +97,13 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     }
   };
 
-  const cache = new Map<StatsWindow, { at: number; answer: Promise<StatsReply> }>();
+  /** An answer, its JSON and a tag for it, made once per CACHE_MS (69 KiB of JSON took 3.3 ms per request). */
+  interface Answer {
+    reply: StatsReply;
+    json: string;
+    etag: string;
+  }
+  const cache = new Map<StatsWindow, { at: number; answer: Promise<Answer> }>();
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = Date.now();
     const { from, to } = windowMinutes(window, now);
@@ -137,14 +143,15 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
       uptimeSeconds: Math.round((now - started) / 1000),
     });
   };
-  const snapshot = (window: StatsWindow): Promise<StatsReply> => {
+  const answerFor = (window: StatsWindow): Promise<Answer> => {
     const hit = cache.get(window);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.answer;
-    const answer = compute(window);
+    const answer = compute(window).then((r) => ({ reply: r, json: JSON.stringify(r), etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"` }));
     cache.set(window, { at: Date.now(), answer });
     answer.catch(() => cache.delete(window));
     return answer;
   };
+  const snapshot = async (window: StatsWindow): Promise<StatsReply> => (await answerFor(window)).reply;
   app.decorate('stats', { snapshot, flush } satisfies Stats);
 
   app.get<{ Querystring: Static<typeof Query> }>(
@@ -153,13 +160,17 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     async (req, reply) => {
       const window = req.query.window ?? '1h';
       if (!isWindow(window)) return reply.code(400).send({ error: 'WINDOW_INVALID', message: `window must be 1h or 24h, not ${JSON.stringify(window)}.` });
-      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`);
+      let a: Answer;
       try {
-        return await snapshot(window);
+        a = await answerFor(window);
       } catch (err) {
         req.log.warn({ err: { message: (err as Error).message } }, 'statistics unavailable');
         return reply.code(503).header('cache-control', 'no-store').send({ error: 'STATS_UNAVAILABLE', message: 'The database did not answer; statistics are unavailable for now.' });
       }
+      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`).header('etag', a.etag);
+      if (req.headers['if-none-match'] === a.etag) return reply.code(304).send();
+      // The JSON made with the answer (the schema above documents it; its shape is buildSnapshot's type).
+      return reply.type('application/json; charset=utf-8').send(a.json);
     },
   );
 

@@ -141,6 +141,29 @@ describe('one instance, then a second on the same database', () => {
     assert.equal(fresh.totals.accepted, sent.accepted);
   });
 
+  test('an answer carries an ETag: the same tag gets a 304 with no body while it is cached, a new answer a new tag', async () => {
+    let tag: string | undefined;
+    let notModified: { statusCode: number; body: string } | undefined;
+    // Retaken when a loaded machine stretches the pair past CACHE_MS (at most 5 times).
+    for (let attempt = 0; attempt < 5 && !notModified; attempt++) {
+      const first = await a.app.inject({ method: 'GET', url: '/api/stats' });
+      assert.equal(first.statusCode, 200);
+      assert.equal(first.headers['content-type'], 'application/json; charset=utf-8');
+      tag = String(first.headers.etag);
+      assert.match(tag, /^"stats-1h-[0-9a-z]+"$/);
+      const again = await a.app.inject({ method: 'GET', url: '/api/stats', headers: { 'if-none-match': tag } });
+      if (again.headers.etag === tag) notModified = again;
+    }
+    assert.ok(notModified, 'a second request within one answer lifetime');
+    assert.equal(notModified.statusCode, 304);
+    assert.equal(notModified.body, '');
+    await new Promise((r) => setTimeout(r, CACHE_MS + 50));
+    const fresh = await a.app.inject({ method: 'GET', url: '/api/stats', headers: { 'if-none-match': tag! } });
+    assert.equal(fresh.statusCode, 200, 'a new answer after CACHE_MS');
+    assert.notEqual(fresh.headers.etag, tag);
+    assert.ok(Value.Check(StatsReply, fresh.json()));
+  });
+
   test('?window=24h: 1440 minutes, the same totals', async () => {
     const s = await validStats(a, '?window=24h');
     assert.equal(s.window, '24h');
