@@ -84,7 +84,8 @@ export interface HourStats {
 
 /**
  * Reads of the pings received in [startUs, endUs), optionally only those matching `filter` (an SQL condition
- * on `pings`; verification passes "its outcome is verified"): how many with the highest id (which bounds
+ * on `pings` that may name the window's bounds as $1 and $2, both timestamps in µs as `tsParam` reads them;
+ * verification passes "its outcome is verified"): how many with the highest id (which bounds
  * the pages of one rendering), and pages oldest first by (received_at, id).
  */
 export function hourWindow(filter = 'true') {

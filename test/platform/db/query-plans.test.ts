@@ -63,21 +63,12 @@ const BY_DESIGN: Record<string, { tables: string[]; why: string }> = {
  * function (the case's first word, or the function that sent the statement).
  */
 const FINDINGS: Record<string, { tables: string[]; why: string }> = {
-  feedByUrl: {
-    tables: ['feeds'],
-    why: '`url = $1 or fetch_url = $1`: fetch_url has no index, so the OR reads every feed (weblogView of a weblog not yet linked to its feed)',
-  },
-  verifiedHourStats: {
-    tables: ['ping_verifications'],
-    why: 'the exists() on ping_verifications is planned as a hash join over every verified row (the hour bounds pings; nothing bounds ping_verifications), a scan that grows with the retention window',
-  },
-  verifiedHourPage: {
-    tables: ['ping_verifications'],
-    why: 'as verifiedHourStats, once per page',
-  },
+  // REGRESSION (fixed, now asserted): feedByUrl read every feed (fetch_url had no index), verifiedHourStats
+  // and verifiedHourPage read every verified job (nothing bounded ping_verifications by the hour), and
+  // pruneRenderings read renderings and published_documents whole (migrations/010_plan_indexes.sql).
   pruneRenderings: {
-    tables: ['renderings', 'rendering_chunks', 'rendering_deltas', 'published_documents'],
-    why: 'every tick: the OR with `not complete and created_at < …` has no index (renderings and their chunks grow by each archived hour, kept forever by default); published_documents.rendering_id has no index for the not exists(); the deltas are joined by hash',
+    tables: ['rendering_chunks', 'rendering_deltas'],
+    why: 'every tick: the chunks and delta cuts of the renderings to drop are joined by hash over the whole tables (the deltas are bounded by PUBLISH_DELTA_WINDOW; the chunks grow with the archives kept)',
   },
 };
 
