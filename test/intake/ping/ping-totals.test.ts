@@ -105,7 +105,8 @@ test('migration 009 keeps the count of an existing database exactly', async () =
     const [w] = await db.query<{ n: string }>('select sum(ping_count)::text as n from weblogs');
     assert.equal(w.n, String(500 * 501 * 1001 / 6 + 5_000_000_000));
 
-    assert.deepEqual(await migrate(db), ['009_ping_totals.sql']);
+    // 009 and whatever came after it (later migrations are applied with it, in order).
+    assert.deepEqual(await migrate(db), listMigrations().filter((m) => m.version >= 9).map((m) => m.name));
     const [t] = await db.query<{ n: string; slots: number }>('select sum(n)::text as n, count(*)::int as slots from ping_totals');
     assert.equal(t.n, w.n);
     assert.equal(Number(t.slots), 16);
