@@ -17,7 +17,7 @@
 // seconds), BENCH_WEB_CONNECTIONS (64), BENCH_WEB_PINGS (1000000), BENCH_WEB_PGLITE_PINGS (BENCH_WEB_PINGS),
 // BENCH_WEB_WEBLOGS (200000), BENCH_WEB_COLD_SAMPLES (20 per window), BENCH_WEB_LOAD_SECONDS (5),
 // BENCH_CHROMIUM (/usr/bin/chromium), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -30,6 +30,7 @@ import { cpuMicros } from './lib/cpu.js';
 import { launchBrowser, openDashboard } from './lib/browser.js';
 import { fillPostgres, HOT_WEBLOG, TYPICAL_WEBLOG, type FillTimings } from './lib/web-fill.js';
 import { describeConfig } from '../src/platform/config.js';
+import { git } from './lib/git.js';
 
 const env = process.env;
 const num = (name: string, def: number) => Math.round(envNumber(name, def));
@@ -584,22 +585,14 @@ function method(s: Settings): string {
   ].join('\n');
 }
 
-function git(args: string[]): string {
-  try {
-    return execFileSync('git', ['-C', PINGD_ROOT, ...args], { encoding: 'utf8' }).trim();
-  } catch {
-    return '';
-  }
-}
-
 export async function runWeb(opts: WebOptions): Promise<boolean> {
   const s = settings();
   const started = new Date();
   const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
   // Which code was measured: the working tree is shared, and pingd is started from it for every part.
-  const commit = git(['rev-parse', '--short', 'HEAD']);
-  const dirty = git(['status', '--porcelain', '--', 'src', 'migrations']);
-  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.slice(3)).join(', ')}` : ''}`;
+  const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
+  const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src', 'migrations']);
+  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.slice(3)).join(', ')}` : ''}`;
   log(`web: pingd of ${measured}`);
   const all: BackendResult[] = [];
   const browserOk = existsSync(CHROMIUM);

@@ -41,6 +41,7 @@ import { snapshot, diff } from './lib/cpu.js';
 import { writeResultsFile } from './lib/report.js';
 import { ensureWrk, fixedScript, pingScript, runWrk, scriptFile, type WrkRun } from './lib/wrk.js';
 import { summarize, moduleOf } from './profile-summary.js';
+import { git } from './lib/git.js';
 
 const env = process.env;
 const num = (name: string, def: number) => envNumber(name, def);
@@ -809,14 +810,6 @@ export function wrkTable(rows: WrkRow[]): string {
   return out.join('\n');
 }
 
-function git(args: string[]): string {
-  try {
-    return execFileSync('git', ['-C', PINGD_ROOT, ...args], { encoding: 'utf8' }).trim();
-  } catch {
-    return '';
-  }
-}
-
 export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
   const s = settings();
   ensureWrk(log);
@@ -825,8 +818,8 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
   const load0 = loadavg()
     .map((x) => x.toFixed(2))
     .join(' ');
-  const commit = git(['rev-parse', '--short', 'HEAD']);
-  const dirty = git(['status', '--porcelain', '--', 'src']);
+  const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
+  const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src']);
   log(`wrk scenario: ${wrkVersion}, ${s.threads} thread(s), ${s.connections} connections, warm-up ${s.warmup} s, ${s.runs} runs of ${s.duration} s each (pingd and baseline in turn)`);
   const rows: WrkRow[] = [];
   const checks: string[] = [];
