@@ -18,7 +18,6 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { pathToFileURL } from 'node:url';
 import { envNumber } from './lib/env.js';
 import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatabase, track, type Child } from './lib/servers.js';
 import { writeResultsFile } from './lib/report.js';
@@ -26,6 +25,7 @@ import type { QueryCount } from './lib/hostile-http.js';
 import { CASES, type Case, type CaseResult, type Settings } from './lib/hardening-cases.js';
 import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
+import { isMain, runDirect } from './lib/run-direct.js';
 
 const env = process.env;
 const num = (name: string, def: number) => Math.round(envNumber(name, def));
@@ -234,16 +234,4 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
 }
 
 // Run directly: node --import tsx bench/hardening.ts [--write]
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  runHardening({
-    databaseUrl: env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
-    backends: (env.BENCH_BACKENDS || 'postgres,pglite').split(',').map((x) => x.trim()) as ('postgres' | 'pglite')[],
-    write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
-  }).then(
-    (ok) => process.exit(ok ? 0 : 1),
-    (err: Error) => {
-      console.error(`hardening bench failed: ${err.stack ?? err.message}`);
-      process.exit(1);
-    },
-  );
-}
+if (isMain(import.meta.url)) runDirect('hardening', runHardening);

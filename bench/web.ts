@@ -21,7 +21,6 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { pathToFileURL } from 'node:url';
 import { envNumber } from './lib/env.js';
 import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatabase, track, type Child, type BenchDatabase } from './lib/servers.js';
 import { runLoad, median, type LoadRun } from './lib/load.js';
@@ -31,6 +30,7 @@ import { launchBrowser, openDashboard } from './lib/browser.js';
 import { fillPostgres, HOT_WEBLOG, TYPICAL_WEBLOG, type FillTimings } from './lib/web-fill.js';
 import { describeConfig } from '../src/platform/config.js';
 import { git } from './lib/git.js';
+import { isMain, runDirect } from './lib/run-direct.js';
 
 const env = process.env;
 const num = (name: string, def: number) => Math.round(envNumber(name, def));
@@ -651,16 +651,4 @@ export async function runWeb(opts: WebOptions): Promise<boolean> {
 }
 
 // Run directly: node --import tsx bench/web.ts [--write]
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  runWeb({
-    databaseUrl: env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
-    backends: (env.BENCH_BACKENDS || 'postgres,pglite').split(',').map((x) => x.trim()) as ('postgres' | 'pglite')[],
-    write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
-  }).then(
-    (ok) => process.exit(ok ? 0 : 1),
-    (err: Error) => {
-      console.error(`web bench failed: ${err.stack ?? err.message}`);
-      process.exit(1);
-    },
-  );
-}
+if (isMain(import.meta.url)) runDirect('web', runWeb);

@@ -42,6 +42,7 @@ import { writeResultsFile } from './lib/report.js';
 import { ensureWrk, fixedScript, pingScript, runWrk, scriptFile, type WrkRun } from './lib/wrk.js';
 import { summarize, moduleOf } from './profile-summary.js';
 import { git } from './lib/git.js';
+import { isMain, runDirect } from './lib/run-direct.js';
 
 const env = process.env;
 const num = (name: string, def: number) => envNumber(name, def);
@@ -875,18 +876,6 @@ function analyse(dirP: string, dirB: string | undefined): string {
   return [profileTable(dirP, perRequest(p.profile, p.requests), b ? perRequest(b.profile, b.requests) : undefined), '', '```', summarize(p.profile, 30, INCLUSIVE), '```'].join('\n');
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === '--analyse') {
-  console.log(analyse(process.argv[3], process.argv[4]));
-} else if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  runWrkBench({
-    databaseUrl: env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
-    backends: (env.BENCH_BACKENDS || 'postgres,pglite').split(',').map((x) => x.trim()) as ('postgres' | 'pglite')[],
-    write: process.argv.includes('--write') || env.BENCH_WRITE === '1',
-  }).then(
-    (ok) => process.exit(ok ? 0 : 1),
-    (err: Error) => {
-      console.error(`wrk bench failed: ${err.stack ?? err.message}`);
-      process.exit(1);
-    },
-  );
-}
+if (isMain(import.meta.url) && process.argv[2] === '--analyse') console.log(analyse(process.argv[3], process.argv[4]));
+else if (isMain(import.meta.url)) runDirect('wrk', runWrkBench);
+

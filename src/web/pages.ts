@@ -9,7 +9,7 @@ import { MAX_URL_LENGTH, normalizeUrl, PingValidationError } from '../intake/pin
 import { archivePath, hourStart, HOUR_MS } from '../publishing/documents/archive.js';
 import { weblogView } from '../verification/feed-repository.js';
 import { latestPings } from './weblog-repository.js';
-import { appearances, pingRows, type ListedDocument } from './weblog-model.js';
+import { appearances, pingRows, utc, type ListedDocument } from './weblog-model.js';
 import type { RecentRefusals } from './recent-refusals.js';
 
 const LATEST_PINGS = 20;
@@ -64,9 +64,9 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         rssUrl: w.rssUrl,
         pingCount: w.pingCount,
         lastPingAt: w.lastPingAt.toISOString(),
-        lastPingText: `${w.lastPingAt.toISOString().slice(0, 19).replace('T', ' ')} UTC`,
-        feed: f ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? f.lastFetchAt.toISOString().slice(0, 19).replace('T', ' ') : null, gone: f.gone } : null,
-        verification: w.verification ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: w.verification.at.slice(0, 19).replace('T', ' '), newItems: w.verification.newItems.length } : null,
+        lastPingText: `${utc(w.lastPingAt)} UTC`,
+        feed: f ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? utc(f.lastFetchAt) : null, gone: f.gone } : null,
+        verification: w.verification ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: utc(w.verification.at), newItems: w.verification.newItems.length } : null,
       },
       appears: appearances(w, listing, Date.now(), listedOnlyVerified),
       pings: pingRows(pings, refusals, listedOnlyVerified),

@@ -4,7 +4,6 @@
 // context: the hooks below never run on the polled documents or the XML-RPC endpoint.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
@@ -20,7 +19,6 @@ import { normalizeUrl } from '../intake/ping/validate.js';
 const here = dirname(fileURLToPath(import.meta.url));
 /** Templates and our own assets ship as files beside the code (src/web in a checkout; the image copies them). */
 const SOURCE = join(here, '..', '..', 'src', 'web');
-const uplot = (f: string) => createRequire(import.meta.url).resolve(`uplot/dist/${f}`);
 
 /**
  * What a browser may do on our pages: scripts and styles from this origin only (no inline script, no
@@ -47,8 +45,10 @@ async function webPlugin(app: FastifyInstance): Promise<void> {
   const assets = new AssetManifest([
     { name: 'site.css', path: join(SOURCE, 'assets', 'site.css') },
     { name: 'status.js', path: join(SOURCE, 'assets', 'status.js') },
-    { name: 'uPlot.min.css', path: uplot('uPlot.min.css') },
-    { name: 'uPlot.iife.min.js', path: uplot('uPlot.iife.min.js') },
+    // uPlot's browser build, copied from its npm package (`npm run vendor`; a test checks the copy is the
+    // installed version's): files for browsers, not a module Node loads, so the image needs no package.
+    { name: 'uPlot.min.css', path: join(SOURCE, 'assets', 'vendor', 'uPlot.min.css') },
+    { name: 'uPlot.iife.min.js', path: join(SOURCE, 'assets', 'vendor', 'uPlot.iife.min.js') },
   ]);
   const refusals = new RecentRefusals();
   app.pings.onOutcome((method, r, url) => {

@@ -29,7 +29,8 @@ const METHOD_LABEL: Readonly<Record<string, string>> = {
 };
 const methodLabel = (m: string) => METHOD_LABEL[m] ?? m;
 
-const utc = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+/** A time as a person reads it on these pages: `2026-11-23 07:27:01` (UTC). */
+export const utc = (t: number | string | Date) => new Date(t).toISOString().slice(0, 19).replace('T', ' ');
 
 /** "accepted", with the verification's outcome when there is one. */
 function acceptedOutcome(p: WeblogPing, listedOnlyVerified: boolean): string {

@@ -119,12 +119,7 @@ test('the runtime needs no dev dependency, and carries none it does not use: "de
   const imported = new Set<string>();
   for (const f of files('src')) {
     const text = read(f);
-    // Files of a package read by path (require.resolve: uPlot's browser bundle) make it a run-time dependency too.
-    const specs = [
-      ...text.matchAll(/^\s*(?:import|export)\s[^;]*?\bfrom\s*'([^']+)'/gm),
-      ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g),
-      ...text.matchAll(/\.resolve\(\s*[`']([^`'$]+)/g),
-    ];
+    const specs = [...text.matchAll(/^\s*(?:import|export)\s[^;]*?\bfrom\s*'([^']+)'/gm), ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g)];
     for (const m of specs) {
       if (m[1].startsWith('.')) continue;
       if (m[1].startsWith('node:')) continue;

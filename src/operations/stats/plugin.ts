@@ -23,7 +23,6 @@ const TOP_HOSTS = 10;
 const RECENT = 20;
 /** A host name is at most 253 characters; a longer "host" from a refused URL is cut. */
 const HOST_MAX = 253;
-const HAS_HOST = /^https?:\/\/[^/?#]/i;
 
 export interface Stats {
   /** The answer of GET /api/stats for `window` (cached for CACHE_MS). */
@@ -48,8 +47,10 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   app.pings.onOutcome((_method, r, url) => {
     const now = Date.now();
     tally.count(r.ok ? 'accepted' : `refused:${r.reason}`, now);
-    // A URL without a scheme and host (a refused one) names no host.
-    if (url && HAS_HOST.test(url)) tally.host(weblogHost(url).slice(0, HOST_MAX).toLowerCase(), r.ok, now);
+    if (!url) return;
+    // One scan per ping: weblogHost hands back a URL without `scheme://` (a refused one) whole: it names no host.
+    const host = weblogHost(url);
+    if (host !== url && host !== '') tally.host(host.slice(0, HOST_MAX).toLowerCase(), r.ok, now);
   });
   app.verification.onSettled((outcome, settled) => tally.count(`verification:${outcome}`, Date.now(), settled));
   app.pings.onAnswered((ms) => tally.latencyMs(ms, Date.now()));
