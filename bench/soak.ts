@@ -3,7 +3,7 @@
 // 200/s, Spinn3r's 2008 peak) over 8 keep-alive connections for BENCH_SOAK_SECONDS (600), per backend
 // (PostgreSQL in a fresh database bench_soak_*, PGlite in a fresh data directory). On PostgreSQL it then
 // steps the rate up (BENCH_SOAK_STEPS, 400,800,1600,3200; BENCH_SOAK_STEP_SECONDS, 120 each, each on a
-// fresh database) and stops at the first step that breaks a bound: the highest step that held is the
+// fresh database, on max(8, rate/50) connections) and stops at the first step that breaks a bound: the highest step that held is the
 // highest sustained rate found.
 //
 // Bounds (the issue's): shortChanges.xml never older than 2 × RENDER_CRON; changes.xml never older than
@@ -66,6 +66,13 @@ function settings() {
   };
 }
 
+/**
+ * Connections for a ramp step: with one request per connection at a time, a rate needs rate × latency
+ * connections (Little's law), so 8 would cap 3,200/s at 2.5 ms a ping and measure the client instead of
+ * pingd. A step gets enough for 20 ms per ping (64 at 3,200/s), at least the base run's.
+ */
+export const stepConnections = (rate: number, base: number) => Math.max(base, Math.ceil(rate / 50));
+
 export async function runSoak(o: DirectOptions): Promise<boolean> {
   const s = settings();
   const periodSec = renderPeriodSec();
@@ -92,7 +99,7 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
       if (backend === 'postgres' && s.steps.length) {
         ramp = { held: seg.pass ? s.rate : null, brokeAt: seg.pass ? null : s.rate, ran: true };
         for (const rate of seg.pass ? s.steps : []) {
-          const step = await runSegment({ ...common, label: `postgres step ${rate}/s`, backend, rate, seconds: s.stepSeconds });
+          const step = await runSegment({ ...common, connections: stepConnections(rate, s.connections), label: `postgres step ${rate}/s`, backend, rate, seconds: s.stepSeconds });
           segments.push(step);
           if (!step.pass) {
             ramp.brokeAt = rate;
@@ -112,7 +119,7 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     '',
     `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off; ${s.connections} connections.`,
+      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off; ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
     '',
     summaryMarkdown(segments, ramp, s.steps, errors),
     '',
@@ -120,7 +127,7 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     '',
     '#### Method',
     '',
-    `Open-model load from a Node client in the bench process (keep-alive agent, ${s.connections} sockets): ping i is due at t0 + i/rate and its latency runs from that due time, so a stall shows as latency. Every ping names a new weblog on a host of its own (XML-RPC weblogUpdates.ping to /RPC2). ` +
+    `Open-model load from a Node client in the bench process (keep-alive agent, ${s.connections} sockets; a ramp step max(that, rate/50), enough for 20 ms a ping): ping i is due at t0 + i/rate and its latency runs from that due time, so a stall shows as latency. Every ping names a new weblog on a host of its own (XML-RPC weblogUpdates.ping to /RPC2). ` +
       `Document age = now − the served document's \`updated\` attribute (whole seconds; the instant it was rendered as of), polled every second with a conditional GET, counted from the load's start. ` +
       `Bounds: shortChanges.xml ≤ 2 × RENDER_CRON (${bounds.shortAgeSec} s), changes.xml ≤ ${bounds.changesAgeSec} s, every 30 s ≥ 95% of the offered rate accepted, last third's p99 ≤ max(2×, +10 ms) of the first third's (first 30 s left out), embedded RSS < ${bounds.embeddedRssMb} MB, no failure, rows in \`pings\` = acknowledgements. ` +
       `RSS from /proc/<pid>/status (VmRSS each sample, VmHWM at the end); PostgreSQL: the private memory (RssAnon) of the backends serving the database. Render ms: the mean of pingd_publish_render_duration_seconds over the renders that finished in the row. Each PostgreSQL step runs on a fresh database.`,

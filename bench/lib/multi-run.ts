@@ -33,7 +33,7 @@ export interface SetupResult {
   /** max(id) − min(id) + 1 − rows. */
   idGap: number;
   handed: number[];
-  perInstance: { accepted: number; rendered: number; busy: number }[];
+  perInstance: InstanceFigures[];
   renderings: number;
   overlaps: number;
   minGapMs: number;
@@ -42,13 +42,26 @@ export interface SetupResult {
   pass: boolean;
 }
 
-async function instanceMetrics(origin: string): Promise<{ accepted: number; rendered: number; busy: number }> {
+export interface InstanceFigures {
+  accepted: number;
+  rendered: number;
+  busy: number;
+  /** Group commits, and their summed sizes and durations (s). */
+  batches: number;
+  batchPings: number;
+  commitSec: number;
+}
+
+async function instanceMetrics(origin: string): Promise<InstanceFigures> {
   const text = await (await fetch(`${origin}/metrics`)).text();
   const total = (re: RegExp) => [...text.matchAll(re)].reduce((a, m) => a + Number(m[1]), 0);
   return {
     accepted: total(/^pingd_pings_total\{[^}]*outcome="accepted"[^}]*\} (\S+)$/gm),
     rendered: total(/^pingd_publish_renders_total\{[^}]*outcome="rendered"[^}]*\} (\S+)$/gm),
     busy: total(/^pingd_publish_render_lock_busy_total (\S+)$/gm),
+    batches: total(/^pingd_commit_batch_size_count(?:\{[^}]*\})? (\S+)$/gm),
+    batchPings: total(/^pingd_commit_batch_size_sum(?:\{[^}]*\})? (\S+)$/gm),
+    commitSec: total(/^pingd_commit_duration_seconds_sum(?:\{[^}]*\})? (\S+)$/gm),
   };
 }
 

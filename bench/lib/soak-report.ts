@@ -34,9 +34,9 @@ export function summaryMarkdown(segments: Segment[], ramp: { held: number | null
 export function segmentMarkdown(s: Segment, sampleSec: number): string {
   const docs = [...new Set(s.samples.flatMap((x) => Object.keys(x.renderMs)))].sort();
   const out = [
-    `#### ${s.label} (${s.seconds} s)`,
+    `#### ${s.label} (${s.seconds} s, ${s.connections} connections)`,
     '',
-    `Load average ${s.loadStart} at the start, ${s.loadEnd} at the end. Sent ${f0(s.sent)} pings, ${f0(s.acks)} acknowledged, ${sum([...s.failures.values()])} failed${s.failures.size ? ` (${[...s.failures].map(([k, n]) => `${n} × ${k}`).join(', ')})` : ''}; ${f0(s.rows)} rows in \`pings\` afterwards. pingd RSS ${f0(s.idleRssMb)} MB idle, peak ${f0(s.peakRssMb)} MB (VmHWM).`,
+    `Load average ${s.loadStart} at the start, ${s.loadEnd} at the end. Sent ${f0(s.sent)} pings, ${f0(s.acks)} acknowledged, ${sum([...s.failures.values()])} failed${s.failures.size ? ` (${[...s.failures].map(([k, n]) => `${n} × ${k}`).join(', ')})` : ''}; ${f0(s.rows)} rows in \`pings\` afterwards. pingd RSS ${f0(s.idleRssMb)} MB idle, peak ${f0(s.peakRssMb)} MB (VmHWM). CPU per acknowledged ping: pingd ${f0(s.pingdUsPerPing)} µs, the bench process (load generator and probes) ${f0(s.clientUsPerPing)} µs.`,
     '',
     `| t | accepted/s | p50 ms | p99 ms | failures | pingd RSS MB${s.backend === 'postgres' ? ' | PG backends MB' : ''} | max age shortChanges s | max age changes s | ${docs.map((d) => `render ms ${d} (n)`).join(' | ')} |`,
     `| ---: | ---: | ---: | ---: | ---: | ---: |${s.backend === 'postgres' ? ' ---: |' : ''} ---: | ---: |${docs.map(() => ' ---: |').join('')}`,

@@ -7,6 +7,7 @@ import { startPingd, createPgliteDatabase, type BenchDatabase, type Child } from
 import { createScenarioDatabase } from './soak-database.js';
 import { startPingLoad, percentile } from './soak-load.js';
 import { startAgeProbe, procMb } from './soak-probe.js';
+import { cpuMicros } from './cpu.js';
 
 export const SHORT = '/shortChanges.xml';
 export const CHANGES = '/changes.xml';
@@ -52,12 +53,16 @@ export interface Segment {
   backend: 'postgres' | 'pglite';
   rate: number;
   seconds: number;
+  connections: number;
   samples: Sample[];
   sent: number;
   acks: number;
   failures: Map<string, number>;
   rows: number;
   idleRssMb: number;
+  /** CPU µs per acknowledged ping: pingd's process, and the bench process (the load generator and probes). */
+  pingdUsPerPing: number;
+  clientUsPerPing: number;
   peakRssMb: number;
   loadStart: string;
   loadEnd: string;
@@ -109,6 +114,7 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
     const loadStart = loadStr();
     log(`soak ${o.label}: pingd ${pingd.url} (pid ${pid}, ${idleRssMb.toFixed(0)} MB idle), ${o.rate} pings/s for ${o.seconds} s; load ${loadStart}`);
     const fromMs = Date.now();
+    const cpu0 = { pingd: cpuMicros(pid), self: process.cpuUsage() };
     const t0 = performance.now();
     const load = startPingLoad({ origin: pingd.url, connections: o.connections, rate: o.rate, tag: `${o.label.replace(/\W+/g, '')}${Date.now().toString(36)}` });
     const probe = startAgeProbe(pingd.url, [SHORT, CHANGES], fromMs);
@@ -144,6 +150,9 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
       );
     }
     totals ??= await load.stop();
+    const self = process.cpuUsage(cpu0.self);
+    const pingdUsPerPing = (cpuMicros(pid) - cpu0.pingd) / Math.max(1, totals.acks);
+    const clientUsPerPing = (self.user + self.system) / Math.max(1, totals.acks);
     await probe.stop();
     const peakRssMb = procMb(pid, 'VmHWM');
     const loadEnd = loadStr();
@@ -152,7 +161,7 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
     const rows = await db.countPings();
     const nf = [...totals.failures.values()].reduce((x, y) => x + y, 0);
     log(`soak ${o.label}: sent ${totals.sent}, acknowledged ${totals.acks}, failures ${nf}, rows ${rows}, peak RSS ${peakRssMb.toFixed(0)} MB; load ${loadEnd}`);
-    const seg: Segment = { label: o.label, backend: o.backend, rate: o.rate, seconds: o.seconds, samples, sent: totals.sent, acks: totals.acks, failures: totals.failures, rows, idleRssMb, peakRssMb, loadStart, loadEnd, verdicts: [], pass: false };
+    const seg: Segment = { label: o.label, backend: o.backend, rate: o.rate, seconds: o.seconds, connections: o.connections, samples, sent: totals.sent, acks: totals.acks, failures: totals.failures, rows, idleRssMb, pingdUsPerPing, clientUsPerPing, peakRssMb, loadStart, loadEnd, verdicts: [], pass: false };
     seg.verdicts = judge(seg, o.bounds, o.sampleSec);
     seg.pass = seg.verdicts.every((v) => v.met);
     return seg;
