@@ -9,7 +9,7 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 export function summaryMarkdown(segments: Segment[], ramp: { held: number | null; brokeAt: number | null; ran: boolean }, steps: number[], errors: string[]): string {
   const out = [
-    '| run | load avg (start → end) | accepted/s | p50 / p99 ms | max age shortChanges / changes s | pingd RSS MB (idle → peak) | failures | rows = acks | bounds |',
+    '| run | load avg (start → end) | accepted/s | p50 / p99 ms | max age shortChanges / changes s | pingd RSS MB (idle → peak) | failures | rows / acks | bounds |',
     '| --- | --- | ---: | --- | --- | --- | ---: | --- | --- |',
   ];
   for (const s of segments) {
@@ -17,7 +17,7 @@ export function summaryMarkdown(segments: Segment[], ramp: { held: number | null
     const secs = sum(s.samples.map((x) => x.seconds));
     const broken = s.verdicts.filter((v) => !v.met).map((v) => v.bound);
     out.push(
-      `| ${s.label}, ${s.seconds} s | ${s.loadStart} → ${s.loadEnd} | ${f0(s.acks / secs)} | ${f1(percentile(lat, 50))} / ${f1(percentile(lat, 99))} | ${f1(maxOf(s.samples.map((x) => x.age[SHORT])))} / ${f1(maxOf(s.samples.map((x) => x.age[CHANGES])))} | ${f0(s.idleRssMb)} → ${f0(s.peakRssMb)} | ${sum([...s.failures.values()])} | ${s.rows === s.acks ? '✅' : '❌'} ${f0(s.rows)} / ${f0(s.acks)} | ${broken.length ? `❌ ${broken.join('; ')}` : '✅ all met'} |`,
+      `| ${s.label}, ${s.seconds} s | ${s.loadStart} → ${s.loadEnd} | ${f0(s.acks / secs)} | ${f1(percentile(lat, 50))} / ${f1(percentile(lat, 99))} | ${f1(maxOf(s.samples.map((x) => x.age[SHORT])))} / ${f1(maxOf(s.samples.map((x) => x.age[CHANGES])))} | ${f0(s.idleRssMb)} → ${f0(s.peakRssMb)} | ${sum([...s.failures.values()])} | ${s.verdicts.find((v) => v.bound.startsWith('every acknowledged'))?.met ? '✅' : '❌'} ${f0(s.rows)} / ${f0(s.acks)} | ${broken.length ? `❌ ${broken.join('; ')}` : '✅ all met'} |`,
     );
   }
   const lines = [out.join('\n')];
