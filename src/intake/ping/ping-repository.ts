@@ -85,7 +85,9 @@ tally as (
   select floor(random() * ${PING_TOTAL_SLOTS})::smallint, count(*) from ins having count(*) > 0
   on conflict (slot) do update set n = t.n + excluded.n
 )
-select id, url, received_at as at from ins`;
+-- The time as epoch milliseconds (a float8, read as a number): pg's parseDate of a timestamptz per row was
+-- ~3 µs a ping (bench/results/2026-11-23-wrk.md); floor() truncates the microseconds as parseDate does.
+select id, url, floor(extract(epoch from received_at) * 1000)::float8 as at_ms from ins`;
 
 // The pings of a batch the upsert did not touch were throttled: when their weblog last took a ping (for
 // the "ping again after" message). Only runs when a batch had some.
@@ -116,10 +118,10 @@ export async function insertPingBatch(q: Queryable, pings: ValidPing[], minInter
   await withContext(`inserting a batch of ${n} pings failed`, async () => {
     // Named: prepared once per connection. Planning this statement cost more than executing it for a
     // batch of 20 (profiled: ~1.2 ms per batch).
-    const rows = await q.query<{ id: number; url: string; at: Date }>(INSERT_BATCH, [method, name, url, changesUrl, rssUrl, tags, clientAddr, userAgent, minIntervalSec, queueVerification], {
+    const rows = await q.query<{ id: number; url: string; at_ms: number }>(INSERT_BATCH, [method, name, url, changesUrl, rssUrl, tags, clientAddr, userAgent, minIntervalSec, queueVerification], {
       name: 'pingd_insert_ping_batch',
     });
-    for (const r of rows) byUrl.set(r.url, { status: 'accepted', id: Number(r.id), receivedAt: new Date(r.at) });
+    for (const r of rows) byUrl.set(r.url, { status: 'accepted', id: Number(r.id), receivedAt: new Date(Number(r.at_ms)) });
     if (rows.length < n) {
       const throttled = url.filter((u) => !byUrl.has(u));
       for (const r of await q.query<{ url: string; at: Date }>(LAST_PING_AT, [throttled])) byUrl.set(r.url, { status: 'throttled', lastPingAt: new Date(r.at) });
