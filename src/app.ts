@@ -1,9 +1,10 @@
 // Owns assembling the service: plugins and routes on one Fastify instance. It never listens; the CLI's
 // `serve` (src/server.ts) does, and tests build it in-process.
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Bindings, ChildLoggerOptions } from 'pino';
 import { loadConfig, type Config, type TrustProxy } from './platform/config.js';
 import dbPlugin from './platform/db/plugin.js';
-import metricsPlugin from './operations/metrics/plugin.js';
+import metricsPlugin, { everyRoute } from './operations/metrics/plugin.js';
 import type { LogDestination } from './platform/log-destination.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
 import pingPlugin from './intake/ping/plugin.js';
@@ -11,7 +12,7 @@ import xmlrpcRoutes from './intake/xmlrpc/routes.js';
 import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
-import { requestIdGenerator } from './operations/health/request-id.js';
+import { requestIdGenerator, setRequestIdHeader } from './operations/health/request-id.js';
 import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
@@ -41,13 +42,19 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   const app = Fastify({
     logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(logStream ? { stream: logStream } : {}) },
     genReqId: requestIdGenerator(config.TRUST_PROXY !== false),
+    // A request's child logger is made when the request first logs (at LOG_LEVEL=warn a served poll never
+    // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/2026-11-23-wrk.md).
+    childLoggerFactory: (logger, bindings, opts) => new LazyChildLogger(logger, bindings, opts),
     trustProxy: proxyTrust(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT,
     // Slow clients are cut off instead of holding a socket forever.
     requestTimeout: config.REQUEST_TIMEOUT_MS,
     // Node checks those deadlines only every connectionsCheckingInterval (30 s by default).
     http: { headersTimeout: Math.min(60_000, config.REQUEST_TIMEOUT_MS), connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(config.REQUEST_TIMEOUT_MS / 4))) },
-    connectionTimeout: 60_000,
+    // No idle timer per socket (connectionTimeout): Node re-arms it on every request (~1.5 µs of a 304).
+    // requestTimeout and headersTimeout bound a slow request, keepAliveTimeout an idle keep-alive socket,
+    // and forceCloseConnections the sockets still open at shutdown.
+    connectionTimeout: 0,
     keepAliveTimeout: 65_000,
     // Requests that arrive while closing reach the handlers, which refuse pings with a clear flerror.
     return503OnClosing: false,
@@ -58,8 +65,14 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     logController: new LogController({ disableRequestLogging: config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace' }),
   });
   app.decorate('config', config);
+  // X-Request-Id on every route declared from here on, except the polled documents (they set it themselves).
+  everyRoute(app, 'onRequest', setRequestIdHeader);
   try {
     await app.register(metricsPlugin, { logDrops: opts.logDestination?.dropped });
+    // A 404 runs the not-found context's hooks, not a route's: it gets the same two explicitly (Fastify's
+    // own 404 answer, no handler given).
+    // Fastify's types list only preValidation/preHandler here; four-oh-four.js takes every lifecycle hook.
+    app.setNotFoundHandler({ onRequest: setRequestIdHeader, onResponse: app.httpLatencyHook } as never, undefined as never);
     await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
     await app.register(healthPlugin);
     await app.register(fetchPlugin, { config });
@@ -96,6 +109,74 @@ function proxyTrust(t: TrustProxy): boolean | string[] | ((addr: string, hop: nu
   if (t === false) return false;
   if (typeof t === 'number') return (_addr, hop) => hop < t;
   return [...t];
+}
+
+type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+
+/**
+ * A request's logger that becomes `parent.child(bindings, opts)` the first time a line is written at an
+ * enabled level; below it, a call costs a level comparison. Anything else (child(), bindings, a level
+ * change) makes the real child first.
+ */
+class LazyChildLogger implements FastifyBaseLogger {
+  private real: FastifyBaseLogger | undefined;
+  /** pino's level table, and the numeric level at and above which lines are written. */
+  private readonly values: Record<string, number> | undefined;
+  private readonly threshold: number;
+
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly opts: ChildLoggerOptions,
+  ) {
+    this.values = (parent as { levels?: { values: Record<string, number> } }).levels?.values;
+    // A logger without pino's level table (a custom one) decides per line itself.
+    this.threshold = this.values?.[opts.level ?? parent.level] ?? -Infinity;
+  }
+
+  private get log(): FastifyBaseLogger {
+    return (this.real ??= this.parent.child(this.bindings, this.opts));
+  }
+
+  private write(level: Level, args: unknown[]): void {
+    if (this.real === undefined) {
+      const v = this.values?.[level];
+      if (v !== undefined && v < this.threshold) return;
+    }
+    (this.log[level] as (...a: unknown[]) => void)(...args);
+  }
+
+  get level(): string {
+    return this.real ? this.real.level : (this.opts.level ?? this.parent.level);
+  }
+
+  set level(l: string) {
+    this.log.level = l;
+  }
+
+  fatal(...args: unknown[]): void {
+    this.write('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.write('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.write('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.write('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.write('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.write('trace', args);
+  }
+  silent(): void {}
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.log.child(bindings, options);
+  }
 }
 
 declare module 'fastify' {

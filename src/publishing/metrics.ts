@@ -3,6 +3,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { PublishMetricsSink, RenderReport } from './render/renderer.js';
 import type { ResponseSink } from './read/serve.js';
+import { PlainCounter } from '../operations/metrics/plain.js';
 
 export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; responses: ResponseSink } {
   const renderSeconds = new Histogram({
@@ -35,19 +36,9 @@ export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; 
     help: 'Render ticks skipped because another instance held the render lock.',
     registers: [registry],
   });
-  const responses = new Counter({
-    name: 'pingd_publish_responses_total',
-    help: 'Responses on published documents by status (200, 226, 304, 404, 503).',
-    labelNames: ['document', 'status'] as const,
-    registers: [registry],
-  });
-  const bytes = new Counter({
-    name: 'pingd_publish_response_bytes_total',
-    help: 'Body bytes sent for published documents (as sent, i.e. compressed), by status.',
-    labelNames: ['document', 'status'] as const,
-    registers: [registry],
-  });
-  const responseChildren = new Map<string, { count: ReturnType<typeof responses.labels>; bytes: ReturnType<typeof bytes.labels> }>();
+  // Counted on every poll: plain numbers (operations/metrics/plain.ts), not prom-client's per-call label hashing.
+  const responses = new PlainCounter('pingd_publish_responses_total', 'Responses on published documents by status (200, 226, 304, 404, 503).', registry);
+  const bytes = new PlainCounter('pingd_publish_response_bytes_total', 'Body bytes sent for published documents (as sent, i.e. compressed), by status.', registry);
   return {
     sink: {
       rendered(r: RenderReport) {
@@ -64,18 +55,10 @@ export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; 
         lockBusy.inc();
       },
     },
-    // Labelled children cached by a flat key: prom-client would hash the label object on every request,
-    // a measurable share of a 304's cost in a profile.
     responses(document, status, n) {
       const key = `${document} ${status}`;
-      let c = responseChildren.get(key);
-      if (!c) {
-        const labels = { document, status: String(status) };
-        c = { count: responses.labels(labels), bytes: bytes.labels(labels) };
-        responseChildren.set(key, c);
-      }
-      c.count.inc();
-      if (n > 0) c.bytes.inc(n);
+      (responses.find(key) ?? responses.add(key, { document, status: String(status) })).value++;
+      if (n > 0) (bytes.find(key) ?? bytes.add(key, { document, status: String(status) })).value += n;
     },
   };
 }

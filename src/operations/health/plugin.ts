@@ -1,11 +1,11 @@
-// Owns liveness and readiness (GET /healthz, GET /readyz) and the X-Request-Id response header.
+// Owns liveness and readiness (GET /healthz, GET /readyz). (The X-Request-Id header: request-id.ts, its
+// hook attached to every route by app.ts.)
 // Liveness says the process answers; readiness says this instance can take pings right now: the database
 // answers, every migration this code ships is applied, and the process is not shutting down.
 import fp from 'fastify-plugin';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { pendingMigrations } from '../../platform/db/migrate.js';
-import { REQUEST_ID_HEADER } from './request-id.js';
 import { PingdError } from '../../platform/errors.js';
 
 /** A readiness probe must answer before the orchestrator's own timeout (Docker's HEALTHCHECK: 5 s). */
@@ -46,11 +46,6 @@ async function healthPlugin(app: FastifyInstance): Promise<void> {
   // preClose runs before the server stops listening: from then on the load balancer is told to go away.
   app.addHook('preClose', (done) => {
     closing = true;
-    done();
-  });
-
-  app.addHook('onRequest', (req, reply, done) => {
-    reply.header(REQUEST_ID_HEADER, req.id);
     done();
   });
 

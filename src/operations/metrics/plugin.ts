@@ -2,14 +2,43 @@
 // route and the process metrics (event-loop delay among them). GET /metrics (text exposition format,
 // optionally behind METRICS_TOKEN) is served from here. Intake's metrics are in intake-metrics.ts.
 import fp from 'fastify-plugin';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { Registry, Histogram, Counter, collectDefaultMetrics } from 'prom-client';
+import { Registry, Counter, collectDefaultMetrics } from 'prom-client';
+import { PlainHistogram } from './plain.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     metrics: Registry;
+    /** Records one answer in pingd_http_request_duration_seconds (for routes that run no hooks: `config.polled`). */
+    httpLatency(route: string, method: string, status: number, ms: number): void;
+    /** The onResponse hook that records it (the 404 handler's, see app.ts). */
+    httpLatencyHook(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
   }
+  interface FastifyContextConfig {
+    /**
+     * A route polled far more than any other (the published documents): it runs none of the per-request
+     * hooks every other route gets (X-Request-Id, the latency histogram) and does their work itself,
+     * cheaper (src/publishing/read/serve.ts).
+     */
+    polled?: boolean;
+  }
+}
+
+type RouteHookName = 'onRequest' | 'onResponse';
+type RouteHook = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
+
+/**
+ * Adds `hook` as a route hook to every route declared after this call, except the polled ones. Instead of
+ * app.addHook: Fastify runs an app-wide hook on every route, with no way for one route to opt out. A new
+ * array each time: Fastify copies a GET route's options for its HEAD route before running onRoute hooks.
+ */
+export function everyRoute(app: FastifyInstance, name: RouteHookName, hook: RouteHook): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (route.config?.polled === true) return;
+    const had = route[name];
+    route[name] = [...(had === undefined ? [] : Array.isArray(had) ? had : [had]), hook] as never;
+  });
 }
 
 export interface MetricsOptions {
@@ -38,27 +67,27 @@ async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promis
   }
 
   // Per route pattern (never the raw URL: archive paths and 404 probes would make unbounded series).
-  const httpSeconds = new Histogram({
-    name: 'pingd_http_request_duration_seconds',
-    help: 'Time to answer a request, by route pattern ("unmatched" for 404s), method and status code.',
-    labelNames: ['route', 'method', 'status_code'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
-  });
-  // One labelled child per (route, method, status), looked up by a flat key: prom-client would otherwise
-  // hash the label object on every request (a measurable share of a 304's cost).
-  const httpChildren = new Map<string, ReturnType<typeof httpSeconds.labels>>();
-  app.addHook('onResponse', (req, reply, done) => {
-    const route = req.routeOptions.url ?? 'unmatched';
-    const key = `${route} ${req.method} ${reply.statusCode}`;
-    let child = httpChildren.get(key);
-    if (!child) {
-      child = httpSeconds.labels({ route, method: req.method, status_code: reply.statusCode });
-      httpChildren.set(key, child);
-    }
-    child.observe(reply.elapsedTime / 1000);
+  // Plain numbers (plain.ts): prom-client would hash the label object on every request.
+  const httpSeconds = new PlainHistogram(
+    'pingd_http_request_duration_seconds',
+    'Time to answer a request, by route pattern ("unmatched" for 404s), method and status code.',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registry,
+  );
+  const observe = (route: string, method: string, status: number, ms: number): void => {
+    const key = `${route} ${method} ${status}`;
+    (httpSeconds.find(key) ?? httpSeconds.add(key, { route, method, status_code: status })).observe(ms / 1000);
+  };
+  app.decorate('httpLatency', observe);
+  const onResponse = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    observe(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime);
     done();
-  });
+  };
+  app.decorate('httpLatencyHook', onResponse);
+  // A route hook on every route declared from now on (this plugin is registered first), except the polled
+  // ones (`config.polled`), which record their latency through their own sink: an app-wide hook would run
+  // on every poll (Fastify's hook runner and the response's 'finish' work, ~10 µs of a 304).
+  everyRoute(app, 'onResponse', onResponse);
 
   // Optional bearer token: the exposition names routes and counts, not secrets, but operators who
   // publish the port may not want it readable. Compared by hash so the time taken reveals nothing.

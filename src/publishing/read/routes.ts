@@ -4,12 +4,12 @@
 // Retry-After, not a 500 with the internal error.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import { queryParam } from '../../platform/http-schema.js';
 import { requestBase, websubLinks } from '../../platform/public-url.js';
+import { REQUEST_ID_HEADER } from '../../operations/health/request-id.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
-import { IMMUTABLE, serveDocument, type ResponseSink, type ServePolicy } from './serve.js';
+import { IMMUTABLE, refuseSince, serveDocument, serveNotModified, sinceWithinLimits, type ResponseSink, type ServePolicy } from './serve.js';
 
 export interface DocumentRoutesOptions {
   documents: DocumentRegistry;
@@ -22,11 +22,8 @@ export interface DocumentRoutesOptions {
   port: number;
 }
 
-/** A cursor is `<id>.<µs>` in base 36, at most 23 characters; anything much longer is not one. */
-const SINCE_MAX = 64;
-/** `?since=<cursor>` (RFC 3229 without the headers); serve.ts refuses a malformed short one with its own 400. */
-const SinceQuery = Type.Object({ since: queryParam(SINCE_MAX) });
-type SinceQuery = Static<typeof SinceQuery>;
+/** Distinct Host values whose Link header is remembered per document. */
+const LINKS_MAX = 64;
 
 const ArchiveParams = Type.Object({ year: Type.String(), month: Type.String(), day: Type.String(), hour: Type.String() });
 type ArchiveParams = Static<typeof ArchiveParams>;
@@ -47,24 +44,60 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
       .send(`The document cannot be read right now (database unavailable); try again in ${cadenceSec} seconds.\n`);
   };
 
+  // The documents are the polled routes (`config.polled`): no app-wide hook runs on them (see
+  // operations/metrics/plugin.ts everyRoute), so each answer sets its X-Request-Id and records its latency
+  // here, from the handler's start (nothing runs on these routes before it) to the reply's send (a stream
+  // body: its start); not reply.elapsedTime, which Fastify only starts when a route has an onResponse hook
+  // or the app a logger. The handlers return undefined, not the reply: a reply is a thenable that Fastify
+  // would wait on for the response's 'finish'.
+  const answered = (route: string, req: FastifyRequest, reply: FastifyReply, started: number): void => {
+    app.httpLatency(route, req.method, reply.statusCode, performance.now() - started);
+  };
+
   for (const doc of opts.documents.list()) {
+    // WebSub §4 (discovery): the hub to subscribe at and the topic's own URL, absolute; one string per
+    // PUBLIC_URL or Host value, not rebuilt per request.
+    const linkCache = new Map<string, string>();
+    const linkFor = (base: string): string => {
+      let l = linkCache.get(base);
+      if (l === undefined) {
+        l = websubLinks(base, `${base}${doc.path}`);
+        if (linkCache.size < LINKS_MAX) linkCache.set(base, l);
+      }
+      return l;
+    };
     const policy: ServePolicy = {
       document: doc.name,
       deltas: doc.deltas,
       cacheControl: () => live,
       missing: { status: 503, message: `${doc.path} has not been rendered yet; try again in ${cadenceSec} seconds.`, retryAfterSec: cadenceSec },
-      // WebSub §4 (discovery): the hub to subscribe at and the topic's own URL, absolute.
-      links: (req) => {
-        const base = requestBase(opts.publicUrl, opts.port, req);
-        return websubLinks(base, `${base}${doc.path}`);
-      },
+      links: (req) => linkFor(requestBase(opts.publicUrl, opts.port, req)),
     };
-    app.route<{ Querystring: SinceQuery }>({
+    // No querystring schema: Fastify would validate one on every poll (~1 µs); serve.ts checks `?since=`
+    // only when it is there.
+    app.route({
       method: ['GET', 'HEAD'],
       url: doc.path,
       exposeHeadRoute: false,
-      schema: { querystring: SinceQuery },
-      handler: (req, reply) => serveDocument(reader, doc.path, policy, req, reply, record).catch((err: Error) => unavailable(req, reply, err)),
+      config: { polled: true },
+      handler: (req, reply) => {
+        const started = performance.now();
+        reply.header(REQUEST_ID_HEADER, req.id);
+        const since = (req.query as Record<string, string | string[] | undefined>).since;
+        if (since !== undefined && !sinceWithinLimits(since)) {
+          refuseSince(reply, policy, record);
+          answered(doc.path, req, reply, started);
+          return;
+        }
+        const fast = serveNotModified(reader, doc.path, policy, req, reply, record);
+        if (fast !== null) {
+          answered(doc.path, req, reply, started);
+          return;
+        }
+        return serveDocument(reader, doc.path, policy, req, reply, record)
+          .catch((err: Error) => unavailable(req, reply, err))
+          .then(() => answered(doc.path, req, reply, started));
+      },
     });
   }
 
@@ -74,19 +107,27 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
     cacheControl: (meta) => (meta.closed ? IMMUTABLE : live),
     missing: { status: 404, message: 'There is no archive for this hour (yet).' },
   };
+  const archiveRoute = '/:year(^\\d{4})/:month(^\\d{2})/:day(^\\d{2})/:hour(^\\d{2}).xml';
   app.route<{ Params: ArchiveParams }>({
     method: ['GET', 'HEAD'],
-    url: '/:year(^\\d{4})/:month(^\\d{2})/:day(^\\d{2})/:hour(^\\d{2}).xml',
+    url: archiveRoute,
     exposeHeadRoute: false,
     schema: { params: ArchiveParams },
+    config: { polled: true },
     handler: (req, reply) => {
+      const started = performance.now();
+      reply.header(REQUEST_ID_HEADER, req.id);
       const { year, month, day, hour } = req.params;
       const ms = parseArchivePath(year, month, day, hour);
       if (ms === null) {
         record('archive', 404, 0);
-        return reply.code(404).header('content-type', 'text/plain; charset=utf-8').send('Not a UTC hour.\n');
+        reply.code(404).header('content-type', 'text/plain; charset=utf-8').send('Not a UTC hour.\n');
+        answered(archiveRoute, req, reply, started);
+        return;
       }
-      return serveDocument(reader, archivePath(ms), archivePolicy, req, reply, record).catch((err: Error) => unavailable(req, reply, err));
+      return serveDocument(reader, archivePath(ms), archivePolicy, req, reply, record)
+        .catch((err: Error) => unavailable(req, reply, err))
+        .then(() => answered(archiveRoute, req, reply, started));
     },
   });
 }
