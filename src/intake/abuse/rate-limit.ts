@@ -2,7 +2,7 @@
 // address) and the per-host budget (a bucket per weblog host). Each instance counts on its own (N instances
 // behind a balancer allow up to N × the rate); that is enough to stop one noisy address or one site's
 // spellings from flooding the queue and the published lists, which is what they are for.
-import { canonicalAddress, slash64Key } from '../../platform/net/ip.js';
+import { canonicalAddress, isCanonicalIPv4, slash64Key } from '../../platform/net/ip.js';
 
 /** At most this many keys are tracked; beyond it the oldest entries are forgotten (bounded memory). */
 export const MAX_TRACKED = 100_000;
@@ -19,6 +19,8 @@ export type RateDecision = { ok: true } | { ok: false; retryAfterSec: number };
  * and counting single addresses would let them rotate through 2^64 of them.
  */
 export function clientKey(addr: string | null | undefined): string {
+  // The usual case, an address PingService.admit already made canonical IPv4: its own key, no parsing.
+  if (addr && isCanonicalIPv4(addr)) return addr;
   // Text that is not an address shares one bucket: a key is never longer than an address.
   const a = canonicalAddress(addr);
   return a ? slash64Key(a) : 'unknown';
