@@ -196,7 +196,8 @@ export async function fill(q: Queryable, s: FillSpec, log: (line: string) => voi
       await q.exec(pingsSql(seg, lo, hi, l, s.weblogs, k === l.segments.length - 1));
       const done = hi;
       const el = (performance.now() - insertT0) / 1000;
-      log(`    pings ${done.toLocaleString('en-US')} / ${s.pings.toLocaleString('en-US')} (${Math.round(done / el).toLocaleString('en-US')}/s, ${((cpu() - cpu0) / done).toFixed(1)} CPU µs each)`);
+      const us = (cpu() - cpu0) / done;
+      log(`    pings ${done.toLocaleString('en-US')} / ${s.pings.toLocaleString('en-US')} (${Math.round(done / el).toLocaleString('en-US')}/s${Number.isFinite(us) ? `, ${us.toFixed(1)} CPU µs each` : ''})`);
     }
     steps[`pings: ${seg.name}`] = Math.round(performance.now() - t) / 1000;
   }

@@ -29,7 +29,10 @@ export interface Sizes {
 
 export interface ProbeResult {
   kind: ProbeKind;
+  /** The measured render (changes: the second tick of the process). */
   ms?: number;
+  /** changes: the process's first tick (with the embedded database's ANALYZE of weblogs and pings). */
+  firstMs?: number;
   /** Peak RSS of the probe process, and its RSS before the measured work. */
   peakMb?: number;
   startMb?: number;
@@ -78,18 +81,25 @@ async function probe(kind: ProbeKind, target: string, at: number, hour: number):
     let entries: number | undefined;
     let identityBytes: number | undefined;
     let gzipBytes: number | undefined;
+    let firstMs: number | undefined;
     if (kind === 'changes') {
-      const r = await renderer.tick({ now: new Date(at), liveOnly: true, force: true });
-      const x = r?.rendered[0];
-      if (!x) throw new Error(`changes.xml not rendered: ${JSON.stringify(r)}`);
-      ({ entries, identityLength: identityBytes, gzipLength: gzipBytes } = x);
+      // Twice: a renderer's first tick on the embedded database also refreshes the planner statistics of
+      // weblogs and pings (ANALYZE, every 10 minutes: PGlite has no autovacuum); the second is a steady one.
+      for (let i = 0; i < 2; i++) {
+        const ti = performance.now();
+        const r = await renderer.tick({ now: new Date(at), liveOnly: true, force: true });
+        const x = r?.rendered[0];
+        if (!x) throw new Error(`changes.xml not rendered: ${JSON.stringify(r)}`);
+        ({ entries, identityLength: identityBytes, gzipLength: gzipBytes } = x);
+        if (i === 0) firstMs = Math.round(performance.now() - ti);
+      }
     } else {
       const r = await renderer.renderHour(hour, { now: new Date(at) });
       if (r === null) throw new Error('the render lock is busy');
       if (r !== 'identical') ({ entries, identityLength: identityBytes, gzipLength: gzipBytes } = r);
     }
-    const ms = performance.now() - t0;
-    return { kind, ms: Math.round(ms), peakMb: mb(process.resourceUsage().maxRSS * 1024), startMb: mb(start), entries, identityBytes, gzipBytes };
+    const ms = firstMs === undefined ? performance.now() - t0 : performance.now() - t0 - firstMs;
+    return { kind, ms: Math.round(ms), firstMs, peakMb: mb(process.resourceUsage().maxRSS * 1024), startMb: mb(start), entries, identityBytes, gzipBytes };
   } finally {
     await db.close();
   }
