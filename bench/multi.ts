@@ -40,12 +40,12 @@ const ok = (b: boolean) => (b ? '✅' : '❌');
 function table(rs: SetupResult[]): string[] {
   const base = rs.find((r) => r.instances === 1);
   const out = [
-    '| setup | load avg (start → end) | acks/s | vs one | p50 / p99 ms | failures | acks / rows | URLs acked with ≠ 1 row | (url, received_at) twice | ids: range − rows | connections per instance | pings accepted per instance | group commits per instance: count, mean size, mean ms | renders / busy ticks per instance | overlapping renderings | /changes.xml same ETag and bytes |',
-    '| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: | --- |',
+    '| setup | load avg (start → end) | acks/s | vs one | p50 / p99 ms | failures | acks / rows | URLs acked with ≠ 1 row | (url, received_at) twice | ids: range − rows | connections per instance | pings accepted per instance | group commits per instance: count, mean size, mean ms | PG sessions waiting on an advisory lock / active (mean) | renders / busy ticks per instance | overlapping renderings | /changes.xml same ETag and bytes |',
+    '| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- | --- | --- | ---: | --- |',
   ];
   for (const r of rs) {
     out.push(
-      `| ${r.instances} pingd | ${r.loadStart} → ${r.loadEnd} | ${f0(r.rps)} | ${base && r !== base ? `${(r.rps / base.rps).toFixed(2)}×` : '1'} | ${f1(r.p50)} / ${f1(r.p99)} | ${r.failures} | ${ok(r.acks === r.rows)} ${f0(r.acks)} / ${f0(r.rows)} | ${ok(r.notOnce === 0)} ${r.notOnce} | ${ok(r.duplicates === 0)} ${r.duplicates} | ${r.idGap} | ${r.handed.join(' / ')} | ${r.perInstance.map((p) => f0(p.accepted)).join(' / ')} | ${r.perInstance.map((p) => `${f0(p.batches)}, ${f1(p.batchPings / p.batches)}, ${f1((1000 * p.commitSec) / p.batches)}`).join(' · ')} | ${r.perInstance.map((p) => `${p.rendered}/${p.busy}`).join(' · ')} | ${ok(r.overlaps === 0)} ${r.overlaps} of ${r.renderings} (closest gap ${f0(r.minGapMs)} ms) | ${ok(r.sameDocument)} ${r.documentNote} |`,
+      `| ${r.instances} pingd | ${r.loadStart} → ${r.loadEnd} | ${f0(r.rps)} | ${base && r !== base ? `${(r.rps / base.rps).toFixed(2)}×` : '1'} | ${f1(r.p50)} / ${f1(r.p99)} | ${r.failures} | ${ok(r.acks === r.rows)} ${f0(r.acks)} / ${f0(r.rows)} | ${ok(r.notOnce === 0)} ${r.notOnce} | ${ok(r.duplicates === 0)} ${r.duplicates} | ${r.idGap} | ${r.handed.join(' / ')} | ${r.perInstance.map((p) => f0(p.accepted)).join(' / ')} | ${r.perInstance.map((p) => `${f0(p.batches)}, ${f1(p.batchPings / p.batches)}, ${f1((1000 * p.commitSec) / p.batches)}`).join(' · ')} | ${r.advisoryWaiting.toFixed(2)} / ${r.activeSessions.toFixed(2)} | ${r.perInstance.map((p) => `${p.rendered}/${p.busy}`).join(' · ')} | ${ok(r.overlaps === 0)} ${r.overlaps} of ${r.renderings} (closest gap ${f0(r.minGapMs)} ms) | ${ok(r.sameDocument)} ${r.documentNote} |`,
     );
   }
   return out;

@@ -34,6 +34,9 @@ export interface SetupResult {
   idGap: number;
   handed: number[];
   perInstance: InstanceFigures[];
+  /** Mean sessions of this database waiting on an advisory lock, and active, over the run (sampled 4×/s). */
+  advisoryWaiting: number;
+  activeSessions: number;
   renderings: number;
   overlaps: number;
   minGapMs: number;
@@ -104,7 +107,24 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
     log(`multi ${o.instances} pingd: proxy ${proxy.origin} → ${pingds.map((p) => p.port).join(', ')}; warm-up ${w.acks} acks; load ${loadStart}`);
     const load = startPingLoad({ origin: proxy.origin, connections: o.connections, tag, keepUrls: true });
     const t0 = performance.now();
+    // What the database's sessions wait on meanwhile: a ping batch waiting for another's EVENT_ORDER_LOCK
+    // shows as wait_event 'advisory' (the render lock is only ever tried, never waited for).
+    const waits = { samples: 0, advisory: 0, active: 0 };
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const [r] = await db.query<{ advisory: string; active: string }>(
+          "select count(*) filter (where wait_event_type = 'Lock' and wait_event = 'advisory') as advisory, count(*) filter (where state = 'active') as active from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()",
+        );
+        waits.samples++;
+        waits.advisory += Number(r.advisory);
+        waits.active += Number(r.active);
+        await sleep(250);
+      }
+    })();
     await sleep(o.seconds * 1000);
+    sampling = false;
+    await sampler;
     const win = load.take();
     const totals = await load.stop();
     const seconds = (performance.now() - t0) / 1000;
@@ -172,6 +192,8 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
       idGap,
       handed,
       perInstance,
+      advisoryWaiting: waits.advisory / Math.max(1, waits.samples),
+      activeSessions: waits.active / Math.max(1, waits.samples),
       renderings: rs.length,
       overlaps,
       minGapMs: Number.isFinite(minGapMs) ? minGapMs : NaN,
