@@ -38,6 +38,7 @@ const num = (name: string, def: number) => Math.round(envNumber(name, def));
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const STEPS = ['intake', 'render', 'lookup', 'retention', 'migrate', 'migrate011'] as const;
 type Step = (typeof STEPS)[number];
+const BIG_STEPS: Step[] = ['intake', 'render', 'lookup', 'retention', 'migrate'];
 /** The partitioned-logs migration: timed on a database filled at the schema before it. */
 const PARTITION_MIGRATION = 11;
 /** Bytes a generated ping takes on disk with its share of indexes and weblogs (measured: ~330 at 1M), with room. */
@@ -69,23 +70,23 @@ interface RenderPair {
 interface BackendResult {
   backend: Backend;
   s: Settings;
-  fill: FillTimings;
+  fill?: FillTimings;
   smallFill?: FillTimings;
-  sizes: Sizes;
-  loadAtFill: string;
+  sizes?: Sizes;
+  loadAtFill?: string;
   intake?: IntakeResult & { load: string };
   changes?: RenderPair & { load: string };
   archive?: RenderPair & { load: string };
   lookup?: { small: { hot: Lookup; few: Lookup }; big: { hot: Lookup; few: Lookup }; load: string; smallFill: FillTimings };
   retention?: PruneUnderLoad & { load: string; partitionsBefore: number; partitionsAfter: number };
   migrate?: { emptyMs: number; bigMs: number; load: string };
-  migrate011?: { pings: number; fill: FillTimings; ms: number; out: string; load: string } | { skipped: string };
+  migrate011?: { pings: number; fill: FillTimings; ms: number; out: string; load: string; failed?: { ms: number; error: string } } | { skipped: string };
   seconds: number;
 }
 
 /**
  * pingd serving a database with the renderer and retention off (the intake scenarios' setting). Tried up to
- * three times: on a loaded machine, opening the embedded database has overrun Fastify's 10 s plugin timeout
+ * five times: on a loaded machine, opening the embedded database has overrun Fastify's 10 s plugin timeout
  * ("Plugin did not start in time: 'db'").
  */
 async function serve(db: ScaleDb, extra: Record<string, string> = {}): Promise<Child> {
@@ -93,7 +94,7 @@ async function serve(db: ScaleDb, extra: Record<string, string> = {}): Promise<C
     try {
       return await startPingd({ env: { RENDER_SCHEDULER: 'false', RETENTION_DAYS: '0', ARCHIVE_RETENTION_DAYS: '0', ...extra, ...db.env } });
     } catch (err) {
-      if (attempt >= 3 || !/did not start in time/.test((err as Error).message)) throw err;
+      if (attempt >= 5 || !/did not start in time/.test((err as Error).message)) throw err;
       log(`  pingd did not start (attempt ${attempt}): ${(err as Error).message.split('\n')[1] ?? ''}; again`);
     }
   }
@@ -131,84 +132,88 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
     for (const c of servers.splice(0)) await c.stop();
   };
   try {
-    if (backend === 'postgres') checkDisk(s.pings);
-    const empty = await make('empty');
-    const small = await make('hours');
-    const big = await make('big');
-    for (const d of [empty, small, big]) await pingdCommand(['migrate'], d.env);
-    const at = Date.now();
-    const spec: FillSpec = { pings: s.pings, weblogs: s.weblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at, chunk: backend === 'pglite' ? 250_000 : 2_000_000 };
-    log(`${backend}: filling ${s.pings.toLocaleString('en-US')} pings of ${s.weblogs.toLocaleString('en-US')} weblogs (load ${load()})…`);
-    const loadAtFill = load();
-    const fill = await fillDatabase(big, spec, log);
-    log(`  filled in ${fill.seconds} s (${fill.insertRate.toLocaleString('en-US')} pings/s inserted; load ${load()})`);
-    const smallSpec: FillSpec = { pings: s.hourWeblogs + s.archivePings, weblogs: s.hourWeblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at };
-    const smallFill = await fillDatabase(small, smallSpec, () => undefined);
-    const sizes = (await runProbe('sizes', big.target)).sizes!;
-    const r: BackendResult = { backend, s, fill, smallFill, sizes, loadAtFill, seconds: 0 };
+    const r: BackendResult = { backend, s, seconds: 0 };
+    // The big database and its empty counterparts, unless only migration 011 is measured.
+    if (BIG_STEPS.some((x) => s.steps.has(x))) {
+      if (backend === 'postgres') checkDisk(s.pings);
+      const empty = await make('empty');
+      const small = await make('hours');
+      const big = await make('big');
+      for (const d of [empty, small, big]) await pingdCommand(['migrate'], d.env);
+      const at = Date.now();
+      const spec: FillSpec = { pings: s.pings, weblogs: s.weblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at, chunk: backend === 'pglite' ? 250_000 : 2_000_000 };
+      log(`${backend}: filling ${s.pings.toLocaleString('en-US')} pings of ${s.weblogs.toLocaleString('en-US')} weblogs (load ${load()})…`);
+      const loadAtFill = load();
+      const fill = await fillDatabase(big, spec, log);
+      log(`  filled in ${fill.seconds} s (${fill.insertRate.toLocaleString('en-US')} pings/s inserted; load ${load()})`);
+      const smallSpec: FillSpec = { pings: s.hourWeblogs + s.archivePings, weblogs: s.hourWeblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at };
+      const smallFill = await fillDatabase(small, smallSpec, () => undefined);
+      const sizes = (await runProbe('sizes', big.target)).sizes!;
+      Object.assign(r, { fill, smallFill, sizes, loadAtFill });
 
-    if (s.steps.has('render')) {
-      log(`  render (load ${load()})`);
-      const l = load();
-      r.changes = { ...(await renderPair('changes', small, at, 0, big, at, 0)), load: l };
-      r.archive = { ...(await renderPair('archive', small, at, smallFill.layout.archiveHour, big, at, fill.layout.archiveHour)), load: load() };
-    }
-
-    if (s.steps.has('lookup') || s.steps.has('intake')) {
-      const pe = await serve(empty);
-      servers.push(pe);
-      const ps = await serve(small);
-      servers.push(ps);
-      const pb = await serve(big);
-      servers.push(pb);
-      if (s.steps.has('lookup')) {
-        log(`  lookups (load ${load()})`);
+      if (s.steps.has('render')) {
+        log(`  render (load ${load()})`);
         const l = load();
-        const path = (u: string) => `/weblog?url=${encodeURIComponent(u)}`;
-        const small2 = { hot: await sequentialGets(ps.url, path(smallFill.hotWeblog.url), s.lookups), few: await sequentialGets(ps.url, path(smallFill.fewWeblog.url), s.lookups) };
-        const big2 = { hot: await sequentialGets(pb.url, path(fill.hotWeblog.url), s.lookups), few: await sequentialGets(pb.url, path(fill.fewWeblog.url), s.lookups) };
-        r.lookup = { small: small2, big: big2, load: l, smallFill };
-        log(`    hot: hours only p99 ${small2.hot.p99.toFixed(1)} ms, big p99 ${big2.hot.p99.toFixed(1)} ms; few: ${small2.few.p99.toFixed(1)} / ${big2.few.p99.toFixed(1)} ms`);
+        r.changes = { ...(await renderPair('changes', small, at, 0, big, at, 0)), load: l };
+        r.archive = { ...(await renderPair('archive', small, at, smallFill.layout.archiveHour, big, at, fill.layout.archiveHour)), load: load() };
       }
-      if (s.steps.has('intake')) {
-        log(`  intake, empty and big in turn (load ${load()})`);
+
+      if (s.steps.has('lookup') || s.steps.has('intake')) {
+        const pe = await serve(empty);
+        servers.push(pe);
+        const ps = await serve(small);
+        servers.push(ps);
+        const pb = await serve(big);
+        servers.push(pb);
+        if (s.steps.has('lookup')) {
+          log(`  lookups (load ${load()})`);
+          const l = load();
+          const path = (u: string) => `/weblog?url=${encodeURIComponent(u)}`;
+          const small2 = { hot: await sequentialGets(ps.url, path(smallFill.hotWeblog.url), s.lookups), few: await sequentialGets(ps.url, path(smallFill.fewWeblog.url), s.lookups) };
+          const big2 = { hot: await sequentialGets(pb.url, path(fill.hotWeblog.url), s.lookups), few: await sequentialGets(pb.url, path(fill.fewWeblog.url), s.lookups) };
+          r.lookup = { small: small2, big: big2, load: l, smallFill };
+          log(`    hot: hours only p99 ${small2.hot.p99.toFixed(1)} ms, big p99 ${big2.hot.p99.toFixed(1)} ms; few: ${small2.few.p99.toFixed(1)} / ${big2.few.p99.toFixed(1)} ms`);
+        }
+        if (s.steps.has('intake')) {
+          log(`  intake, empty and big in turn (load ${load()})`);
+          const l = load();
+          r.intake = { ...(await intakePairs(pe, pb, { runs: s.runs, seconds: s.duration, warmup: s.warmup, connections: 64, tag: `s${Date.now().toString(36)}` }, log)), load: l };
+        }
+        await stopAll();
+      }
+
+      if (s.steps.has('retention')) {
+        const before = (await runProbe('sizes', big.target)).sizes!;
+        // The pass is scheduled for a second far enough ahead for pingd to start and wrk to get going (a start
+        // that took too long is made again with more room).
+        let firesAt = 0;
+        let pb: Child | undefined;
+        for (let ahead = 15_000; !pb; ahead += 15_000) {
+          firesAt = Math.ceil((Date.now() + ahead) / 1000) * 1000;
+          log(`  retention: RETENTION_DAYS=29, pass at ${new Date(firesAt).toISOString()} (load ${load()})`);
+          const c = await serve(big, { RETENTION_DAYS: '29', RETENTION_CRON: `${new Date(firesAt).getUTCSeconds()} * * * * *` });
+          if (Date.now() < firesAt - 5000 || ahead >= 45_000) pb = c;
+          else await c.stop();
+        }
         const l = load();
-        r.intake = { ...(await intakePairs(pe, pb, { runs: s.runs, seconds: s.duration, warmup: s.warmup, connections: 64, tag: `s${Date.now().toString(36)}` }, log)), load: l };
+        servers.push(pb);
+        const pr = await intakeDuringPrune(pb, firesAt, { slice: 2, connections: 64, afterSlices: 3, timeoutSec: 1800, tag: `r${Date.now().toString(36)}` }, log);
+        await stopAll();
+        const after = (await runProbe('sizes', big.target)).sizes!;
+        r.retention = { ...pr, load: l, partitionsBefore: before.partitions, partitionsAfter: after.partitions };
+        log(`    pass: ${pr.seconds.toFixed(2)} s, ${pr.pingsDeleted.toLocaleString('en-US')} pings deleted`);
       }
-      await stopAll();
-    }
 
-    if (s.steps.has('retention')) {
-      const before = (await runProbe('sizes', big.target)).sizes!;
-      // The pass is scheduled for a second far enough ahead for pingd to start and wrk to get going (a start
-      // that took too long is made again with more room).
-      let firesAt = 0;
-      let pb: Child | undefined;
-      for (let ahead = 15_000; !pb; ahead += 15_000) {
-        firesAt = Math.ceil((Date.now() + ahead) / 1000) * 1000;
-        log(`  retention: RETENTION_DAYS=29, pass at ${new Date(firesAt).toISOString()} (load ${load()})`);
-        const c = await serve(big, { RETENTION_DAYS: '29', RETENTION_CRON: `${new Date(firesAt).getUTCSeconds()} * * * * *` });
-        if (Date.now() < firesAt - 5000 || ahead >= 45_000) pb = c;
-        else await c.stop();
+      if (s.steps.has('migrate')) {
+        const l = load();
+        const e = await pingdCommand(['migrate'], empty.env);
+        const b = await pingdCommand(['migrate'], big.env);
+        r.migrate = { emptyMs: e.ms, bigMs: b.ms, load: l };
+        log(`  pingd migrate: empty ${Math.round(e.ms)} ms, big ${Math.round(b.ms)} ms`);
       }
-      const l = load();
-      servers.push(pb);
-      const pr = await intakeDuringPrune(pb, firesAt, { slice: 2, connections: 64, afterSlices: 3, timeoutSec: 1800, tag: `r${Date.now().toString(36)}` }, log);
-      await stopAll();
-      const after = (await runProbe('sizes', big.target)).sizes!;
-      r.retention = { ...pr, load: l, partitionsBefore: before.partitions, partitionsAfter: after.partitions };
-      log(`    pass: ${pr.seconds.toFixed(2)} s, ${pr.pingsDeleted.toLocaleString('en-US')} pings deleted`);
+      // The big database goes before the next one is filled: disk.
+      for (const d of dbs.splice(0)) await d.drop();
     }
-
-    if (s.steps.has('migrate')) {
-      const l = load();
-      const e = await pingdCommand(['migrate'], empty.env);
-      const b = await pingdCommand(['migrate'], big.env);
-      r.migrate = { emptyMs: e.ms, bigMs: b.ms, load: l };
-      log(`  pingd migrate: empty ${Math.round(e.ms)} ms, big ${Math.round(b.ms)} ms`);
-    }
-    // The big database goes before the next one is filled: disk.
-    for (const d of dbs.splice(0)) await d.drop();
 
     if (s.steps.has('migrate011')) {
       if (!listMigrations().some((m) => m.version === PARTITION_MIGRATION)) r.migrate011 = { skipped: `no migration ${PARTITION_MIGRATION} in migrations/` };
@@ -217,10 +222,22 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
         await migrateUpTo(m, PARTITION_MIGRATION - 1);
         const mw = Math.max(1000, Math.round(s.migratePings / 10));
         log(`  migration 011: filling ${s.migratePings.toLocaleString('en-US')} pings at the schema of migration 010 (load ${load()})`);
-        const mf = await fillDatabase(m, { pings: s.migratePings, weblogs: mw, hourWeblogs: Math.min(s.hourWeblogs, mw), archivePings: Math.min(s.archivePings, Math.round(s.migratePings / 10)), at: Date.now(), chunk: spec.chunk }, log);
+        const mf = await fillDatabase(m, { pings: s.migratePings, weblogs: mw, hourWeblogs: Math.min(s.hourWeblogs, mw), archivePings: Math.min(s.archivePings, Math.round(s.migratePings / 10)), at: Date.now(), chunk: backend === 'pglite' ? 250_000 : 2_000_000 }, log);
         const l = load();
-        const run = await pingdCommand(['migrate'], m.env);
-        r.migrate011 = { pings: s.migratePings, fill: mf, ms: run.ms, out: run.out, load: l };
+        // With pingd's defaults first: DB_TIMEOUT_MS (5 s) also bounds each statement of `pingd migrate`, and a
+        // migration that runs longer fails (it is rolled back: the database is as before). Then, if it failed,
+        // with the longest timeout the setting allows.
+        let failed: { ms: number; error: string } | undefined;
+        const t = performance.now();
+        let run = await pingdCommand(['migrate'], m.env).catch((err: Error) => {
+          failed = { ms: performance.now() - t, error: err.message.split('\n')[0].replace(/^pingd migrate exited with \d+: /, '') };
+          return undefined;
+        });
+        if (!run) {
+          log(`    pingd migrate failed after ${Math.round(failed!.ms)} ms (${failed!.error}); again with DB_TIMEOUT_MS=600000`);
+          run = await pingdCommand(['migrate'], { ...m.env, DB_TIMEOUT_MS: '600000' });
+        }
+        r.migrate011 = { pings: s.migratePings, fill: mf, ms: run.ms, out: run.out, load: l, failed };
         log(`    pingd migrate: ${Math.round(run.ms)} ms (${run.out})`);
       }
     }
@@ -243,13 +260,13 @@ const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? `${(a / b).toF
 const best = (xs: ProbeResult[]) => Math.min(...xs.map((x) => x.ms ?? Infinity));
 const peak = (xs: ProbeResult[]) => Math.max(...xs.map((x) => x.peakMb ?? 0));
 
-function backendSection(r: BackendResult): string {
-  const { s, fill } = r;
-  const size = r.sizes;
+const LABEL = { postgres: 'PostgreSQL 15', pglite: 'PGlite (embedded)' } as const;
+
+function bigLines(r: BackendResult, fill: FillTimings, size: Sizes): string[] {
+  const { s } = r;
   const perM = (b: number) => gib((b / size.pings) * 1e6);
   const lines: string[] = [];
-  const label = r.backend === 'postgres' ? 'PostgreSQL 15' : 'PGlite (embedded)';
-  lines.push(`#### ${label}: ${m(fill.pings)} pings, ${m(fill.weblogs)} weblogs`, '');
+  lines.push(`#### ${LABEL[r.backend]}: ${m(fill.pings)} pings, ${m(fill.weblogs)} weblogs`, '');
   lines.push(
     `Generated in **${f0(fill.seconds)} s** (load ${r.loadAtFill}): pings inserted at ${f0(fill.insertRate)}/s${fill.insertCpuSec ? ` (${f1((fill.insertCpuSec * 1e6) / fill.pings)} CPU µs each in the PostgreSQL backend)` : ''}; ` +
       Object.entries(fill.steps)
@@ -302,11 +319,17 @@ function backendSection(r: BackendResult): string {
     `Size: the ping log ${gib(size.pingsBytes)} in ${size.partitions} ${size.partitions === 1 ? 'table' : 'partitions'} (heap ${gib(size.pingsHeapBytes)}, indexes ${gib(size.pingsIndexBytes)}) = **${perM(size.pingsBytes)} per million pings** (heap ${perM(size.pingsHeapBytes)}, indexes ${perM(size.pingsIndexBytes)}); weblogs ${gib(size.weblogsBytes)}; the whole database ${gib(size.databaseBytes)} (${perM(size.databaseBytes)} per million pings).`,
     '',
   );
+  return lines;
+}
+
+function backendSection(r: BackendResult): string {
+  const lines = r.fill && r.sizes ? bigLines(r, r.fill, r.sizes) : [`#### ${LABEL[r.backend]}`, ''];
   if (r.migrate011) {
     if ('skipped' in r.migrate011) lines.push(`Migration 011 on a filled database: skipped (${r.migrate011.skipped}).`, '');
     else {
       const x = r.migrate011;
-      lines.push(`Migration 011 (partitioned logs) on a database of ${m(x.fill.pings)} pings and ${m(x.fill.weblogs)} weblogs made at the schema of migration 010 (filled in ${f0(x.fill.seconds)} s): \`pingd migrate\` took **${f1(x.ms / 1000)} s** (load ${x.load}; "${x.out.replace(/\n/g, ' ')}").`, '');
+      const first = x.failed ? `with pingd's defaults it **failed after ${f1(x.failed.ms / 1000)} s** ("${x.failed.error}": DB_TIMEOUT_MS, 5 s, bounds each statement of the migration too; rolled back), then with DB_TIMEOUT_MS=600000 ` : '';
+      lines.push(`Migration 011 (partitioned logs) on a database of ${m(x.fill.pings)} pings and ${m(x.fill.weblogs)} weblogs made at the schema of migration 010 (filled in ${f0(x.fill.seconds)} s): \`pingd migrate\` ${first}took **${f1(x.ms / 1000)} s** (load ${x.load}; "${x.out.replace(/\n/g, ' ')}").`, '');
     }
   }
   lines.push(`Wall time of this backend's part: ${f0(r.seconds)} s.`, '');
