@@ -219,11 +219,6 @@ export async function discardRendering(q: Queryable, id: number): Promise<void> 
   await store(`discarding rendering ${id}`, () => q.query('delete from renderings where id = $1 and not exists (select 1 from published_documents where rendering_id = $1)', [id]));
 }
 
-/** Drops the bytes kept for a rendering when the identity coding turned out too big to store. */
-export async function deleteVariant(q: Queryable, id: number, variant: Variant): Promise<void> {
-  await store(`dropping ${variant} of rendering ${id}`, () => q.query('delete from rendering_chunks where rendering_id = $1 and variant = $2', [id, variant]));
-}
-
 /**
  * Every delta cut point recorded with rendering `renderingId`, by base id: a rendering has one per recent
  * base (at most PUBLISH_DELTA_WINDOW / the render cadence), so the whole set is small and read once.

@@ -44,7 +44,8 @@ export interface WindowStats {
  * column of the same table.
  */
 export function weblogWindow(timeCol: 'last_ping_at' | 'last_verified_at') {
-  const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url, changes_url', 'weblogs', timeCol, 'id');
+  // Only what a <weblog/> element shows: every column more is parsed for each row of every render.
+  const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url', 'weblogs', timeCol, 'id');
   return {
     stats: (q: Queryable, fromUs: number, toUs: number): Promise<WindowStats> =>
       withContext(`reading the weblog window (${timeCol})`, async () => {
@@ -70,7 +71,6 @@ export interface WeblogWindowRow {
   name: string;
   url: string;
   rss_url: string | null;
-  changes_url: string | null;
   at_us: number;
 }
 

@@ -1,9 +1,9 @@
 // Owns the hourly archives, /YYYY/MM/DD/HH.xml (UTC): every ping of one hour, oldest first, not
 // de-duplicated, in the weblogUpdates format; their paths and the renderer's source for one hour.
 import type { Queryable } from '../../platform/db/database.js';
-import type { After, HourStats } from '../../intake/ping/window-repository.js';
+import type { After, HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import { listingReads, type ListingReads } from './listing.js';
-import type { Entry, RenderSource } from './document.js';
+import { prefetch, type Entry, type RenderSource } from './document.js';
 import { WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
 
 /** Archives are read in pages: a page's rows live across the database round trip. */
@@ -53,19 +53,20 @@ export async function archiveStats(q: Queryable, startMs: number, toUs: number, 
 export function archiveSource(q: Queryable, startMs: number, toUs: number, updatedMs: number, stats: HourStats, reads: ListingReads = listingReads()): RenderSource {
   async function* pages(): AsyncIterable<Entry[]> {
     if (stats.n === 0) return;
-    let after: After | null = null;
-    for (;;) {
-      const rows = await reads.hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS);
+    const read = (after: After | null) => prefetch(reads.hourPage(q, startMs * 1000, toUs, stats.maxId, after, ARCHIVE_PAGE_ROWS));
+    // As for the live documents: the next page is read while this one is written (changes.ts).
+    let next: Promise<PingPageRow[]> | null = read(null);
+    while (next) {
+      const rows: PingPageRow[] = await next;
       if (rows.length === 0) return;
       const last = rows[rows.length - 1];
+      const n = rows.length;
+      next = n < ARCHIVE_PAGE_ROWS ? null : read({ atUs: last.at_us, id: last.id });
       // No deltas on archives: one string per page (see Entry.count).
       let xml = '';
       for (const r of rows) xml += weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, updatedMs);
-      const n = rows.length;
-      after = { atUs: last.at_us, id: last.id };
       rows.length = 0;
       yield [{ xml, atUs: last.at_us, count: n }];
-      if (n < ARCHIVE_PAGE_ROWS) return;
     }
   }
   return { head: weblogUpdatesHead(new Date(updatedMs), stats.n), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: stats.n };

@@ -1,26 +1,27 @@
 // Owns the live weblogUpdates documents (weblogs.com's "Retrieving Pings"): changes.xml, the weblogs
 // pinged in the last hour, and shortChanges.xml, the last five minutes, newest first.
 import type { Queryable } from '../../platform/db/database.js';
-import type { After } from '../../intake/ping/window-repository.js';
+import type { WeblogWindowRow } from '../../intake/ping/window-repository.js';
 import { listingReads, type ListingReads } from './listing.js';
-import type { Entry, LiveDocument, RenderWindow } from './document.js';
+import { prefetch, type Entry, type LiveDocument, type RenderWindow } from './document.js';
 import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
 export const PAGE_ROWS = 2000;
 
 async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads): AsyncIterable<Entry[]> {
-  let after: After | null = null;
-  for (;;) {
-    const rows = await reads.weblogPage(q, w.fromUs, w.toUs, after, PAGE_ROWS);
+  // The next page is asked for as soon as this one arrives, so the database reads it while this one is
+  // escaped and compressed (a render is no longer the sum of its reads and its compression).
+  let next: Promise<WeblogWindowRow[]> | null = prefetch(reads.weblogPage(q, w.fromUs, w.toUs, null, PAGE_ROWS));
+  while (next) {
+    const rows: WeblogWindowRow[] = await next;
+    const last = rows[rows.length - 1];
+    next = rows.length < PAGE_ROWS ? null : prefetch(reads.weblogPage(q, w.fromUs, w.toUs, { atUs: last.at_us, id: last.id }, PAGE_ROWS));
     if (rows.length === 0) return;
     yield rows.map((r) => ({
       xml: weblogElement({ name: r.name, url: r.url, rssUrl: r.rss_url, atMs: r.at_us / 1000 }, w.updatedMs),
       atUs: r.at_us,
     }));
-    if (rows.length < PAGE_ROWS) return;
-    const last = rows[rows.length - 1];
-    after = { atUs: last.at_us, id: last.id };
   }
 }
 

@@ -61,3 +61,12 @@ export interface LiveDocument {
   /** The document itself; pages are read lazily, so memory stays flat. */
   source(q: Queryable, w: RenderWindow, shared: TickShared): Promise<RenderSource>;
 }
+
+/**
+ * A page read started ahead of its turn. Its failure is the awaiter's; if the render stops first (another
+ * failure) and nobody awaits it, the failure must not surface as an unhandled rejection.
+ */
+export function prefetch<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}

@@ -60,6 +60,10 @@ class ChunkWriter {
     }
     this.parts.push(buf);
     this.buffered += buf.length;
+    // A bounded variant is held until its end (at most storeMax bytes): whether it is kept is known only
+    // then, and a 5 MB shortChanges.xml wrote four identity chunks to delete them at once (a 1 MiB bytea
+    // insert is the dearest statement of a render on the embedded database).
+    if (this.storeMax !== Infinity) return;
     while (this.buffered >= CHUNK_BYTES) this.emit(this.take(CHUNK_BYTES));
   }
 
@@ -110,7 +114,7 @@ class ChunkWriter {
   }
 
   async end(): Promise<void> {
-    if (!this.dropped && this.buffered > 0) this.emit(this.take(this.buffered));
+    if (!this.dropped) while (this.buffered > 0) this.emit(this.take(Math.min(CHUNK_BYTES, this.buffered)));
     await this.writing;
     if (this.failed) throw this.failed;
     if (this.fileError) throw this.fileError;

@@ -14,7 +14,6 @@ import {
   completeRendering,
   createRendering,
   currentRendering,
-  deleteVariant,
   discardRendering,
   getWatermark,
   pruneRenderings,
@@ -254,7 +253,7 @@ export class Renderer {
         fingerprint = await doc.fingerprint(q, w, shared);
       }
       return this.store(
-        { path: doc.path, document: doc.name, contentType: doc.contentType, updatedMs: w.updatedMs, cursorUs: cursorFor(t, w.toUs), fingerprint, closed: false, deltas: doc.deltas },
+        { path: doc.path, document: doc.name, contentType: doc.contentType, updatedMs: w.updatedMs, cursorUs: cursorFor(t, w.toUs), fingerprint, closed: false, deltas: doc.deltas, basesFromUs: w.fromUs },
         prev,
         () => doc.source(q, w, shared),
       );
@@ -330,13 +329,29 @@ export class Renderer {
   }
 
   private async store(
-    spec: { path: string; document: string; contentType: string; updatedMs: number; cursorUs: number; fingerprint: string; closed: boolean; deltas: boolean; hourStartMs?: number },
+    spec: {
+      path: string;
+      document: string;
+      contentType: string;
+      updatedMs: number;
+      cursorUs: number;
+      fingerprint: string;
+      closed: boolean;
+      deltas: boolean;
+      /** Bases older than this get no delta: every entry of the window is newer, so it would be the whole document. */
+      basesFromUs?: number;
+      hourStartMs?: number;
+    },
     prev: RenderingMeta | undefined,
     makeSource: () => Promise<RenderSource>,
   ): Promise<Outcome> {
     const db = this.opts.db;
     const started = performance.now();
-    const bases = spec.deltas ? await recentRenderings(db, spec.path, spec.cursorUs - this.opts.deltaWindowSec * 1_000_000, MAX_DELTA_BASES - 1) : [];
+    // A delta from a base older than the window is the whole document, a second compression of it for
+    // nothing (a 5-minute shortChanges.xml with a 15-minute PUBLISH_DELTA_WINDOW ran its delta streams to the
+    // end on every render): such validators get the full 200, as after PUBLISH_DELTA_WINDOW.
+    const oldestBaseUs = Math.max(spec.cursorUs - this.opts.deltaWindowSec * 1_000_000, spec.basesFromUs ?? -Infinity);
+    const bases = spec.deltas ? await recentRenderings(db, spec.path, oldestBaseUs, MAX_DELTA_BASES - 1) : [];
     const id = await createRendering(db, spec);
     if (spec.deltas) {
       // The rendering is a base for itself: `?since=` its own cursor gives what came in while rendering.
@@ -352,7 +367,6 @@ export class Renderer {
         publishDir: this.opts.publishDir,
         relPath: spec.path.slice(1),
       });
-      if (!result.identityStored) await deleteVariant(db, id, 'identity');
       if (prev && prev.sha256 === result.sha256 && prev.closed === spec.closed) {
         // Same bytes (a closed hour rendered again): keep the current rendering and its validators.
         result.discardFiles();
