@@ -3,7 +3,7 @@
 import { mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+import { returnThread, takeThread, type Answer } from './pglite-thread.js';
 import { PingdError } from '../errors.js';
 
 export interface Queryable {
@@ -253,17 +253,18 @@ async function listenPostgres(
 /**
  * The embedded database keeps its files under dataDir. PGlite itself does not lock the directory and two
  * processes writing it would corrupt it, so a lock file holding our pid guards it; a lock left by a dead
- * process (crash, SIGKILL) is taken over.
+ * process (crash, SIGKILL) is taken over. The engine runs in a thread of its own (pglite-thread.ts), off
+ * the event loop that serves HTTP.
  */
 async function openPglite(dataDir: string): Promise<Db> {
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
   const releaseLock = acquireDirLock(join(dir, 'pingd.lock'));
-  let db: PGlite;
+  const thread = takeThread((message, cause) => new DatabaseError(message, 'DB_UNAVAILABLE', { cause }));
   try {
-    db = new PGlite(join(dir, 'pgdata'));
-    await db.waitReady;
+    await thread.open(join(dir, 'pgdata'));
   } catch (err) {
+    await thread.terminate();
     releaseLock();
     throw new DatabaseError(`cannot open the embedded database in ${dir}: ${(err as Error).message}`, 'DB_UNAVAILABLE', { cause: err });
   }
@@ -272,30 +273,51 @@ async function openPglite(dataDir: string): Promise<Db> {
   // One process owns the embedded database: notifications never leave it.
   const channels = new Map<string, Set<(payload: string) => void>>();
 
-  const wrap = (c: Pick<PGlite, 'query' | 'exec'>): Queryable => ({
+  const rowsOf = <T>(r: Answer): T[] => {
+    const rows = r.rows ?? [];
+    // A bytea arrives as a plain Uint8Array (structured clone): callers get the Buffer pg gives them.
+    if (r.bytea?.length) {
+      for (const row of rows) {
+        for (const k of r.bytea) {
+          const v = row[k];
+          if (v instanceof Uint8Array) row[k] = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+        }
+      }
+    }
+    return rows as T[];
+  };
+  const session = (tx?: number): Queryable => ({
     async query<T>(sql: string, params?: unknown[]) {
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
       busy++;
       try {
-        const r = await c.query<T>(sql, params);
-        return r.rows;
+        return rowsOf<T>(await thread.call({ op: 'query', sql, params, tx }));
       } finally {
         busy--;
       }
     },
     async exec(sql: string) {
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
-      await c.exec(sql);
+      await thread.call({ op: 'exec', sql, tx });
     },
   });
-  const base = wrap(db);
+  const base = session();
   return {
     kind: 'pglite',
     query: base.query,
     exec: base.exec,
     async transaction(fn) {
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
-      return db.transaction((tx) => fn(wrap(tx)));
+      const { tx } = await thread.call({ op: 'begin' });
+      let v;
+      try {
+        v = await fn(session(tx));
+      } catch (err) {
+        await thread.call({ op: 'end', tx: tx!, commit: false }).catch(() => undefined);
+        throw err;
+      }
+      await thread.call({ op: 'end', tx: tx!, commit: true });
+      return v;
     },
     async withTryAdvisoryLock(_key, fn) {
       return { ran: true, value: await fn(base) };
@@ -319,7 +341,11 @@ async function openPglite(dataDir: string): Promise<Db> {
       if (closed) return;
       closed = true;
       try {
-        await db.close();
+        await thread.call({ op: 'close' });
+        await returnThread(thread);
+      } catch (err) {
+        await thread.terminate();
+        throw err;
       } finally {
         releaseLock();
       }

@@ -1,0 +1,118 @@
+// Owns the thread the embedded database runs in (pglite-worker.ts): starting it, posting statements to it
+// and matching the answers, and keeping one idle thread for the next database this process opens (a thread
+// starts in ~1 s: loading PGlite's JavaScript again in a new isolate is most of it).
+import { readFile } from 'node:fs/promises';
+import { dirname, extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { WorkerError, WorkerReply, WorkerRequest } from './pglite-protocol.js';
+
+/** The worker's file beside this one: .ts under tsx (tests, `npm run dev`), .js once compiled. */
+const OWN_EXT = extname(fileURLToPath(import.meta.url));
+const WORKER_URL = new URL(`./pglite-worker${OWN_EXT}`, import.meta.url);
+
+/**
+ * `node --import tsx` does not reach worker threads (Node 20 loads a .ts entry as an unknown extension),
+ * so under tsx the worker registers it first; compiled, it is plain JavaScript.
+ */
+function startWorker(): Worker {
+  if (OWN_EXT !== '.ts') return new Worker(WORKER_URL);
+  const boot = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(WORKER_URL.href)}); })`;
+  return new Worker(boot, { eval: true });
+}
+
+let wasmModule: Promise<WebAssembly.Module | undefined> | undefined;
+
+/**
+ * PGlite's engine, compiled once per process and handed to every database opened (a compiled module
+ * crosses to a worker without being compiled again); undefined lets PGlite load its own.
+ */
+function pgliteWasm(): Promise<WebAssembly.Module | undefined> {
+  wasmModule ??= (async () => {
+    try {
+      const file = join(dirname(fileURLToPath(import.meta.resolve('@electric-sql/pglite'))), 'pglite.wasm');
+      return await WebAssembly.compile(await readFile(file));
+    } catch {
+      return undefined;
+    }
+  })();
+  return wasmModule;
+}
+
+/** A PostgreSQL error raised in the worker, with the fields callers look at (code: the SQLSTATE). */
+function workerError(e: WorkerError): Error {
+  return Object.assign(new Error(e.message), e);
+}
+
+type Request = WorkerRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
+export type Answer = WorkerReply & { ok: true };
+
+export class EngineThread {
+  private readonly worker = startWorker();
+  private readonly pending = new Map<number, { resolve: (r: Answer) => void; reject: (e: Error) => void }>();
+  private nextId = 1;
+  /** Why the thread is unusable (it failed or exited); every later call fails with it. */
+  gone: Error | null = null;
+
+  constructor(private readonly failed: (message: string, cause?: unknown) => Error) {
+    this.worker.on('message', (m: WorkerReply) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      this.refresh();
+      if (m.ok) p.resolve(m);
+      else p.reject(workerError(m.error));
+    });
+    this.worker.on('error', (err) => this.fail(failed(`the embedded database's thread failed: ${err.message}`, err)));
+    this.worker.on('exit', (code) => this.fail(failed(`the embedded database's thread exited (${code})`)));
+    this.refresh();
+  }
+
+  // The thread keeps the process alive only while a statement waits for it, as PGlite in-process never
+  // held the process: a CLI command or a test that has nothing left to do still exits.
+  private refresh(): void {
+    if (this.pending.size > 0) this.worker.ref();
+    else this.worker.unref();
+  }
+
+  private fail(err: Error): void {
+    this.gone ??= err;
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    this.refresh();
+  }
+
+  call(m: Request): Promise<Answer> {
+    return new Promise((resolve, reject) => {
+      if (this.gone) return reject(this.gone);
+      const id = this.nextId++;
+      this.pending.set(id, { resolve, reject });
+      this.refresh();
+      this.worker.postMessage({ ...m, id });
+    });
+  }
+
+  async open(dataDir: string): Promise<void> {
+    await this.call({ op: 'open', dataDir, wasm: await pgliteWasm() });
+  }
+
+  async terminate(): Promise<void> {
+    this.gone ??= new Error('terminated');
+    await this.worker.terminate();
+  }
+}
+
+let spare: EngineThread | null = null;
+
+/** A thread with no database open: the one kept from a closed database, or a new one. */
+export function takeThread(failed: (message: string, cause?: unknown) => Error): EngineThread {
+  const t = spare && !spare.gone ? spare : new EngineThread(failed);
+  spare = null;
+  return t;
+}
+
+/** Keeps a thread whose database was closed for the next open; a second one is ended. */
+export async function returnThread(t: EngineThread): Promise<void> {
+  if (!t.gone && !spare) spare = t;
+  else await t.terminate();
+}
