@@ -17,6 +17,10 @@
 // =mark (pings of weblogs on loopback hosts, verified while the load runs). Scenario `hardening`: see bench/hardening.ts.
 // Scenario `web` (intake with /status open in headless Chromium, /api/stats and /weblog on 1M pings): see bench/web.ts.
 // Scenario `wrk` (the HTTP ratios with wrk as the load generator; runs only when named): see bench/wrk.ts.
+//   npm run bench -- --soak     sustained intake with the renderer on, document age over time: bench/soak.ts
+//   npm run bench -- --scale    a month of pings (100M on PostgreSQL) against an empty database: bench/scale.ts
+//   npm run bench -- --multi    three instances on one PostgreSQL behind a round-robin proxy: bench/multi.ts
+// (each alone, instead of the default set; also runnable as node --import tsx bench/<name>.ts).
 import { existsSync, readdirSync, statSync, readFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -33,6 +37,10 @@ import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
 import { runWeb } from './web.js';
 import { runWrkBench } from './wrk.js';
+import { runSoak } from './soak.js';
+import { runScale } from './scale.js';
+import { runMulti } from './multi.js';
+import type { DirectOptions } from './lib/run-direct.js';
 
 const env = process.env;
 const num = envNumber;
@@ -441,7 +449,16 @@ async function environment(): Promise<string> {
     .join(' ')}`;
 }
 
+/** The long scenarios run alone when asked for by flag. */
+const ALONE: Record<string, (o: DirectOptions) => Promise<boolean>> = { '--soak': runSoak, '--scale': runScale, '--multi': runMulti };
+
 async function main(): Promise<number> {
+  const alone = Object.keys(ALONE).filter((f) => process.argv.includes(f));
+  if (alone.length) {
+    let okAll = true;
+    for (const f of alone) okAll = (await ALONE[f]({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })) && okAll;
+    return okAll ? 0 : 1;
+  }
   const started = new Date();
   const envLine = await environment();
   log(`pingd benchmark: ${envLine}`);

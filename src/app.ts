@@ -46,6 +46,9 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/2026-11-23-wrk.md).
     childLoggerFactory: (logger, bindings, opts) => new LazyChildLogger(logger, bindings, opts),
     trustProxy: proxyTrust(config.TRUST_PROXY),
+    // Opening the embedded database (its thread, initdb on a new directory, migrations) can take more than
+    // avvio's default 10 s on a loaded machine; a failed open still fails the start.
+    pluginTimeout: 60_000,
     bodyLimit: config.BODY_LIMIT,
     // Slow clients are cut off instead of holding a socket forever.
     requestTimeout: config.REQUEST_TIMEOUT_MS,

@@ -3,7 +3,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './platform/config.js';
 import { openDatabase } from './platform/db/database.js';
-import { migrate } from './platform/db/migrate.js';
+import { migrate, MIGRATION_TIMEOUT_MS } from './platform/db/migrate.js';
 import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from './operations/retention/prune-command.js';
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from './operations/stats/stats-command.js';
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from './intake/rss-ping/publisher-command.js';
@@ -39,7 +39,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'Apply pending database migrations and exit.',
     usage: 'pingd migrate',
     async run(_a, config) {
-      const db = await openDb(config);
+      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 1, timeoutMs: MIGRATION_TIMEOUT_MS });
       try {
         const applied = await migrate(db);
         console.log(applied.length ? `applied: ${applied.join(', ')}` : 'schema is up to date');

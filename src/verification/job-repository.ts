@@ -34,7 +34,7 @@ u as (
 )
 select u.ping_id, u.weblog_id, u.received_at, u.attempts, p.rss_url as ping_rss_url,
        w.url as weblog_url, w.name as weblog_name, w.feed_id, w.rss_url as weblog_rss_url
-  from u join weblogs w on w.id = u.weblog_id left join pings p on p.id = u.ping_id
+  from u join weblogs w on w.id = u.weblog_id left join lateral (select p.rss_url from pings p where p.id = u.ping_id and p.received_at = u.received_at limit 1) p on true
  order by u.received_at`;
 
 export async function claimJobs(q: Queryable, limit: number, leaseSec: number): Promise<Job[]> {

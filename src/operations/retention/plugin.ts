@@ -1,12 +1,16 @@
 // Owns the retention job as a Fastify resource: a node-cron task (RETENTION_CRON, UTC, never overlapping)
-// that prunes under a PostgreSQL advisory lock so one instance of many does the work, and stops on close
-// after the batch in progress.
+// that makes the logs' day partitions ahead and prunes under a PostgreSQL advisory lock so one instance of
+// many does the work, and stops on close after the batch in progress.
 import fp from 'fastify-plugin';
 import cron, { type ScheduledTask } from 'node-cron';
 import { Counter, Gauge } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../platform/config.js';
 import { prune, RETENTION_LOCK, type PruneResult } from './prune.js';
+import { aheadWindow, ensureLogPartitions } from './partitions.js';
+
+/** The first upkeep of the day partitions waits this long after start, so a start is not slowed by it. */
+const FIRST_UPKEEP_DELAY_MS = 5_000;
 
 /** A huge backlog (retention switched on for an old database) is worked off over several hourly passes. */
 export const MAX_BATCHES_PER_RUN = 1000;
@@ -102,29 +106,46 @@ async function retentionPlugin(app: FastifyInstance, opts: { config: Config }): 
     return running;
   };
 
-  let task: ScheduledTask | undefined;
-  if (enabled) {
-    task = cron.schedule(
-      config.RETENTION_CRON,
-      async () => {
-        // A failed pass is logged and counted in pass(); the next hour tries again.
-        await runOnce().catch(() => undefined);
-      },
-      { name: 'pingd-retention', timezone: 'UTC', noOverlap: true },
-    );
-  }
+  // The day partitions ahead (src/operations/retention/partitions.ts) are kept on the same schedule, with or
+  // without retention: a pass does it first; with retention off, the schedule does only this.
+  const upkeep = async (): Promise<void> => {
+    if (closing) return;
+    const { from, to } = aheadWindow(new Date());
+    try {
+      const made = await ensureLogPartitions(app.db, from, to);
+      if (made.length) app.log.info({ partitions: made }, 'partitions made ahead');
+    } catch (err) {
+      app.log.warn({ err: { message: (err as Error).message } }, 'making partitions ahead failed; tried again on the next run');
+    }
+  };
+  const task: ScheduledTask = cron.schedule(
+    config.RETENTION_CRON,
+    async () => {
+      // A failed pass is logged and counted in pass(); the next hour tries again.
+      if (enabled) await runOnce().catch(() => undefined);
+      else await upkeep();
+    },
+    { name: 'pingd-retention', timezone: 'UTC', noOverlap: true },
+  );
+  let firstUpkeep: Promise<void> | undefined;
+  const firstTimer = setTimeout(() => {
+    firstUpkeep = upkeep();
+  }, FIRST_UPKEEP_DELAY_MS);
+  firstTimer.unref();
 
   app.decorate('retention', {
     runOnce,
-    nextRun: () => task?.getNextRun() ?? null,
+    nextRun: () => (enabled ? task.getNextRun() : null),
   } satisfies Retention);
 
   // Registered after the db plugin, so this runs before the database closes: the pass in progress ends
   // after its current batch, then the task is gone.
   app.addHook('onClose', async () => {
     closing = true;
-    if (task) await task.destroy();
+    clearTimeout(firstTimer);
+    await task.destroy();
     await running?.catch(() => undefined);
+    await firstUpkeep;
   });
 }
 

@@ -43,6 +43,8 @@ function describe(r: PruneResult): string {
   );
   lines.push(r.archiveCutoff ? `${verb} ${r.archivesDeleted} hourly archives older than ${r.archiveCutoff.toISOString()}` : 'hourly archives are kept forever (archive days = 0)');
   lines.push(`${verb} ${r.relayJobsDeleted} finished relay jobs`);
+  if (r.partitionsDropped > 0) lines.push(`dropped ${r.partitionsDropped} day partitions whole`);
+  if (r.lockTimeouts > 0) lines.push(`${r.lockTimeouts} partition could not be dropped at once (a long read held its log): run again`);
   return lines.join('\n');
 }
 

@@ -1,20 +1,13 @@
-// Owns one retention pass: raw pings (with their RSS Ping payloads, verification jobs and found items)
-// older than RETENTION_DAYS, and rendered
-// archives older than ARCHIVE_RETENTION_DAYS, are deleted in bounded batches, each its own short
-// transaction, with a pause between batches so intake (and the embedded database's single session) is
-// never held up for long.
+// Owns one retention pass: the partitioned logs' days ahead are made sure of; raw pings (with their RSS Ping
+// payloads and found items) older than RETENTION_DAYS go a whole day partition at a time; verification jobs,
+// rows outside the day partitions and rendered archives older than ARCHIVE_RETENTION_DAYS are deleted in
+// bounded batches, each its own short transaction, with a pause between batches so intake (and the
+// embedded database's single session) is never held up for long.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queryable } from '../../platform/db/database.js';
-import {
-  countFoundItemsBefore,
-  countPingsBefore,
-  countRssPingPayloadsBefore,
-  countVerificationsBefore,
-  deleteFoundItemsBefore,
-  deletePingsBefore,
-  deleteRssPingPayloadsBefore,
-  deleteVerificationsBefore,
-} from './retention-repository.js';
+import { countVerificationsBefore, deletePartitionRowsBefore, deleteVerificationsBefore } from './retention-repository.js';
+import { aheadWindow, ensureLogPartitions, logPartitions, retentionPlan, type PartitionedLog } from './partitions.js';
+import { countRows, dropPartition, isLockTimeout } from './partition-repository.js';
 // Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
 import { ARCHIVES_CLOSED_WATERMARK, countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
 // Finished relay jobs are the relay's rows; it owns their SQL.
@@ -64,6 +57,10 @@ export interface PruneResult {
   archivesDeleted: number;
   /** Finished relay jobs (delivered and refused after relayHistorySec, dead letters after a week). */
   relayJobsDeleted: number;
+  /** Day partitions (of pings, payloads, found items) dropped whole. */
+  partitionsDropped: number;
+  /** Partitions whose drop gave up waiting for its lock (tried again next pass). */
+  lockTimeouts: number;
   batches: number;
   /** False when the pass stopped early (shutdown or maxBatches) with rows still to delete. */
   complete: boolean;
@@ -87,6 +84,8 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     itemsDeleted: 0,
     archivesDeleted: 0,
     relayJobsDeleted: 0,
+    partitionsDropped: 0,
+    lockTimeouts: 0,
     batches: 0,
     complete: true,
     dryRun: Boolean(opts.dryRun),
@@ -107,13 +106,52 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     }
   };
 
+  if (!opts.dryRun) {
+    const { from, to } = aheadWindow(now);
+    await ensureLogPartitions(q, from, to).catch((err) => {
+      // A day made ahead can wait for the next pass; rows meanwhile go to the default partition.
+      if (!isLockTimeout(err)) throw err;
+    });
+  }
+
+  // A partitioned log: whole days dropped, then the rows outside day partitions trimmed in batches.
+  const trimLog = async (log: PartitionedLog, key: 'pings' | 'payloads' | 'items', cutoff: Date): Promise<number> => {
+    const plan = retentionPlan(await logPartitions(q, log), cutoff);
+    let n = 0;
+    for (const part of plan.drop) {
+      if (opts.shouldStop?.()) {
+        result.complete = false;
+        return n;
+      }
+      const rows = await countRows(q, part.name);
+      if (opts.dryRun) {
+        n += rows;
+        continue;
+      }
+      try {
+        await dropPartition(q, log, part.name);
+      } catch (err) {
+        if (!isLockTimeout(err)) throw err;
+        result.lockTimeouts++;
+        result.complete = false;
+        return n;
+      }
+      result.partitionsDropped++;
+      n += rows;
+    }
+    for (const part of plan.trim) {
+      n += opts.dryRun ? await countRows(q, part.name, cutoff) : await drain(cutoff, (qq, c, lim) => deletePartitionRowsBefore(qq, key, part.name, c, lim));
+    }
+    return n;
+  };
+
   if (result.pingCutoff) {
     const closedUs = await getWatermark(q, ARCHIVES_CLOSED_WATERMARK);
     if (closedUs !== null && closedUs / 1000 < result.pingCutoff.getTime()) result.pingCutoff = new Date(Math.floor(closedUs / 1000));
-    result.pingsDeleted = opts.dryRun ? await countPingsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deletePingsBefore);
-    result.payloadsDeleted = opts.dryRun ? await countRssPingPayloadsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteRssPingPayloadsBefore);
+    result.pingsDeleted = await trimLog('pings', 'pings', result.pingCutoff);
+    result.payloadsDeleted = await trimLog('rssping_payloads', 'payloads', result.pingCutoff);
     result.verificationsDeleted = opts.dryRun ? await countVerificationsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteVerificationsBefore);
-    result.itemsDeleted = opts.dryRun ? await countFoundItemsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteFoundItemsBefore);
+    result.itemsDeleted = await trimLog('feed_items', 'items', result.pingCutoff);
   }
   if (result.archiveCutoff) {
     result.archivesDeleted = opts.dryRun ? await countArchivesBefore(q, result.archiveCutoff) : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));

@@ -1,6 +1,6 @@
-// Owns the SQL of retention: deleting raw pings, and the RSS Ping payloads, verification jobs and found
-// items stored beside them, older than a
-// cutoff, a bounded batch per statement, and counting what a prune would remove. (Rendered archives are
+// Owns the SQL of retention's row deletes: raw pings, and the RSS Ping payloads, verification jobs and found
+// items stored beside them, older than a cutoff, a bounded batch per statement (for the partitioned logs,
+// only in the partitions that are not dropped whole), and counting what a prune would remove. (Rendered archives are
 // the rendering store's rows.) Plain values in, plain numbers out.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
@@ -26,8 +26,8 @@ type Log = 'pings' | 'payloads' | 'verifications' | 'items';
  * The subselect walks the received_at index, and intake only ever inserts newer rows, so the two never
  * wait for each other's locks. weblogs rows (first/last ping, ping_count) are not touched.
  */
-async function deleteBefore(q: Queryable, log: Log, cutoff: Date, limit: number): Promise<number> {
-  const { table, key, label, position } = LOGS[log];
+async function deleteBefore(q: Queryable, log: Log, cutoff: Date, limit: number, table = LOGS[log].table): Promise<number> {
+  const { key, label, position } = LOGS[log];
   // Rows that were live-stream events move the stream's horizon up in the same statement: a client resuming
   // from before it is told that events may be gone (migrations/005_stream.sql).
   const horizon = position
@@ -52,11 +52,11 @@ async function countBefore(q: Queryable, log: Log, cutoff: Date): Promise<number
   });
 }
 
-export const deletePingsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'pings', cutoff, limit);
-export const countPingsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'pings', cutoff);
-export const deleteRssPingPayloadsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'payloads', cutoff, limit);
-export const countRssPingPayloadsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'payloads', cutoff);
+/**
+ * The same batched delete on one partition of a partitioned log (its default partition, or the rows
+ * migration 011 found): src/operations/retention/partitions.ts says which.
+ */
+export const deletePartitionRowsBefore = (q: Queryable, log: 'pings' | 'payloads' | 'items', partition: string, cutoff: Date, limit: number): Promise<number> =>
+  deleteBefore(q, log, cutoff, limit, `"${partition.replace(/"/g, '""')}"`);
 export const deleteVerificationsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'verifications', cutoff, limit);
 export const countVerificationsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'verifications', cutoff);
-export const deleteFoundItemsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'items', cutoff, limit);
-export const countFoundItemsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'items', cutoff);

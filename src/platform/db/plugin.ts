@@ -3,7 +3,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { openDatabase, type Db } from './database.js';
-import { migrate } from './migrate.js';
+import { migrate, pendingMigrations, MIGRATION_TIMEOUT_MS } from './migrate.js';
 import type { Config } from '../config.js';
 
 declare module 'fastify' {
@@ -28,9 +28,15 @@ async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<vo
     onBackgroundError: (err) => app.log.warn({ err: { message: err.message } }, 'database connection error'),
   });
   try {
-    if (!opts.skipMigrations) {
-      const applied = await migrate(db);
-      if (applied.length) app.log.info({ applied }, 'migrations applied');
+    // Pending migrations run on a connection of their own with MIGRATION_TIMEOUT_MS on PostgreSQL.
+    if (!opts.skipMigrations && (await pendingMigrations(db)).length > 0) {
+      const mdb = config.DATABASE_URL ? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 1, timeoutMs: MIGRATION_TIMEOUT_MS }) : db;
+      try {
+        const applied = await migrate(mdb);
+        if (applied.length) app.log.info({ applied }, 'migrations applied');
+      } finally {
+        if (mdb !== db) await mdb.close();
+      }
     }
   } catch (err) {
     await db.close();

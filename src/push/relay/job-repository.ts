@@ -38,7 +38,7 @@ const SOURCE = {
   listed: `select p.id as pos, p.id as ping_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
              from pings p where p.id > $1 order by p.id limit $2`,
   require: `select v.release_id as pos, p.id as ping_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
-              from ping_verifications v join pings p on p.id = v.ping_id where v.release_id > $1 order by v.release_id limit $2`,
+              from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p where v.release_id > $1 order by v.release_id limit $2`,
 };
 
 // One statement per page: the newest ping of each weblog (a relay of its own, by the marker in its

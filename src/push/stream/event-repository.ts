@@ -35,13 +35,15 @@ interface RawRow {
   new_items: unknown;
 }
 
+// A job's ping is looked up by (id, received_at), one row per job (LATERAL): the received_at picks its day
+// partition when the statement runs; a plain join was planned as a hash join over every partition.
 const PING_COLS = `p.name, p.url, p.changes_url, p.rss_url, p.tags, p.method, p.received_at, null::text as outcome, null::jsonb as new_items`;
 
 /** `verified` events: every settled verification, by its stamped position. */
 const VERIFIED = `
   (select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
           p.tags, null::text as method, v.received_at, v.outcome, v.new_items
-     from ping_verifications v join weblogs w on w.id = v.weblog_id left join pings p on p.id = v.ping_id
+     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 order by v.event_id limit $2)`;
 
 /**
@@ -55,7 +57,7 @@ const EVENTS_AFTER = {
     union all ${VERIFIED}) e order by pos limit $2`,
   require: `select * from (
     (select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
-       from ping_verifications v join pings p on p.id = v.ping_id where v.release_id > $1 order by v.release_id limit $2)
+       from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p where v.release_id > $1 order by v.release_id limit $2)
     union all ${VERIFIED}) e order by pos limit $2`,
 };
 

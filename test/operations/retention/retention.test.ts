@@ -244,8 +244,9 @@ test('the scheduled job: hourly in UTC, runs the configured pass, counts it in /
   apps.splice(apps.indexOf(t), 1);
   assert.equal(named(), before, 'the task is destroyed on close');
 
+  // With retention off the schedule still makes the logs' days ahead (src/operations/retention/partitions.ts).
   const off = await app({ RETENTION_DAYS: 0, ARCHIVE_RETENTION_DAYS: 0 });
-  assert.equal(named(), before, 'no task when retention is off');
+  assert.equal(named(), before + 1, 'the task keeps the partitions when retention is off');
   assert.deepEqual(await off.app.retention.runOnce(), { ran: false, reason: 'disabled' });
   assert.equal(off.app.retention.nextRun(), null);
 });
@@ -289,7 +290,7 @@ test('intake goes on during a long pass, and closing the app ends the pass after
   const answeredDuring: boolean[] = [];
   for (let i = 0; i < 5; i++) {
     const r = await t.app.pings.accept({ method: 'ping', name: 'During prune', url: uniqueUrl('during') });
-    assert.equal(r.ok, true);
+    assert.equal(r.ok, true, JSON.stringify(r));
     answeredDuring.push(!passDone);
   }
   assert.equal(answeredDuring[0], true, 'intake was answered while the pass was still running');

@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { ensureLogPartitions } from '../../../src/operations/retention/partitions.js';
 import { openDatabase, type Db, type Queryable } from '../../../src/platform/db/database.js';
 import { BACKEND, createTestDatabase, testConfig, type TestDatabase } from '../../helpers/app.js';
 import { INSERT_BATCH, insertPingBatch, throttleState } from '../../../src/intake/ping/ping-repository.js';
@@ -163,12 +164,18 @@ function literal(v: unknown): string {
 
 let tdb: TestDatabase;
 let db: Db;
+/** Partitions holding no rows after the seed (their plans may read them whole: there is nothing to read). */
+let emptyPartitions = new Set<string>();
 
 before(async () => {
   tdb = await createTestDatabase({ migrated: true });
   const cfg = testConfig(tdb);
   db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 60_000 });
   await seed(db);
+  const empty = await db.query<{ name: string }>(
+    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where pg_relation_size(c.oid) = 0`,
+  );
+  emptyPartitions = new Set(empty.map((r) => r.name));
   await collect(db);
 });
 
@@ -185,6 +192,8 @@ after(async () => {
  * live documents' renderings of the last delta window.
  */
 async function seed(db: Db): Promise<void> {
+  // The week's days as the scheduler would have made them: every statement below then reads day partitions.
+  await ensureLogPartitions(db, new Date(Date.now() - 8 * 86_400_000), new Date(Date.now() + 2 * 86_400_000));
   await db.exec(`
     select setseed(0.42);
     -- No per-row foreign key triggers while seeding (the rows are consistent by construction): 3× faster.
@@ -363,7 +372,13 @@ async function genericPlan(c: Captured): Promise<string> {
 /** Big tables a plan reads other than through an index (a sequential, sample or TID range scan). */
 function unindexedReads(plan: string): string[] {
   const out: string[] = [];
-  for (const m of plan.matchAll(/(Seq Scan|Sample Scan|Tid Range Scan) on (\w+)/g)) if (BIG_TABLES.includes(m[2]) && !out.includes(m[2])) out.push(m[2]);
+  for (const m of plan.matchAll(/(Seq Scan|Sample Scan|Tid Range Scan) on (\w+)/g)) {
+    // A day partition (or the default one) of a partitioned log counts as the log (migrations/011_partitioned_logs.sql);
+    // an empty one (a day made ahead, the default partition) is read whole at no cost.
+    if (emptyPartitions.has(m[2])) continue;
+    const table = m[2].replace(/_(d\d{8}|before_\d{8}|default)$/, '');
+    if (BIG_TABLES.includes(table) && !out.includes(table)) out.push(table);
+  }
   return out;
 }
 
