@@ -329,14 +329,7 @@ export class Renderer {
   }
 
   private async store(
-    spec: {
-      path: string;
-      document: string;
-      contentType: string;
-      updatedMs: number;
-      cursorUs: number;
-      fingerprint: string;
-      closed: boolean;
+    spec: Pick<RenderingMeta, 'path' | 'document' | 'contentType' | 'updatedMs' | 'cursorUs' | 'fingerprint' | 'closed'> & {
       deltas: boolean;
       /** Bases older than this get no delta: every entry of the window is newer, so it would be the whole document. */
       basesFromUs?: number;
