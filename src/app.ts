@@ -1,7 +1,7 @@
 // Owns assembling the service: plugins and routes on one Fastify instance. It never listens; the CLI's
 // `serve` (src/server.ts) does, and tests build it in-process.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import type { Bindings, ChildLoggerOptions } from 'pino';
+import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
 import { loadConfig, type Config, type TrustProxy } from './platform/config.js';
 import dbPlugin from './platform/db/plugin.js';
 import metricsPlugin, { everyRoute } from './operations/metrics/plugin.js';
@@ -12,7 +12,7 @@ import xmlrpcRoutes from './intake/xmlrpc/routes.js';
 import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
-import { requestIdGenerator, setRequestIdHeader } from './operations/health/request-id.js';
+import { requestIdGenerator, setRequestIdHeader } from './platform/request-id.js';
 import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';

@@ -3,7 +3,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { PublishMetricsSink, RenderReport } from './render/renderer.js';
 import type { ResponseSink } from './read/serve.js';
-import { PlainCounter } from '../operations/metrics/plain.js';
+import { PlainCounter } from '../platform/plain-metrics.js';
 
 export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; responses: ResponseSink } {
   const renderSeconds = new Histogram({

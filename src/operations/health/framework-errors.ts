@@ -1,7 +1,7 @@
 // Owns the answers Fastify gives before any route runs (a path segment too long for the router, a path that
 // is not a valid URL): plain text with the request id, never an echo of the path (up to 16 kB of it).
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { REQUEST_ID_HEADER } from './request-id.js';
+import { REQUEST_ID_HEADER } from '../../platform/request-id.js';
 
 const ANSWERS: Record<string, { status: number; message: string }> = {
   FST_ERR_MAX_PARAM_LENGTH: { status: 414, message: 'The request path is too long.' },

@@ -1,4 +1,4 @@
-// Owns liveness and readiness (GET /healthz, GET /readyz). (The X-Request-Id header: request-id.ts, its
+// Owns liveness and readiness (GET /healthz, GET /readyz). (The X-Request-Id header: src/platform/request-id.ts, its
 // hook attached to every route by app.ts.)
 // Liveness says the process answers; readiness says this instance can take pings right now: the database
 // answers, every migration this code ships is applied, and the process is not shutting down.

@@ -4,7 +4,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Gauge, Histogram } from 'prom-client';
-import { PlainCounter } from './plain.js';
+import { PlainCounter } from '../../platform/plain-metrics.js';
 
 async function intakeMetricsPlugin(app: FastifyInstance): Promise<void> {
   const registry = app.metrics;

@@ -5,7 +5,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { Registry, Counter, collectDefaultMetrics } from 'prom-client';
-import { PlainHistogram } from './plain.js';
+import { PlainHistogram } from '../../platform/plain-metrics.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { requestBase, websubLinks } from '../../platform/public-url.js';
-import { REQUEST_ID_HEADER } from '../../operations/health/request-id.js';
+import { REQUEST_ID_HEADER } from '../../platform/request-id.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Counter, Histogram, Registry } from 'prom-client';
-import { PlainCounter, PlainHistogram } from '../../../src/operations/metrics/plain.js';
+import { PlainCounter, PlainHistogram } from '../../src/platform/plain-metrics.js';
 
 test('a plain histogram and counter expose the same text as prom-client for the same observations', async () => {
   const buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
-import { requestIdGenerator, requestIdSource } from '../../../src/operations/health/request-id.js';
+import { requestIdGenerator, requestIdSource } from '../../src/platform/request-id.js';
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const req = (headers: Record<string, string> = {}) => ({ headers }) as unknown as IncomingMessage;
