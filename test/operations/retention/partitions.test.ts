@@ -179,8 +179,11 @@ test('on PostgreSQL a day that cannot be dropped at once is left for the next pa
     const r = await pass;
     assert.equal(r.lockTimeouts, 1, JSON.stringify(r));
     assert.equal(r.complete, false);
-    assert.ok(Date.now() - started < 2_000, 'the pass gave up quickly');
-    assert.ok(insertMs < 1_000, `an insert waited ${insertMs} ms`);
+    // The reader still holds its lock here: had the drop waited for it (no lock_timeout), the pass and the
+    // insert queued behind the drop would both still be waiting. The bounds are loose on purpose (a loaded
+    // machine once took 1.07 s for the insert); the drop's own limit is 200 ms.
+    assert.ok(Date.now() - started < 10_000, 'the pass gave up while the reader still held its lock');
+    assert.ok(insertMs < 10_000, `an insert waited ${insertMs} ms`);
   } finally {
     await reader.query('rollback');
     await reader.end();
