@@ -21,7 +21,7 @@ interface Command {
 }
 
 export function openDb(config: Config) {
-  return openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 2, timeoutMs: config.DB_TIMEOUT_MS });
+  return openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 2, timeoutMs: config.DB_TIMEOUT_MS, embeddedCacheMb: config.EMBEDDED_CACHE_MB });
 }
 
 export const COMMANDS: Record<string, Command> = {
@@ -39,7 +39,7 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'Apply pending database migrations and exit.',
     usage: 'pingd migrate',
     async run(_a, config) {
-      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 1, timeoutMs: MIGRATION_TIMEOUT_MS });
+      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 1, timeoutMs: MIGRATION_TIMEOUT_MS, embeddedCacheMb: config.EMBEDDED_CACHE_MB });
       try {
         const applied = await migrate(db);
         console.log(applied.length ? `applied: ${applied.join(', ')}` : 'schema is up to date');

@@ -135,6 +135,7 @@ const SPEC = {
   HOST: { default: '0.0.0.0', parse: str, doc: 'Address to bind' },
   DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR' },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
+  EMBEDDED_CACHE_MB: { default: '16', parse: int(1, 4096), doc: 'MiB of pages the embedded database caches itself (its shared_buffers; PGlite zeroes all of it at start, so every MiB is resident); the OS page cache still holds its files' },
   LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
   LOG_BUFFER_BYTES: { default: '4194304', parse: int(65536, 256 * 1024 * 1024), doc: 'Log lines `pingd serve` holds while stdout\'s reader is behind; lines beyond are dropped and counted (pingd_log_lines_dropped_total)' },
   PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },

@@ -2,8 +2,11 @@
 // in, rows or a PostgreSQL error out, and transactions opened and ended by id.
 
 export type WorkerRequest =
-  /** Opens the database in dataDir (one at a time per thread); wasm: PGlite's engine, already compiled. */
-  | { op: 'open'; id: number; dataDir: string; wasm?: WebAssembly.Module }
+  /**
+   * Opens the database in dataDir (one at a time per thread); wasm: PGlite's engine, already compiled;
+   * cacheMb: its shared_buffers (undefined: PGlite's own, 128 MB).
+   */
+  | { op: 'open'; id: number; dataDir: string; wasm?: WebAssembly.Module; cacheMb?: number }
   | { op: 'query'; id: number; sql: string; params?: unknown[]; tx?: number }
   | { op: 'exec'; id: number; sql: string; tx?: number }
   /** Opens a transaction: the reply carries its id; statements naming it run inside it. */

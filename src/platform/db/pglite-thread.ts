@@ -92,8 +92,8 @@ export class EngineThread {
     });
   }
 
-  async open(dataDir: string): Promise<void> {
-    await this.call({ op: 'open', dataDir, wasm: await pgliteWasm() });
+  async open(dataDir: string, cacheMb?: number): Promise<void> {
+    await this.call({ op: 'open', dataDir, wasm: await pgliteWasm(), cacheMb });
   }
 
   async terminate(): Promise<void> {

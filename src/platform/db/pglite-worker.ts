@@ -99,7 +99,9 @@ port.on('message', (m: WorkerRequest) => {
     case 'open':
       return answer(m.id, async () => {
         if (db) throw new Error('a database is already open in this thread');
-        const opening = new PGlite(m.dataDir, { pgliteWasmModule: m.wasm, serializers: { [BYTEA_OID]: byteaToHex }, parsers: { [BYTEA_OID]: hexToBytea } });
+        // PGlite's start parameters are all or nothing: its defaults, then the cache size (a later -c wins).
+        const startParams = m.cacheMb === undefined ? undefined : [...PGlite.defaultStartParams, '-c', `shared_buffers=${m.cacheMb}MB`];
+        const opening = new PGlite(m.dataDir, { pgliteWasmModule: m.wasm, startParams, serializers: { [BYTEA_OID]: byteaToHex }, parsers: { [BYTEA_OID]: hexToBytea } });
         await opening.waitReady;
         db = opening;
       });

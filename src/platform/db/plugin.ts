@@ -25,6 +25,7 @@ async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<vo
     dataDir: config.DATA_DIR,
     poolMax: config.DB_POOL_MAX,
     timeoutMs: config.DB_TIMEOUT_MS,
+    embeddedCacheMb: config.EMBEDDED_CACHE_MB,
     onBackgroundError: (err) => app.log.warn({ err: { message: err.message } }, 'database connection error'),
   });
   try {

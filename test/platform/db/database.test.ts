@@ -99,3 +99,26 @@ if (BACKEND === 'pglite') test('embedded: a second process on the same data dire
   await again.close();
   await tdb.drop();
 });
+
+if (BACKEND === 'pglite') test('embedded: a new data directory is created, then opened with EMBEDDED_CACHE_MB as its shared_buffers; without it, PGlite keeps its own 128MB', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-cache-'));
+  try {
+    const db = await openDatabase({ dataDir: dir, poolMax: 1, timeoutMs: 5000, embeddedCacheMb: 16 });
+    try {
+      assert.equal(existsSync(join(dir, 'pgdata', 'PG_VERSION')), true, 'the database was created');
+      assert.deepEqual(await db.query('show shared_buffers'), [{ shared_buffers: '16MB' }]);
+      await db.exec('create table kept (n int); insert into kept values (7)');
+    } finally {
+      await db.close();
+    }
+    const again = await openDatabase({ dataDir: dir, poolMax: 1, timeoutMs: 5000 });
+    try {
+      assert.deepEqual(await again.query('show shared_buffers'), [{ shared_buffers: '128MB' }]);
+      assert.deepEqual(await again.query('select n from kept'), [{ n: 7 }], 'what the first open wrote is there');
+    } finally {
+      await again.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
