@@ -24,14 +24,15 @@
 //
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_SOAK_RATE (200),
 // BENCH_SOAK_SECONDS (600), BENCH_SOAK_STEPS (400,800,1600,3200; "none" skips the ramp),
-// BENCH_SOAK_STEP_SECONDS (120), BENCH_SOAK_CONNECTIONS (8).
+// BENCH_SOAK_STEP_SECONDS (120), BENCH_SOAK_CONNECTIONS (8), BENCH_SOAK_PINGD (compiled, the default: tsc's build run
+// as `npm start` runs it; tsx: src/ under tsx).
 import { cpus, loadavg, totalmem } from 'node:os';
 import { describeConfig } from '../src/platform/config.js';
 import { envNumber } from './lib/env.js';
 import { git } from './lib/git.js';
 import { writeResultsFile } from './lib/report.js';
 import { isMain, runDirect, type DirectOptions } from './lib/run-direct.js';
-import { PINGD_ROOT, ROOT, removeStaleDataDirs } from './lib/servers.js';
+import { PINGD_ROOT, ROOT, compilePingd, removeStaleDataDirs } from './lib/servers.js';
 import { dropStaleScenarioDatabases } from './lib/soak-database.js';
 import { runSegment, type Bounds, type Segment } from './lib/soak-run.js';
 import { segmentMarkdown, summaryMarkdown } from './lib/soak-report.js';
@@ -88,7 +89,9 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     if (stale.length) log(`soak: dropped ${stale.length} database(s) left by killed runs`);
   }
   removeStaleDataDirs();
-  const common = { adminUrl: o.databaseUrl, connections: s.connections, sampleSec: SAMPLE_SEC, bounds };
+  // Compiled, as `npm start` runs it: under tsx the process held ~100 MB more (391 MB idle against 290).
+  const compiled = env.BENCH_SOAK_PINGD === 'tsx' ? undefined : compilePingd(log);
+  const common = { adminUrl: o.databaseUrl, connections: s.connections, sampleSec: SAMPLE_SEC, bounds, compiled };
   const segments: Segment[] = [];
   const errors: string[] = [];
   let ramp: { held: number | null; brokeAt: number | null; ran: boolean } = { held: null, brokeAt: null, ran: false };
@@ -113,13 +116,14 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
       errors.push(`${backend}: ${(err as Error).message.split('\n')[0].slice(0, 300)}`);
     }
   }
+  compiled?.dispose();
   const cpu = cpus();
   const md = [
     `### Soak ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
     '',
     `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off; ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
+      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. pingd ${compiled ? 'compiled by tsc, run as `node dist/cli.js serve` (as `npm start` runs it)' : 'under tsx from src/'}. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off; ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
     '',
     summaryMarkdown(segments, ramp, s.steps, errors),
     '',

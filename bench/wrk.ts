@@ -24,17 +24,15 @@
 // (10), BENCH_WRK_PINGD (compiled: tsc's output run by node, as the image runs it, the default; tsx: src/ under
 // tsx as the other scenarios run it, which adds esbuild's helpers, __name among them, to every closure made per
 // request), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SourceMap, type SourceMapPayload } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { describeConfig } from '../src/platform/config.js';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import { envNumber } from './lib/env.js';
-import { ROOT, PINGD_ROOT, track, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
+import { ROOT, PINGD_ROOT, track, startPingd, compilePingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
 import { runLoad, median } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { snapshot, diff } from './lib/cpu.js';
@@ -573,62 +571,15 @@ interface Launcher {
 
 const tsxLauncher: Launcher = { kind: 'tsx', start: (e, nodeArgs) => startPingd({ env: e, nodeArgs }), dispose() {} };
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
-/**
- * pingd as the image runs it: `tsc -p tsconfig.build.json` into a temporary tree beside links to the
- * checkout's migrations/, src/ (templates and assets), node_modules/ and package.json, started as
- * `node dist/cli.js serve` (without tsx: no esbuild helpers such as __name in the measured code).
- */
+/** pingd compiled by tsc (compilePingd), as the image runs it. */
 function compiledLauncher(): Launcher {
-  const root = mkdtempSync(join(tmpdir(), 'pingd-wrk-build-'));
-  const dist = join(root, 'dist');
-  log(`compiling pingd with tsc into ${dist}`);
-  const r = spawnSync(process.execPath, [join(PINGD_ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(PINGD_ROOT, 'tsconfig.build.json'), '--outDir', dist], { cwd: PINGD_ROOT, encoding: 'utf8' });
-  if (!existsSync(join(dist, 'cli.js'))) throw new Error(`tsc did not build dist/cli.js: ${(r.stdout + r.stderr).slice(-1000)}`);
-  if (r.status !== 0) log(`  tsc reported errors (the JavaScript was emitted all the same): ${r.stdout.trim().split('\n').slice(0, 3).join(' / ')}`);
-  for (const name of ['migrations', 'src', 'node_modules', 'package.json']) symlinkSync(join(PINGD_ROOT, name), join(root, name));
-  const guard = join(root, 'orphan-guard.mjs');
-  writeFileSync(guard, 'const parent = process.ppid;\nsetInterval(() => { if (process.ppid !== parent) process.kill(process.pid, "SIGTERM"); }, 500).unref();\n');
+  const build = compilePingd(log);
   return {
     kind: 'compiled',
-    dist,
-    async start(extra, nodeArgs = []) {
-      const port = await freePort();
-      const inherited: Record<string, string | undefined> = { ...env };
-      for (const { name } of describeConfig()) delete inherited[name];
-      const proc = spawn(process.execPath, [...nodeArgs, '--import', pathToFileURL(guard).href, join(dist, 'cli.js'), 'serve'], {
-        cwd: root,
-        env: { ...inherited, LOG_LEVEL: 'warn', VERIFY_PINGS: 'off', ...extra, PORT: String(port), HOST: '127.0.0.1' },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      track(proc);
-      let err = '';
-      proc.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
-      const until = Date.now() + 60_000;
-      for (;;) {
-        if (proc.exitCode !== null) throw new Error(`compiled pingd exited with ${proc.exitCode} before it was ready:\n${err}`);
-        try {
-          const res = await fetch(`http://127.0.0.1:${port}/pingSiteForm`);
-          await res.arrayBuffer();
-          break;
-        } catch {
-          if (Date.now() > until) throw new Error(`compiled pingd not ready after 60 s:\n${err}`);
-          await sleep(100);
-        }
-      }
-      return childOf(proc, port);
-    },
-    dispose: () => rmSync(root, { recursive: true, force: true }),
+    dist: build.dist,
+    start: (e, nodeArgs) => startPingd({ env: e, nodeArgs, compiled: build }),
+    dispose: () => build.dispose(),
   };
 }
 

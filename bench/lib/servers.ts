@@ -1,9 +1,10 @@
 // Owns the processes a benchmark drives: pingd (`src/cli.ts serve`, of this checkout or BENCH_PINGD_ROOT's)
 // and the baseline app, each a child process so that neither shares an event loop with the load generator,
 // and their throwaway databases.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
@@ -92,6 +93,35 @@ export interface PingdOptions {
   nodeArgs?: string[];
   /** Modules loaded (--import) after tsx, so they may be TypeScript (bench/lib/query-counter.ts). */
   imports?: string[];
+  /** Run this tsc build (compilePingd) as `node dist/cli.js serve` instead of src/ under tsx; imports are ignored. */
+  compiled?: CompiledPingd;
+}
+
+/** A tsc build of pingd in a temporary tree (compilePingd). */
+export interface CompiledPingd {
+  root: string;
+  /** The build's dist/ (profiles' frames there map back to src/). */
+  dist: string;
+  /** Removes the tree. */
+  dispose(): void;
+}
+
+/**
+ * pingd as `npm start` and the image run it: `tsc -p tsconfig.build.json` into a temporary tree beside links
+ * to the checkout's migrations/, src/ (templates and assets), node_modules/ and package.json. Without tsx,
+ * no esbuild helpers run in measured code and no transform cache counts in the process's memory.
+ */
+export function compilePingd(log: (s: string) => void): CompiledPingd {
+  const root = mkdtempSync(join(tmpdir(), 'pingd-bench-build-'));
+  const dist = join(root, 'dist');
+  log(`compiling pingd with tsc into ${dist}`);
+  const r = spawnSync(process.execPath, [join(PINGD_ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(PINGD_ROOT, 'tsconfig.build.json'), '--outDir', dist], { cwd: PINGD_ROOT, encoding: 'utf8' });
+  if (!existsSync(join(dist, 'cli.js'))) throw new Error(`tsc did not build dist/cli.js: ${(r.stdout + r.stderr).slice(-1000)}`);
+  if (r.status !== 0) log(`  tsc reported errors (the JavaScript was emitted all the same): ${r.stdout.trim().split('\n').slice(0, 3).join(' / ')}`);
+  for (const name of ['migrations', 'src', 'node_modules', 'package.json']) symlinkSync(join(PINGD_ROOT, name), join(root, name));
+  // The orphan guard in plain JavaScript (bench/lib/orphan-guard.ts needs tsx).
+  writeFileSync(join(root, 'orphan-guard.mjs'), 'const parent = process.ppid;\nsetInterval(() => { if (process.ppid !== parent) process.kill(process.pid, "SIGTERM"); }, 500).unref();\n');
+  return { root, dist, dispose: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 /**
@@ -104,8 +134,12 @@ export async function startPingd(opts: PingdOptions): Promise<Child> {
   const inherited: Record<string, string | undefined> = { ...process.env };
   for (const { name } of describeConfig()) delete inherited[name];
   const imports = (opts.imports ?? []).flatMap((m) => ['--import', m]);
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', '--import', GUARD, ...imports, join(PINGD_ROOT, 'src/cli.ts'), 'serve'], {
-    cwd: PINGD_ROOT,
+  const c = opts.compiled;
+  const args = c
+    ? ['--import', pathToFileURL(join(c.root, 'orphan-guard.mjs')).href, join(c.dist, 'cli.js'), 'serve']
+    : ['--import', 'tsx', '--import', GUARD, ...imports, join(PINGD_ROOT, 'src/cli.ts'), 'serve'];
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...args], {
+    cwd: c ? c.root : PINGD_ROOT,
     // Verification off unless a group turns it on with weblog hosts on loopback: the usual bench pings name
     // hosts under bench.example.com, which verification would look up and fetch.
     env: { ...inherited, LOG_LEVEL: 'warn', VERIFY_PINGS: 'off', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
@@ -117,9 +151,9 @@ export async function startPingd(opts: PingdOptions): Promise<Child> {
     if (err.length > 20_000) err = err.slice(-20_000);
   });
   await waitReady(`http://127.0.0.1:${port}/pingSiteForm`, proc, () => err);
-  const c = wrap(proc, port);
-  Object.defineProperty(c, 'stderr', { get: () => err });
-  return c;
+  const child = wrap(proc, port);
+  Object.defineProperty(child, 'stderr', { get: () => err });
+  return child;
 }
 
 /** Starts the baseline app (bench/baseline-server.ts). */

@@ -3,7 +3,7 @@
 // (acknowledged pings, latency, failures, memory, document ages, render times), then the rows counted
 // against the acknowledgements, and the bounds judged.
 import { loadavg } from 'node:os';
-import { startPingd, createPgliteDatabase, type BenchDatabase, type Child } from './servers.js';
+import { startPingd, createPgliteDatabase, type BenchDatabase, type Child, type CompiledPingd } from './servers.js';
 import { createScenarioDatabase } from './soak-database.js';
 import { startPingLoad, percentile } from './soak-load.js';
 import { startAgeProbe, procMb } from './soak-probe.js';
@@ -101,13 +101,15 @@ export interface SegmentOptions {
   connections: number;
   sampleSec: number;
   bounds: Bounds;
+  /** pingd's tsc build (as `npm start` runs it: its RSS is what the bound is about); undefined: src/ under tsx. */
+  compiled?: CompiledPingd;
 }
 
 export async function runSegment(o: SegmentOptions): Promise<Segment> {
   const db: BenchDatabase = o.backend === 'postgres' ? await createScenarioDatabase(o.adminUrl, 'soak') : await createPgliteDatabase();
   let pingd: Child | undefined;
   try {
-    pingd = await startPingd({ env: db.env });
+    pingd = await startPingd({ env: db.env, compiled: o.compiled });
     const pid = pingd.proc.pid!;
     await sleep(2000);
     const idleRssMb = procMb(pid);

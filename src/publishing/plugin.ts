@@ -50,6 +50,7 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
     deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
     publishDir: config.PUBLISH_DIR,
     metrics: metrics.sink,
+    cadenceSec,
     onPublished: (path) => {
       reader.invalidate(path);
       for (const l of listeners) l(path);

@@ -30,13 +30,14 @@ async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads):
  * first (so `when` ascends), `count` = every ping ever accepted. Under the `verified` listing, a weblog's
  * latest verified ping is what counts.
  */
-export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads()): LiveDocument {
+export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads(), maxAgeSec?: number): LiveDocument {
   return {
     name,
     path,
     contentType: CONTENT_TYPE,
     windowSec,
     deltas: true,
+    maxAgeSec,
     async fingerprint(q, w, shared) {
       // Any accepted ping raises the total; an entry leaving the window lowers n: either changes bytes.
       const s = await reads.weblogStats(q, w.fromUs, w.toUs);
@@ -49,5 +50,13 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
   };
 }
 
-export const changesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('changes.xml', '/changes.xml', 3600, reads);
+/**
+ * weblogs.com: "you shouldn't pull the changes.xml file too frequently, but should rather use the
+ * shortChanges.xml when you need updates as frequently as every 5 minutes". So the hour's document, the
+ * dearest to render (every weblog of the hour), may be up to a minute old when rendering it takes a second
+ * or more; shortChanges.xml is rendered on every tick.
+ */
+export const CHANGES_MAX_AGE_SEC = 60;
+
+export const changesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('changes.xml', '/changes.xml', 3600, reads, CHANGES_MAX_AGE_SEC);
 export const shortChangesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', 300, reads);

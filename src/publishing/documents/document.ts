@@ -54,6 +54,11 @@ export interface LiveDocument {
   /** Serve RFC 3229 feed deltas (entries must then come newest first, each with its time). */
   deltas: boolean;
   /**
+   * How old (now − `updated`) the served rendering may get while a dear render (a second or more) waits for
+   * later ticks; undefined: rendered on every tick that changed it.
+   */
+  maxAgeSec?: number;
+  /**
    * A cheap signature of the state the document is rendered from: when it equals the current rendering's,
    * nothing is rendered (the bytes, ETag and Last-Modified stay, so pollers get 304).
    */

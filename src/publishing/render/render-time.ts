@@ -31,3 +31,23 @@ export function cursorFor(t: RenderTime, toUs: number): number {
 export function closeLimitUs(t: RenderTime): number {
   return Math.min(t.clock.nowUs, t.clock.oldestOpenUs ?? Infinity, t.nowUs);
 }
+
+/** A render's last rendering, as far as throttling goes: when it was made, dated, and how long it took. */
+export interface LastRender {
+  createdUs: number;
+  updatedMs: number;
+  renderMs: number;
+}
+
+/**
+ * Whether a dear live document (its last render took `fromMs` or more) may wait for a later tick: it was
+ * made less than ten renders' time ago (so it takes at most ~10% of the time), and, rendered a tick or two
+ * later instead (the next tick is skipped while this one still renders), the new rendering is out before
+ * the current one is `maxAgeSec` old (now − its `updated`, the age crawlers see).
+ */
+export function liveMayWait(prev: LastRender, nowUs: number, maxAgeSec: number, cadenceSec: number, fromMs: number): boolean {
+  if (prev.renderMs < fromMs) return false;
+  const nowMs = nowUs / 1000;
+  if (nowMs - prev.createdUs / 1000 >= 10 * prev.renderMs) return false;
+  return nowMs - prev.updatedMs + 2 * cadenceSec * 1000 + prev.renderMs < maxAgeSec * 1000;
+}

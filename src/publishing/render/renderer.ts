@@ -22,7 +22,7 @@ import {
   type RenderingMeta,
 } from '../rendering-store.js';
 import { runPipeline } from './pipeline.js';
-import { closeLimitUs, cursorFor, renderTime, wholeSecond, type RenderTime } from './render-time.js';
+import { closeLimitUs, cursorFor, liveMayWait, renderTime, wholeSecond, type RenderTime } from './render-time.js';
 
 /** Advisory lock held while rendering: one renderer among all instances sharing the database. */
 export const RENDER_LOCK = 0x70756221; // 'pub!'
@@ -30,7 +30,10 @@ export const RENDER_LOCK = 0x70756221; // 'pub!'
 export const MAX_DELTA_BASES = 256;
 /** The embedded database's statistics are refreshed this often (it has no autovacuum). */
 const ANALYZE_EVERY_MS = 10 * 60_000;
-/** The current hour is re-rendered every tick until one rendering takes this long; then ~10% of the time. */
+/**
+ * The current hour, and a live document with a maxAgeSec, are re-rendered every tick until one rendering
+ * takes this long; then ~10% of the time (a live document: no later than its maxAgeSec allows).
+ */
 const THROTTLE_FROM_MS = 1000;
 /** Superseded renderings keep their bytes this long, for responses still streaming them. */
 const GRACE_SEC = 120;
@@ -56,6 +59,8 @@ export interface RendererOptions {
   metrics?: PublishMetricsSink;
   /** Told of every path that got a new current rendering (the reader forgets what it remembered of it). */
   onPublished?: (path: string) => void;
+  /** Seconds between scheduled ticks (RENDER_CRON's cadence): a throttled live document is rendered a tick early enough. */
+  cadenceSec?: number;
 }
 
 export interface RenderReport {
@@ -242,6 +247,7 @@ export class Renderer {
 
   private async renderLive(q: Queryable, doc: LiveDocument, t: RenderTime, shared: TickShared, force: boolean): Promise<Outcome> {
     const prev = await currentRendering(this.opts.db, doc.path);
+    if (!force && prev && doc.maxAgeSec !== undefined && liveMayWait(prev, t.clock.nowUs, doc.maxAgeSec, this.opts.cadenceSec ?? 0, THROTTLE_FROM_MS)) return 'throttled';
     const windowAt = (nowUs: number, updatedMs: number): RenderWindow => ({ updatedMs, toUs: nowUs, fromUs: nowUs - doc.windowSec * 1_000_000 });
     return this.withSnapshot(q, async () => {
       let w = windowAt(t.nowUs, wholeSecond(t.nowUs));

@@ -1,7 +1,7 @@
 // The time decisions of a render: pure functions of the database clock.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeLimitUs, cursorFor, renderTime, wholeSecond } from '../../../src/publishing/render/render-time.js';
+import { closeLimitUs, cursorFor, liveMayWait, renderTime, wholeSecond } from '../../../src/publishing/render/render-time.js';
 
 const S = 1_000_000;
 
@@ -28,4 +28,17 @@ test('hours close only up to the oldest open transaction and the render time', (
   assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: 70 * S })), 70 * S);
   assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: null }, new Date(50_000))), 50 * S);
   assert.equal(closeLimitUs(renderTime({ nowUs: 100 * S, oldestOpenUs: null })), 100 * S);
+});
+
+test('a dear live document waits at most ten renders\' time, and never until its rendering is older than maxAgeSec', () => {
+  const now = 1000 * S;
+  // Made 5 s ago, dated 6 s ago, took 2 s: 5 < 10 × 2 and 6 + 2 × 10 + 2 = 28 s < 60.
+  const prev = { createdUs: now - 5 * S, updatedMs: (now - 6 * S) / 1000, renderMs: 2000 };
+  assert.equal(liveMayWait(prev, now, 60, 10, 1000), true);
+  assert.equal(liveMayWait({ ...prev, renderMs: 999 }, now, 60, 10, 1000), false, 'a render under a second is done every tick');
+  assert.equal(liveMayWait({ ...prev, createdUs: now - 20 * S }, now, 60, 10, 1000), false, 'ten renders\' time has passed');
+  // Dated 37 s ago: 37 + 20 + 2 = 59 s < 60 still waits; dated 38 s ago, 60 s: rendered now.
+  assert.equal(liveMayWait({ ...prev, updatedMs: (now - 37 * S) / 1000, createdUs: now - 15 * S, renderMs: 2000 }, now, 60, 10, 1000), true);
+  assert.equal(liveMayWait({ ...prev, updatedMs: (now - 38 * S) / 1000, createdUs: now - 15 * S, renderMs: 2000 }, now, 60, 10, 1000), false);
+  assert.equal(liveMayWait({ ...prev, renderMs: 40_000, createdUs: now - 5 * S }, now, 60, 10, 1000), false, 'a render too long for the bound (6 + 20 + 40 s) is never put off');
 });

@@ -57,3 +57,36 @@ test('scheduled: a ping appears at the next tick with no manual render; max-age 
   }
   assert.ok(![...cron.getTasks().values()].some((task) => task.name === 'pingd-render'), 'the task is destroyed on close');
 });
+
+test('a dear changes.xml waits for later ticks (shortChanges.xml does not); a cheap one, or a forced render, is done at once', async () => {
+  const t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 });
+  try {
+    await t.app.ready();
+    const first = uniqueUrl('dear-first');
+    assert.equal((await t.app.pings.accept({ method: 'ping', name: 'First', url: first })).ok, true);
+    await t.app.renderer.tick();
+    assert.ok((await t.app.inject({ url: '/changes.xml' })).body.includes(first));
+    // The rendering just made took 5 s (as 100k weblogs on the embedded database do).
+    await t.app.db.query(`update renderings set render_ms = 5000 where path = '/changes.xml'`);
+    const second = uniqueUrl('dear-second');
+    assert.equal((await t.app.pings.accept({ method: 'ping', name: 'Second', url: second })).ok, true);
+    const r = await t.app.renderer.tick();
+    assert.deepEqual(r!.rendered.map((x) => x.path).filter((p) => !/^\/\d{4}\//.test(p)), ['/shortChanges.xml']);
+    assert.ok(r!.unchanged.includes('/changes.xml'), JSON.stringify(r));
+    assert.equal((await t.app.inject({ url: '/changes.xml' })).body.includes(second), false, 'changes.xml waits');
+    assert.ok((await t.app.inject({ url: '/shortChanges.xml' })).body.includes(second), 'shortChanges.xml does not');
+    const metrics = (await t.app.inject({ url: '/metrics' })).body;
+    assert.match(metrics, /pingd_publish_renders_total\{document="changes.xml",outcome="throttled"\} 1\n/);
+    // Forced (`pingd render`), it is rendered.
+    await t.app.renderer.tick({ force: true });
+    assert.ok((await t.app.inject({ url: '/changes.xml' })).body.includes(second));
+    // A cheap rendering: the next change is rendered on the next tick.
+    await t.app.db.query(`update renderings set render_ms = 10 where path = '/changes.xml'`);
+    const third = uniqueUrl('dear-third');
+    assert.equal((await t.app.pings.accept({ method: 'ping', name: 'Third', url: third })).ok, true);
+    await t.app.renderer.tick();
+    assert.ok((await t.app.inject({ url: '/changes.xml' })).body.includes(third));
+  } finally {
+    await t.close();
+  }
+});
