@@ -6,6 +6,7 @@ import cron, { type ScheduledTask } from 'node-cron';
 import { Counter, Gauge } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../platform/config.js';
+import { inBackground } from '../../platform/db/database.js';
 import { prune, RETENTION_LOCK, type PruneResult } from './prune.js';
 import { aheadWindow, ensureLogPartitions } from './partitions.js';
 
@@ -61,15 +62,18 @@ async function retentionPlugin(app: FastifyInstance, opts: { config: Config }): 
 
   const pass = async (): Promise<RetentionRun> => {
     try {
-      const r = await app.db.withTryAdvisoryLock(RETENTION_LOCK, (q) =>
-        prune(q, {
-          pingDays: config.RETENTION_DAYS,
-          archiveDays: config.ARCHIVE_RETENTION_DAYS,
-          batchSize: config.RETENTION_BATCH,
-          maxBatches: MAX_BATCHES_PER_RUN,
-          shouldStop: () => closing,
-          relayHistorySec: config.PING_MIN_INTERVAL,
-        }),
+      // Background work: on the embedded database intake's statements go first.
+      const r = await inBackground(() =>
+        app.db.withTryAdvisoryLock(RETENTION_LOCK, (q) =>
+          prune(q, {
+            pingDays: config.RETENTION_DAYS,
+            archiveDays: config.ARCHIVE_RETENTION_DAYS,
+            batchSize: config.RETENTION_BATCH,
+            maxBatches: MAX_BATCHES_PER_RUN,
+            shouldStop: () => closing,
+            relayHistorySec: config.PING_MIN_INTERVAL,
+          }),
+        ),
       );
       if (!r.ran) {
         runs.inc({ outcome: 'skipped' });

@@ -1,5 +1,6 @@
 // Owns the connection to PostgreSQL: one small interface over a real server (pg Pool) and the embedded
 // PGlite, so that repositories and migrations run the same SQL on both backends.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { existsSync, mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -83,6 +84,19 @@ export interface DbOptions {
   embeddedCacheMb?: number;
   /** Called with errors raised outside any query (an idle connection dropped by the server). */
   onBackgroundError?: (err: Error) => void;
+}
+
+const background = new AsyncLocalStorage<boolean>();
+
+/**
+ * Runs fn as background work (a render, a retention pass): on the embedded database, whose one session
+ * serves everything, each of its statements waits until no foreground statement or transaction (intake)
+ * is waiting or open, or until it has waited BACKGROUND_MAX_WAIT_MS, and they go one at a time. Every
+ * statement issued under fn counts, on whatever Queryable, through awaits and callbacks. On PostgreSQL each
+ * statement has a connection of its own and nothing changes.
+ */
+export function inBackground<T>(fn: () => Promise<T>): Promise<T> {
+  return background.run(true, fn);
 }
 
 export async function openDatabase(opts: DbOptions): Promise<Db> {
@@ -304,14 +318,14 @@ async function openPglite(dataDir: string, cacheMb: number | undefined): Promise
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
       busy++;
       try {
-        return rowsOf<T>(await thread.call({ op: 'query', sql, params, tx }));
+        return rowsOf<T>(await thread.call({ op: 'query', sql, params, tx }, background.getStore() === true));
       } finally {
         busy--;
       }
     },
     async exec(sql: string) {
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
-      await thread.call({ op: 'exec', sql, tx });
+      await thread.call({ op: 'exec', sql, tx }, background.getStore() === true);
     },
   });
   const base = session();
@@ -321,7 +335,7 @@ async function openPglite(dataDir: string, cacheMb: number | undefined): Promise
     exec: base.exec,
     async transaction(fn) {
       if (closed) throw new DatabaseError('the embedded database is closed', 'DB_UNAVAILABLE');
-      const { tx } = await thread.call({ op: 'begin' });
+      const { tx } = await thread.call({ op: 'begin' }, background.getStore() === true);
       let v;
       try {
         v = await fn(session(tx));

@@ -2,7 +2,7 @@
 // instance serves what it stored) the live documents that changed, the current hour's archive, and every
 // finished hour not yet closed (catching up on hours missed while down), then pruning superseded
 // renderings. Schedule → render → store; reading back is the reader's job (../read/reader.ts).
-import type { Db, Queryable } from '../../platform/db/database.js';
+import { inBackground, type Db, type Queryable } from '../../platform/db/database.js';
 import { beginSnapshot, endSnapshot, readClock } from '../../platform/db/clock.js';
 import { analyzePingTables, firstPingUs, totalPings } from '../../intake/ping/window-repository.js';
 import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
@@ -160,11 +160,12 @@ export class Renderer {
     await this.chain.catch(() => undefined);
   }
 
+  // Rendering is background work: on the embedded database intake's statements go first (inBackground).
   private serialised<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.chain.then(async () => {
       this.busy = true;
       try {
-        return await fn();
+        return await inBackground(fn);
       } finally {
         this.busy = false;
       }

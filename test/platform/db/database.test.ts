@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync, readFileSync, existsSync, cpSync, rmSync } 
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { spawnSync } from 'node:child_process';
-import { openDatabase, DatabaseError } from '../../../src/platform/db/database.js';
+import { openDatabase, DatabaseError, inBackground } from '../../../src/platform/db/database.js';
 import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
 import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
 
@@ -119,6 +119,58 @@ if (BACKEND === 'pglite') test('embedded: a new data directory is created, then 
       await again.close();
     }
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+if (BACKEND === 'pglite') test('embedded: background statements (a render) wait for the foreground ones (intake) and go one at a time; under constant foreground work they still go', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-prio-'));
+  const db = await openDatabase({ dataDir: dir, poolMax: 1, timeoutMs: 10_000 });
+  try {
+    const order: string[] = [];
+    const heavy = 'select count(*) as n from generate_series(1, 100000)';
+    const bg = inBackground(() => Promise.all(Array.from({ length: 6 }, (_, i) => db.query(heavy).then(() => order.push(`b${i}`)))));
+    await new Promise((r) => setImmediate(r));
+    // Issued after the six: they pass all but the one already in the engine.
+    const fg = Promise.all(Array.from({ length: 3 }, (_, i) => db.query('select 1 as one').then(() => order.push(`f${i}`))));
+    await Promise.all([bg, fg]);
+    assert.equal(order.length, 9);
+    const before = order.slice(0, order.indexOf('f2')).filter((x) => x.startsWith('b'));
+    assert.ok(before.length <= 1, `background statements ahead of the foreground: ${order.join(' ')}`);
+
+    // A background transaction with foreground statements queued meanwhile: both finish (no deadlock).
+    const tx = inBackground(() =>
+      db.transaction(async (q) => {
+        await q.query(heavy);
+        await q.query(heavy);
+        return 'tx done';
+      }),
+    );
+    const during = Promise.all([db.query('select 2 as two'), db.query('select 3 as three')]);
+    assert.deepEqual(await Promise.all([tx, during]), ['tx done', [[{ two: 2 }], [{ three: 3 }]]]);
+
+    // Foreground work that never pauses (four chains of statements): a background statement still runs.
+    let bgDone = false;
+    const deadline = Date.now() + 20_000;
+    const chain = async () => {
+      let n = 0;
+      while (!bgDone && Date.now() < deadline) {
+        await db.query('select 1 as one');
+        n++;
+      }
+      return n;
+    };
+    const chains = Promise.all([chain(), chain(), chain(), chain()]);
+    await new Promise((r) => setTimeout(r, 20));
+    const starved = inBackground(() => db.query<{ n: number }>(heavy)).then((r) => {
+      bgDone = true;
+      return r;
+    });
+    assert.deepEqual(await starved, [{ n: 100000 }]);
+    await chains;
+    assert.ok(Date.now() < deadline, 'the background statement ran while the foreground kept the session busy');
+  } finally {
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
