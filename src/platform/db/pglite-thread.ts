@@ -55,9 +55,11 @@ export type Answer = WorkerReply & { ok: true };
 
 /**
  * Longest a background statement waits for the foreground to leave the session free: past it, it goes in
- * anyway (between two foreground statements), so a render under constant intake still ends.
+ * anyway (between two foreground statements), so a render under constant intake still ends. At 200 pings/s
+ * the session is never free: with 250 ms, intake p99 stayed under 90 ms but a 40-statement render took
+ * 10 s more and shortChanges.xml fell 28 s behind (soak, bench/results/2026-11-23-soak-2.md).
  */
-export const BACKGROUND_MAX_WAIT_MS = 250;
+export const BACKGROUND_MAX_WAIT_MS = 25;
 
 export class EngineThread {
   private readonly worker = startWorker();
