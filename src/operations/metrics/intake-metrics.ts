@@ -8,7 +8,7 @@ import { PlainCounter } from '../../platform/plain-metrics.js';
 
 async function intakeMetricsPlugin(app: FastifyInstance): Promise<void> {
   const registry = app.metrics;
-  // Counted on every ping: plain numbers (plain.ts), not prom-client's per-call label hashing.
+  // Counted on every ping: plain numbers (platform/plain-metrics.ts), not prom-client's per-call label hashing.
   const pings = new PlainCounter('pingd_pings_total', 'Pings received, by method and outcome (accepted, or the refusal reason).', registry);
   const batchSize = new Histogram({
     name: 'pingd_commit_batch_size',

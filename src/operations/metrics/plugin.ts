@@ -67,7 +67,7 @@ async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promis
   }
 
   // Per route pattern (never the raw URL: archive paths and 404 probes would make unbounded series).
-  // Plain numbers (plain.ts): prom-client would hash the label object on every request.
+  // Plain numbers (platform/plain-metrics.ts): prom-client would hash the label object on every request.
   const httpSeconds = new PlainHistogram(
     'pingd_http_request_duration_seconds',
     'Time to answer a request, by route pattern ("unmatched" for 404s), method and status code.',
