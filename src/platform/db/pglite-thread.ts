@@ -68,7 +68,7 @@ export class EngineThread {
   // One session serves everything, in the order statements reach the worker. Background statements (a
   // render, retention: see database.ts inBackground) are held here while foreground work (intake) is
   // posted or inside a transaction, and posted one at a time, so a ping batch waits behind one render
-  // statement at most instead of a queue of them (the soak at 200 pings/s saw 2-11 s p99 without this).
+  // statement at most instead of a queue of them.
   private foreground = 0;
   private readonly foregroundTx = new Set<number>();
   private backgroundBusy = false;
@@ -131,13 +131,18 @@ export class EngineThread {
         this.refresh();
         this.worker.postMessage({ ...m, id });
       };
-      if (inTx) return post(() => undefined);
+      if (inTx) {
+        // REGRESSION: the end of a foreground transaction was never taken off foregroundTx, so after the
+        // first ping batch every background statement waited the full BACKGROUND_MAX_WAIT_MS.
+        return post(() => {
+          if (m.op === 'end' && this.foregroundTx.delete(m.tx)) this.pump();
+        });
+      }
       if (!background) {
         this.foreground++;
         return post((r) => {
           this.foreground--;
           if (m.op === 'begin' && r?.tx !== undefined) this.foregroundTx.add(r.tx);
-          if (m.op === 'end') this.foregroundTx.delete(m.tx);
           this.pump();
         });
       }

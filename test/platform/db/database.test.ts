@@ -138,6 +138,15 @@ if (BACKEND === 'pglite') test('embedded: background statements (a render) wait 
     const before = order.slice(0, order.indexOf('f2')).filter((x) => x.startsWith('b'));
     assert.ok(before.length <= 1, `background statements ahead of the foreground: ${order.join(' ')}`);
 
+    // Once a foreground transaction has ended, a background statement goes at once: the session is free.
+    assert.equal(await db.transaction(async (q) => (await q.query<{ one: number }>('select 1 as one'))[0].one), 1);
+    const after: string[] = [];
+    const b = inBackground(() => db.query(heavy)).then(() => after.push('background'));
+    await new Promise((r) => setImmediate(r));
+    const f = db.query('select 1 as one').then(() => after.push('foreground'));
+    await Promise.all([b, f]);
+    assert.deepEqual(after, ['background', 'foreground'], 'the background statement was not held after the transaction ended');
+
     // A background transaction with foreground statements queued meanwhile: both finish (no deadlock).
     const tx = inBackground(() =>
       db.transaction(async (q) => {
