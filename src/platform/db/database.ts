@@ -90,8 +90,8 @@ const background = new AsyncLocalStorage<boolean>();
 
 /**
  * Runs fn as background work (a render, a retention pass): on the embedded database, whose one session
- * serves everything, each of its statements waits until no foreground statement or transaction (intake)
- * is waiting or open, or until it has waited BACKGROUND_MAX_WAIT_MS, and they go one at a time. Every
+ * serves everything, each of its statements waits until foreground work (intake) has stopped, or until it
+ * has waited BACKGROUND_MAX_WAIT_MS (so under constant intake they are paced), and they go one at a time. Every
  * statement issued under fn counts, on whatever Queryable, through awaits and callbacks. On PostgreSQL each
  * statement has a connection of its own and nothing changes.
  */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import { openDatabase, DatabaseError, inBackground } from '../../../src/platform/db/database.js';
+import { BACKGROUND_MAX_WAIT_MS } from '../../../src/platform/db/pglite-thread.js';
 import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
 import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
 
@@ -138,8 +139,10 @@ if (BACKEND === 'pglite') test('embedded: background statements (a render) wait 
     const before = order.slice(0, order.indexOf('f2')).filter((x) => x.startsWith('b'));
     assert.ok(before.length <= 1, `background statements ahead of the foreground: ${order.join(' ')}`);
 
-    // Once a foreground transaction has ended, a background statement goes at once: the session is free.
+    // Once foreground work has stopped (a transaction ended, nothing since for longer than the pace), a
+    // background statement goes at once.
     assert.equal(await db.transaction(async (q) => (await q.query<{ one: number }>('select 1 as one'))[0].one), 1);
+    await new Promise((r) => setTimeout(r, 3 * BACKGROUND_MAX_WAIT_MS));
     const after: string[] = [];
     const b = inBackground(() => db.query(heavy)).then(() => after.push('background'));
     await new Promise((r) => setImmediate(r));
