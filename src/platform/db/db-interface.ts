@@ -1,0 +1,49 @@
+// Owns what every caller sees of the database, whichever backend: statements, transactions, locks,
+// notifications, pool figures, and the error a backend raises when it cannot serve.
+import { PingdError } from '../errors.js';
+
+export interface Queryable {
+  /**
+   * Runs one parameterised statement and returns its rows. A `name` keeps a hot statement prepared on each
+   * pooled PostgreSQL connection (parsed and planned once, not per call: a profile of intake showed planning dominate); PGlite ignores it.
+   */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { name?: string }): Promise<T[]>;
+  /** Runs a script of several statements without parameters. */
+  exec(sql: string): Promise<void>;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn only if this process gets the session-level advisory lock `key`; returns undefined otherwise.
+   * On PGlite the data directory is owned by one process (see the lock file), so fn always runs.
+   */
+  withTryAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
+  poolStats(): PoolStats;
+  /**
+   * Tells every listener of `channel` (PostgreSQL NOTIFY: every instance on the server; PGlite: this
+   * process). Payloads are small hints ("something new after N"), never data: NOTIFY payloads are bounded
+   * and a notification is lost when no one listens.
+   */
+  notify(channel: string, payload: string): Promise<void>;
+  /**
+   * Calls `onNotify` with every payload sent to `channel` until the returned function is called. On
+   * PostgreSQL a dedicated connection (outside the pool) listens; when it is lost it reconnects and calls
+   * `onReconnect` (notifications sent meanwhile are gone: the listener should look for itself).
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED'> {
+  constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED', options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
