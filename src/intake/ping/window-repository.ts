@@ -77,6 +77,50 @@ export interface WeblogWindowRow {
 /** One page of the weblogs pinged last in (fromUs, toUs], newest first, after the keyset `after` (last_ping_at index). */
 export const weblogWindowPage = lastPinged.page;
 
+/** The highest ping id committed so far (0 when none): where following the pings' ids starts. */
+export async function lastPingId(q: Queryable): Promise<number> {
+  return withContext('reading the last ping id', async () => {
+    const [r] = await q.query<{ id: number | null }>('select max(id) as id from pings');
+    return Number(r.id ?? 0);
+  });
+}
+
+export interface WeblogChanges {
+  /** The highest ping id read (unchanged when there were none). */
+  lastId: number;
+  /** How many pings were read (`limit` means there may be more). */
+  pings: number;
+  /** The weblogs those pings touched, as they are now (one row each, in no order). */
+  weblogs: WeblogWindowRow[];
+}
+
+// One statement, so the weblogs are read in the snapshot the pings were: every change to a weblog's listed
+// columns (name, url, rss_url, last_ping_at) is made by intake's batch statement together with a ping row,
+// so "the weblogs of the pings after id N" is everything that changed since N. The pings' primary key
+// (id, received_at) gives each partition an index to start from.
+const WEBLOGS_PINGED_AFTER = `
+with d as materialized (select id, weblog_id from pings where id > $1 order by id limit $2),
+s as (select max(id) as last_id, count(*)::int as n from d),
+c as (select distinct weblog_id from d)
+select s.last_id, s.n, w.id, w.name, w.url, w.rss_url, ${US('w.last_ping_at')} as at_us
+  from s left join (c join weblogs w on w.id = c.weblog_id) on true`;
+
+/**
+ * The weblogs touched by the (at most `limit`) pings after id `afterId`. Ping ids become visible in id
+ * order (EVENT_ORDER_LOCK, ping-repository.ts), so a reader that remembers the last id it read misses no
+ * ping committed later, whatever its received_at.
+ */
+export async function weblogsPingedAfter(q: Queryable, afterId: number, limit: number): Promise<WeblogChanges> {
+  return withContext('reading the weblogs pinged since the last render', async () => {
+    const rows = await q.query<{ last_id: number | null; n: number; id: number | null; name: string; url: string; rss_url: string | null; at_us: number }>(WEBLOGS_PINGED_AFTER, [afterId, limit]);
+    const n = Number(rows[0]?.n ?? 0);
+    if (n === 0) return { lastId: afterId, pings: 0, weblogs: [] };
+    const weblogs: WeblogWindowRow[] = [];
+    for (const r of rows) if (r.id !== null) weblogs.push({ id: Number(r.id), name: r.name, url: r.url, rss_url: r.rss_url, at_us: Number(r.at_us) });
+    return { lastId: Number(rows[0].last_id), pings: n, weblogs };
+  });
+}
+
 export interface HourStats {
   n: number;
   maxId: number;

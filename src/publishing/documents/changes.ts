@@ -4,7 +4,8 @@ import type { Queryable } from '../../platform/db/database.js';
 import type { WeblogWindowRow } from '../../intake/ping/window-repository.js';
 import { listingReads, type ListingReads } from './listing.js';
 import { prefetch, type Entry, type LiveDocument, type RenderWindow } from './document.js';
-import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
+import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogElementFrom, weblogUpdatesHead } from './weblog-updates.js';
+import { WindowCache, type KeptWeblog } from './window-cache.js';
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
 export const PAGE_ROWS = 2000;
@@ -25,12 +26,21 @@ async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads):
   }
 }
 
+/** The kept weblogs of a window as pages of elements, `when` counted from this rendering's `updated`. */
+async function* keptPages(kept: KeptWeblog[], updatedMs: number): AsyncIterable<Entry[]> {
+  for (let i = 0; i < kept.length; i += PAGE_ROWS) {
+    yield kept.slice(i, i + PAGE_ROWS).map((e) => ({ xml: weblogElementFrom(e.start, e.atUs / 1000, updatedMs), atUs: e.atUs }));
+  }
+}
+
 /**
  * A weblogUpdates document of the weblogs whose latest ping falls in the last `windowSec` seconds, newest
  * first (so `when` ascends), `count` = every ping ever accepted. Under the `verified` listing, a weblog's
- * latest verified ping is what counts.
+ * latest verified ping is what counts. When the listing can be followed (every accepted ping is listed),
+ * the window's weblogs are kept between renders and only what changed is read (window-cache.ts).
  */
 export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads(), maxAgeSec?: number): LiveDocument {
+  const cache = reads.follow ? new WindowCache({ ...reads, follow: reads.follow }) : null;
   return {
     name,
     path,
@@ -40,12 +50,17 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
     maxAgeSec,
     async fingerprint(q, w, shared) {
       // Any accepted ping raises the total; an entry leaving the window lowers n: either changes bytes.
-      const s = await reads.weblogStats(q, w.fromUs, w.toUs);
+      // The same string whether the window is kept or read, so switching between the two renders nothing.
+      const kept = cache && (await cache.window(q, w));
+      const s = kept ? { n: kept.length, maxUs: kept[0]?.atUs ?? 0 } : await reads.weblogStats(q, w.fromUs, w.toUs);
       return `${await shared.total()}:${s.n}:${s.maxUs}`;
     },
     async source(q, w, shared) {
+      const head = weblogUpdatesHead(new Date(w.updatedMs), await shared.total());
+      const kept = cache && (await cache.window(q, w));
+      if (kept) return { head, pages: keptPages(kept, w.updatedMs), foot: WEBLOG_UPDATES_FOOT, entries: kept.length };
       const { n } = await reads.weblogStats(q, w.fromUs, w.toUs);
-      return { head: weblogUpdatesHead(new Date(w.updatedMs), await shared.total()), pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n };
+      return { head, pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n };
     },
   };
 }

@@ -1,7 +1,7 @@
 // Owns which pings the weblogUpdates documents list (VERIFY_PINGS): every accepted ping, or under
 // `require` only those whose feed verification found something new. Both read the same row shapes.
 import type { Queryable } from '../../platform/db/database.js';
-import { hourPage, hourStats, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
+import { hourPage, hourStats, lastPingId, weblogsPingedAfter, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogChanges, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
 import { verifiedHourPage, verifiedHourStats, verifiedWeblogWindowPage, verifiedWeblogWindowStats } from '../../verification/listing-repository.js';
 
 export type Listing = 'all' | 'verified';
@@ -12,9 +12,25 @@ export interface ListingReads {
   weblogPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<WeblogWindowRow[]>;
   hourStats(q: Queryable, startUs: number, endUs: number): Promise<HourStats>;
   hourPage(q: Queryable, startUs: number, endUs: number, maxId: number, after: After | null, limit: number): Promise<PingPageRow[]>;
+  /**
+   * How to follow the listed weblogs from one render to the next (window-cache.ts), when the listing can:
+   * every accepted ping is listed, so the pings after the last id read are what changed. Verified pings are
+   * listed by the verifier's own time and are re-read in full.
+   */
+  follow?: {
+    lastId(q: Queryable): Promise<number>;
+    changedAfter(q: Queryable, afterId: number, limit: number): Promise<WeblogChanges>;
+  };
 }
 
-const ALL: ListingReads = { listing: 'all', weblogStats: weblogWindowStats, weblogPage: weblogWindowPage, hourStats, hourPage };
+const ALL: ListingReads = {
+  listing: 'all',
+  weblogStats: weblogWindowStats,
+  weblogPage: weblogWindowPage,
+  hourStats,
+  hourPage,
+  follow: { lastId: lastPingId, changedAfter: weblogsPingedAfter },
+};
 const VERIFIED: ListingReads = {
   listing: 'verified',
   weblogStats: verifiedWeblogWindowStats,

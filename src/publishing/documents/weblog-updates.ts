@@ -31,7 +31,19 @@ export interface WeblogEntry {
  * see README).
  */
 export function weblogElement(e: WeblogEntry, updatedMs: number): string {
-  const when = Math.max(0, Math.floor((updatedMs - e.atMs) / 1000));
+  return weblogElementFrom(weblogStart(e), e.atMs, updatedMs);
+}
+
+/**
+ * The part of a <weblog/> element that does not depend on when the document is rendered (escaped once and
+ * kept by the live documents' window cache); weblogElementFrom completes it.
+ */
+export function weblogStart(e: Pick<WeblogEntry, 'name' | 'url' | 'rssUrl'>): string {
   const rss = e.rssUrl ? ` rssUrl="${escapeAttr(e.rssUrl)}"` : '';
-  return ` <weblog name="${escapeAttr(e.name)}" url="${escapeAttr(e.url)}"${rss} when="${when}"/>\n`;
+  return ` <weblog name="${escapeAttr(e.name)}" url="${escapeAttr(e.url)}"${rss}`;
+}
+
+export function weblogElementFrom(start: string, atMs: number, updatedMs: number): string {
+  const when = Math.max(0, Math.floor((updatedMs - atMs) / 1000));
+  return `${start} when="${when}"/>\n`;
 }

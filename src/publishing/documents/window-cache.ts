@@ -1,0 +1,148 @@
+// Owns the weblogs of a live document's window kept between renders: read in full once, then brought up to
+// date from the pings committed since the last read (ping ids become visible in id order), so a render of
+// shortChanges.xml or changes.xml reads what changed since the previous tick instead of its whole window.
+// The bytes are the same as a full read's: the same rows, the same order, the same escaping.
+import type { Queryable } from '../../platform/db/database.js';
+import type { WeblogWindowRow } from '../../intake/ping/window-repository.js';
+import type { ListingReads } from './listing.js';
+import type { RenderWindow } from './document.js';
+import { weblogStart } from './weblog-updates.js';
+
+/** A listed weblog as the cache keeps it: its element's escaped start, and the keyset it is ordered by. */
+export interface KeptWeblog {
+  id: number;
+  atUs: number;
+  start: string;
+}
+
+/**
+ * Weblogs one document keeps at most (~150 bytes each, so ~30 MB): a window holding more is read in full
+ * on every render, as before the cache (a sustained 200 new weblogs/s fills changes.xml's hour past it
+ * after ~17 minutes; shortChanges.xml's five minutes hold 60,000).
+ */
+export const WINDOW_CACHE_MAX = 200_000;
+/** Rows per statement while loading a window and while catching up on pings. */
+const LOAD_ROWS = 2000;
+const FOLLOW_ROWS = 5000;
+/** After a window outgrew the cache, how long to read it in full before trying to keep it again. */
+const RETRY_MS = 5 * 60_000;
+/** The upper bound of a load: every weblog pinged after `fromUs` (times after the render's are kept for later). */
+const FAR_FUTURE_US = Number.MAX_SAFE_INTEGER;
+
+/** The documents' order: newest first by (time, weblog id), as the keyset pages read them. */
+const newerFirst = (a: KeptWeblog, b: KeptWeblog): number => b.atUs - a.atUs || b.id - a.id;
+
+export const keptWeblog = (r: WeblogWindowRow): KeptWeblog => ({ id: r.id, atUs: r.at_us, start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }) });
+
+/**
+ * `kept` (newest first) with each `changed` weblog in place of its former entry, and nothing at or before
+ * `fromUs` (what left the window). A weblog's new time can be older than entries kept (a ping's time is
+ * its transaction's start, its id is taken at commit), so changes are merged in, not prepended.
+ */
+export function mergeChanged(kept: readonly KeptWeblog[], changed: Iterable<KeptWeblog>, fromUs: number): KeptWeblog[] {
+  const ids = new Set<number>();
+  const fresh: KeptWeblog[] = [];
+  for (const e of changed) {
+    ids.add(e.id);
+    if (e.atUs > fromUs) fresh.push(e);
+  }
+  fresh.sort(newerFirst);
+  const out: KeptWeblog[] = [];
+  let j = 0;
+  for (const e of kept) {
+    if (e.atUs <= fromUs) break; // newest first: the rest left the window too
+    if (ids.has(e.id)) continue;
+    while (j < fresh.length && newerFirst(fresh[j], e) < 0) out.push(fresh[j++]);
+    out.push(e);
+  }
+  while (j < fresh.length) out.push(fresh[j++]);
+  return out;
+}
+
+/** The entries of `kept` (newest first) whose time falls in (fromUs, toUs]. */
+export function inWindow(kept: readonly KeptWeblog[], fromUs: number, toUs: number): KeptWeblog[] {
+  let i = 0;
+  while (i < kept.length && kept[i].atUs > toUs) i++;
+  let j = kept.length;
+  while (j > i && kept[j - 1].atUs <= fromUs) j--;
+  return kept.slice(i, j);
+}
+
+export class WindowCache {
+  private kept: KeptWeblog[] | null = null;
+  /** The last ping id the kept entries account for. */
+  private lastId = 0;
+  /** Weblogs pinged at or before this are not kept: a window reaching further back needs a new load. */
+  private keptFromUs = Infinity;
+  private retryAt = 0;
+
+  constructor(
+    private readonly reads: ListingReads & { follow: NonNullable<ListingReads['follow']> },
+    private readonly max = WINDOW_CACHE_MAX,
+  ) {}
+
+  /**
+   * The weblogs of window `w`, newest first, up to date with every ping committed before this call; null
+   * when the window holds more weblogs than the cache keeps (the caller reads it in full).
+   */
+  async window(q: Queryable, w: RenderWindow): Promise<KeptWeblog[] | null> {
+    if (this.kept && w.fromUs < this.keptFromUs) this.kept = null;
+    if (this.kept && !(await this.catchUp(q, w.fromUs))) this.kept = null;
+    if (!this.kept) {
+      if (performance.now() < this.retryAt) return null;
+      if (!(await this.load(q, w.fromUs))) {
+        this.retryAt = performance.now() + RETRY_MS;
+        return null;
+      }
+    }
+    return inWindow(this.kept!, w.fromUs, w.toUs);
+  }
+
+  /** Forgets what is kept (the next window() reads it in full). */
+  reset(): void {
+    this.kept = null;
+    this.retryAt = 0;
+  }
+
+  private async load(q: Queryable, fromUs: number): Promise<boolean> {
+    // The last id first: a weblog that changes while the pages are read (and so may be read before its
+    // change, or skipped as it moves up past the pages already read) has a ping after it, which the next
+    // catch-up reads. On PostgreSQL the render's snapshot makes the two agree exactly.
+    const lastId = await this.reads.follow.lastId(q);
+    const kept: KeptWeblog[] = [];
+    let rows: WeblogWindowRow[] = [];
+    do {
+      const last = rows[rows.length - 1];
+      rows = await this.reads.weblogPage(q, fromUs, FAR_FUTURE_US, last ? { atUs: last.at_us, id: last.id } : null, LOAD_ROWS);
+      for (const r of rows) kept.push(keptWeblog(r));
+      if (kept.length > this.max) return false;
+    } while (rows.length === LOAD_ROWS);
+    this.kept = kept;
+    this.lastId = lastId;
+    this.keptFromUs = fromUs;
+    return true;
+  }
+
+  /** Brings the kept entries up to date; false when a fresh load is the cheaper way (or they outgrew the cache). */
+  private async catchUp(q: Queryable, fromUs: number): Promise<boolean> {
+    const changed = new Map<number, KeptWeblog>();
+    let lastId = this.lastId;
+    let pings = 0;
+    for (;;) {
+      const c = await this.reads.follow.changedAfter(q, lastId, FOLLOW_ROWS);
+      // Later statements see later rows: the last read of a weblog wins.
+      for (const r of c.weblogs) changed.set(r.id, keptWeblog(r));
+      lastId = c.lastId;
+      pings += c.pings;
+      if (pings > this.max) return false;
+      if (c.pings < FOLLOW_ROWS) break;
+    }
+    const keptFromUs = Math.max(this.keptFromUs, fromUs);
+    const kept = changed.size === 0 && this.kept![this.kept!.length - 1]?.atUs > keptFromUs ? this.kept! : mergeChanged(this.kept!, changed.values(), keptFromUs);
+    if (kept.length > this.max) return false;
+    this.kept = kept;
+    this.lastId = lastId;
+    this.keptFromUs = keptFromUs;
+    return true;
+  }
+}
