@@ -13,6 +13,7 @@ import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
 import { requestIdGenerator, setRequestIdHeader } from './platform/request-id.js';
+import { EarlyAnswers, httpServerFactory } from './platform/http-server.js';
 import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
@@ -39,9 +40,15 @@ export const REDACT = ['req.headers.authorization', 'req.headers.cookie', 'req.h
 export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance> {
   const config = opts.config ?? loadConfig();
   const logStream = opts.logDestination?.stream ?? opts.logStream;
+  const genReqId = requestIdGenerator(config.TRUST_PROXY !== false);
+  const requestLogging = config.LOG_LEVEL === 'debug' || config.LOG_LEVEL === 'trace';
+  // The published documents' 304s are answered before Fastify (platform/http-server.ts), with the same ids.
+  const early = new EarlyAnswers(genReqId);
+  early.enabled = !requestLogging;
   const app = Fastify({
     logger: opts.logger ?? { level: config.LOG_LEVEL, redact: REDACT, ...(logStream ? { stream: logStream } : {}) },
-    genReqId: requestIdGenerator(config.TRUST_PROXY !== false),
+    serverFactory: httpServerFactory(early),
+    genReqId,
     // A request's child logger is made when the request first logs (at LOG_LEVEL=warn a served poll never
     // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/2026-11-23-wrk.md).
     childLoggerFactory: (logger, bindings, opts) => new LazyChildLogger(logger, bindings, opts),
@@ -65,9 +72,10 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // Before any route: a short plain answer with the request id, not Fastify's JSON echo of the path.
     frameworkErrors,
     // Per-request lines would double the cost of a ping at info level; they appear at debug.
-    logController: new LogController({ disableRequestLogging: config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace' }),
+    logController: new LogController({ disableRequestLogging: !requestLogging }),
   });
   app.decorate('config', config);
+  app.decorate('earlyAnswers', early);
   // X-Request-Id on every route declared from here on, except the polled documents (they set it themselves).
   everyRoute(app, 'onRequest', setRequestIdHeader);
   try {

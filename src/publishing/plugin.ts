@@ -56,7 +56,16 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
       for (const l of listeners) l(path);
     },
   });
-  await documentRoutes(app, { documents, reader, cadenceSec, record: metrics.responses, publicUrl: config.PUBLIC_URL, port: config.PORT });
+  await documentRoutes(app, {
+    documents,
+    reader,
+    cadenceSec,
+    record: metrics.responses,
+    publicUrl: config.PUBLIC_URL,
+    port: config.PORT,
+    // Behind a trusted proxy the Link's host comes from X-Forwarded-Host (Fastify's req.host): Fastify answers.
+    early: config.PUBLIC_URL !== undefined || config.TRUST_PROXY === false ? app.earlyAnswers : undefined,
+  });
   app.decorate('documents', documents);
   app.decorate('renderer', renderer);
   app.decorate('publications', {

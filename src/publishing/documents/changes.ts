@@ -39,8 +39,7 @@ async function* keptPages(kept: KeptWeblog[], updatedMs: number): AsyncIterable<
  * latest verified ping is what counts. When the listing can be followed (every accepted ping is listed),
  * the window's weblogs are kept between renders and only what changed is read (window-cache.ts).
  */
-export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads(), maxAgeSec?: number): LiveDocument {
-  const cache = reads.follow ? new WindowCache({ ...reads, follow: reads.follow }) : null;
+export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads(), maxAgeSec?: number, cache: WindowCache | null = windowCacheFor(reads, [windowSec])): LiveDocument {
   return {
     name,
     path,
@@ -73,5 +72,21 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
  */
 export const CHANGES_MAX_AGE_SEC = 60;
 
-export const changesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('changes.xml', '/changes.xml', 3600, reads, CHANGES_MAX_AGE_SEC);
-export const shortChangesDocument = (reads?: ListingReads): LiveDocument => weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', 300, reads);
+/** The cache of a listing's windows, when the listing can be followed (window-cache.ts). */
+export function windowCacheFor(reads: ListingReads, windowsSec: number[]): WindowCache | null {
+  return reads.follow ? new WindowCache({ ...reads, follow: reads.follow }, windowsSec) : null;
+}
+
+export const CHANGES_WINDOW_SEC = 3600;
+export const SHORT_CHANGES_WINDOW_SEC = 300;
+
+export const changesDocument = (reads: ListingReads = listingReads(), cache?: WindowCache | null): LiveDocument =>
+  weblogUpdatesDocument('changes.xml', '/changes.xml', CHANGES_WINDOW_SEC, reads, CHANGES_MAX_AGE_SEC, cache);
+export const shortChangesDocument = (reads: ListingReads = listingReads(), cache?: WindowCache | null): LiveDocument =>
+  weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', SHORT_CHANGES_WINDOW_SEC, reads, undefined, cache);
+
+/** changes.xml and shortChanges.xml sharing one kept window (the five minutes are part of the hour). */
+export function changesDocuments(reads: ListingReads = listingReads()): LiveDocument[] {
+  const cache = windowCacheFor(reads, [CHANGES_WINDOW_SEC, SHORT_CHANGES_WINDOW_SEC]);
+  return [changesDocument(reads, cache), shortChangesDocument(reads, cache)];
+}

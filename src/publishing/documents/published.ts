@@ -1,6 +1,6 @@
 // Owns the list of live documents pingd publishes. The server routes and renders exactly these, and so
 // does `pingd render`: a new document is one line here.
-import { changesDocument, shortChangesDocument } from './changes.js';
+import { changesDocuments } from './changes.js';
 import { DocumentRegistry } from './registry.js';
 import { updatesDocument } from './updates.js';
 import { listingReads, type Listing } from './listing.js';
@@ -11,5 +11,5 @@ import { listingReads, type Listing } from './listing.js';
  */
 export function publishedDocuments(listing: Listing = 'all', base?: string): DocumentRegistry {
   const reads = listingReads(listing);
-  return new DocumentRegistry([changesDocument(reads), shortChangesDocument(reads), updatesDocument(base)], reads);
+  return new DocumentRegistry([...changesDocuments(reads), updatesDocument(base)], reads);
 }

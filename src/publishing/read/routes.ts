@@ -9,7 +9,8 @@ import { REQUEST_ID_HEADER } from '../../platform/request-id.js';
 import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
-import { IMMUTABLE, refuseSince, serveDocument, serveNotModified, sinceWithinLimits, type ResponseSink, type ServePolicy } from './serve.js';
+import type { EarlyAnswers } from '../../platform/http-server.js';
+import { IMMUTABLE, notModifiedHeadFor, refuseSince, serveDocument, serveNotModified, sinceWithinLimits, type ResponseSink, type ServePolicy } from './serve.js';
 
 export interface DocumentRoutesOptions {
   documents: DocumentRegistry;
@@ -20,6 +21,11 @@ export interface DocumentRoutesOptions {
   /** PUBLIC_URL and PORT: the base of the documents' Link headers. */
   publicUrl: string | undefined;
   port: number;
+  /**
+   * Where the live documents' 304s are also answered before Fastify (a poll of the exact path naming a
+   * current ETag: the same head, id and metrics as the route's); unset, Fastify answers every request.
+   */
+  early?: EarlyAnswers;
 }
 
 /** Distinct Host values whose Link header is remembered per document. */
@@ -73,6 +79,15 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
       missing: { status: 503, message: `${doc.path} has not been rendered yet; try again in ${cadenceSec} seconds.`, retryAfterSec: cadenceSec },
       links: (req) => linkFor(requestBase(opts.publicUrl, opts.port, req)),
     };
+    opts.early?.add(doc.path, {
+      decide(req) {
+        const host = req.headers.host;
+        if (host === undefined) return null;
+        const head = notModifiedHeadFor(reader, doc.path, policy, req.headers, { protocol: 'http', host }, record);
+        return head === null ? null : { status: 304, head };
+      },
+      answered: (req, status, ms) => app.httpLatency(doc.path, req.method as string, status, ms),
+    });
     // No querystring schema: Fastify would validate one on every poll (~1 µs); serve.ts checks `?since=`
     // only when it is there.
     app.route({

@@ -1,6 +1,7 @@
 // Owns answering GET/HEAD for published documents (RFC 9110/9111): validators, conditional requests,
 // pre-compressed codings chosen by Accept-Encoding, RFC 3229 `feed` deltas (226 IM Used) and the
 // cache-friendly `?since=` cursor. The same handler serves every document; only its policy differs.
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decide, etagFor, negotiateEncoding, parseIfNoneMatch, parseToken, type RenderingRef } from './conditional.js';
 import type { Encoding } from '../codec.js';
@@ -20,7 +21,13 @@ export interface ServePolicy {
   /** What to answer when nothing is rendered at the path yet. */
   missing: { status: 404 | 503; message: string; retryAfterSec?: number };
   /** The Link header of every answer with the document's validators (WebSub's rel=hub and rel=self). */
-  links?(req: FastifyRequest): string;
+  links?(req: RequestOrigin): string;
+}
+
+/** What the Link header is made from: the request's scheme and Host (a FastifyRequest is one). */
+export interface RequestOrigin {
+  protocol: string;
+  host: string;
 }
 
 export interface ResponseSink {
@@ -78,8 +85,8 @@ function notModifiedHead(meta: RenderingMeta, v: Validators, policy: ServePolicy
   return h;
 }
 
-function header(req: FastifyRequest, name: string): string | undefined {
-  const v = req.headers[name];
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
   return Array.isArray(v) ? v.join(', ') : v;
 }
 
@@ -91,16 +98,26 @@ function header(req: FastifyRequest, name: string): string | undefined {
  * If-Modified-Since or A-IM).
  */
 export function serveNotModified(reader: Reader, path: string, policy: ServePolicy, req: FastifyRequest, reply: FastifyReply, record: ResponseSink): FastifyReply | null {
-  const inm = req.headers['if-none-match'];
+  if (policy.deltas && (req.query as Query | undefined)?.since !== undefined) return null;
+  const head = notModifiedHeadFor(reader, path, policy, req.headers, req, record);
+  return head === null ? null : reply.code(304).headers(head).send();
+}
+
+/**
+ * serveNotModified's decision and head for a request without `?since=`, from its headers alone (the HTTP
+ * server's early answers use it before Fastify sees the request): null when serveDocument must answer.
+ * Records the 304 when there is one.
+ */
+export function notModifiedHeadFor(reader: Reader, path: string, policy: ServePolicy, headers: IncomingHttpHeaders, origin: RequestOrigin, record: ResponseSink): Readonly<Record<string, string>> | null {
+  const inm = headers['if-none-match'];
   if (typeof inm !== 'string') return null;
   const meta = reader.fresh(path);
   if (meta === undefined) return null;
-  if (policy.deltas && (req.query as Query | undefined)?.since !== undefined) return null;
   const v = validatorsOf(meta);
   if (inm !== v.etag.gzip && inm !== v.etag.identity && inm !== v.etag.br) return null;
-  const enc = negotiateEncoding(header(req, 'accept-encoding'));
+  const enc = negotiateEncoding(header(headers, 'accept-encoding'));
   record(policy.document, 304, 0);
-  return reply.code(304).headers(notModifiedHead(meta, v, policy, enc, policy.links?.(req))).send();
+  return notModifiedHead(meta, v, policy, enc, policy.links?.(origin));
 }
 
 /** A full (200) or delta (226) body with its length and coding; HEAD gets the head only. */
@@ -146,7 +163,7 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
     if (policy.missing.retryAfterSec) reply.header('retry-after', String(policy.missing.retryAfterSec));
     return reply.send(`${policy.missing.message}\n`);
   }
-  const enc = negotiateEncoding(header(req, 'accept-encoding'));
+  const enc = negotiateEncoding(header(req.headers, 'accept-encoding'));
   const current: RenderingRef = { id: meta.id, cursorUs: meta.cursorUs };
   const head = req.method === 'HEAD';
   const q = (req.query ?? {}) as Query;
@@ -162,7 +179,7 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
     const base = parseToken(token ?? '');
     if (!base) return refuseSince(reply, policy, record);
     reply.header('etag', v.etag[enc]).header('last-modified', v.lastModified).header('cache-control', policy.cacheControl(meta)).header('vary', 'Accept-Encoding');
-    const inm = parseIfNoneMatch(header(req, 'if-none-match'));
+    const inm = parseIfNoneMatch(header(req.headers, 'if-none-match'));
     if (inm && (inm.any || inm.refs.some((r) => r.id === current.id && r.cursorUs === current.cursorUs))) return notModified(reply, policy, record);
     const cut = await reader.deltaCut(meta, base.id, base.cursorUs);
     if (cut) return sendBody(reply, head, meta, enc, policy, record, 200, reader.deltaLength(meta, cut, enc), () => reader.deltaBody(meta, cut, enc));
@@ -172,7 +189,7 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
 
   // ------------------------------------------------------------------------------------------------------
   reply.header('etag', v.etag[enc]).header('last-modified', v.lastModified).header('vary', varyOf(policy));
-  const d = decide({ ifNoneMatch: header(req, 'if-none-match'), ifModifiedSince: header(req, 'if-modified-since'), aIm: header(req, 'a-im') }, current, meta.updatedMs, policy.deltas);
+  const d = decide({ ifNoneMatch: header(req.headers, 'if-none-match'), ifModifiedSince: header(req.headers, 'if-modified-since'), aIm: header(req.headers, 'a-im') }, current, meta.updatedMs, policy.deltas);
   if (d.kind === 'not-modified') {
     reply.header('cache-control', policy.cacheControl(meta));
     return notModified(reply, policy, record);

@@ -1,0 +1,73 @@
+// Owns the Node HTTP server under Fastify: the server Fastify would make itself (same options, same
+// timeouts), plus early answers: a few exact GET/HEAD URLs whose cheapest answer (a 304 to a poll naming
+// the current ETag) is written before Fastify sees the request. Everything else goes to Fastify.
+//
+// Why: measured with wrk at 64 connections (bench/results/2026-11-23-wrk-3.md), a 304 from pingd's polled
+// route ran at 0.76x a bare Fastify 304. Per request pingd's own work was ~5 us; the rest of a Fastify
+// request (its request and reply objects, routing, the reply's header handling) was the same in both. A poll
+// answered here costs the validator compare, the pre-built head and the metrics.
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { FastifyServerFactory } from 'fastify';
+import { REQUEST_ID_HEADER } from './request-id.js';
+
+export interface EarlyAnswer {
+  /** The status and head to answer with (no body), or null to let Fastify answer. */
+  decide(req: IncomingMessage): { status: number; head: Readonly<Record<string, string>> } | null;
+  /** Called once the answer is written (metrics), with its time in ms. */
+  answered?(req: IncomingMessage, status: number, ms: number): void;
+}
+
+export class EarlyAnswers {
+  private readonly byUrl = new Map<string, EarlyAnswer>();
+  /** Off while every request is logged (LOG_LEVEL=debug/trace): an early answer has no Fastify log line. */
+  enabled = true;
+  /** Early answers written so far. */
+  written = 0;
+
+  constructor(private readonly requestId: (req: IncomingMessage) => string) {}
+
+  /** Answers GET and HEAD of exactly `url` (no query string) when `answer` decides to. */
+  add(url: string, answer: EarlyAnswer): void {
+    if (this.byUrl.has(url)) throw new Error(`an early answer for ${url} exists`);
+    this.byUrl.set(url, answer);
+  }
+
+  /** Writes the early answer to `req` and returns true, or returns false (Fastify answers). */
+  answer(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.enabled || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+    const a = this.byUrl.get(req.url as string);
+    if (a === undefined) return false;
+    const started = performance.now();
+    const d = a.decide(req);
+    if (d === null) return false;
+    res.setHeader(REQUEST_ID_HEADER, this.requestId(req));
+    res.writeHead(d.status, d.head);
+    res.end();
+    this.written++;
+    a.answered?.(req, d.status, performance.now() - started);
+    return true;
+  }
+}
+
+/** Fastify's serverFactory: its own HTTP/1.1 server (fastify/lib/server.js), early answers first. */
+export function httpServerFactory(early: EarlyAnswers): FastifyServerFactory {
+  return (handler, options) => {
+    const opts = options as { http?: http.ServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout?: number; maxRequestsPerSocket?: number };
+    const server = http.createServer(opts.http ?? {}, (req, res) => {
+      if (!early.answer(req, res)) handler(req, res);
+    });
+    // What Fastify sets on the server it makes (its defaults are filled in before this is called).
+    server.keepAliveTimeout = opts.keepAliveTimeout;
+    server.requestTimeout = opts.requestTimeout;
+    server.setTimeout(opts.connectionTimeout ?? 0);
+    if (opts.maxRequestsPerSocket) server.maxRequestsPerSocket = opts.maxRequestsPerSocket;
+    return server;
+  };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Early answers of this app's HTTP server (routes add theirs when they are declared). */
+    earlyAnswers: EarlyAnswers;
+  }
+}
