@@ -24,7 +24,8 @@
 //
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_SOAK_RATE (200),
 // BENCH_SOAK_SECONDS (600), BENCH_SOAK_STEPS (400,800,1600,3200; "none" skips the ramp),
-// BENCH_SOAK_STEP_SECONDS (120), BENCH_SOAK_CONNECTIONS (8), BENCH_SOAK_PINGD (compiled, the default: tsc's build run
+// BENCH_SOAK_STEP_SECONDS (120), BENCH_SOAK_CONNECTIONS (8), BENCH_SOAK_NODE_ARGS (node flags for pingd, e.g.
+// `--cpu-prof --cpu-prof-dir=DIR`), BENCH_SOAK_PINGD (compiled, the default: tsc's build run
 // as `npm start` runs it; tsx: src/ under tsx).
 import { cpus, loadavg, totalmem } from 'node:os';
 import { describeConfig } from '../src/platform/config.js';

@@ -109,7 +109,7 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
   const db: BenchDatabase = o.backend === 'postgres' ? await createScenarioDatabase(o.adminUrl, 'soak') : await createPgliteDatabase();
   let pingd: Child | undefined;
   try {
-    pingd = await startPingd({ env: db.env, compiled: o.compiled });
+    pingd = await startPingd({ env: db.env, compiled: o.compiled, nodeArgs: process.env.BENCH_SOAK_NODE_ARGS?.split(' ').filter(Boolean) });
     const pid = pingd.proc.pid!;
     await sleep(2000);
     const idleRssMb = procMb(pid);

@@ -116,7 +116,7 @@ export class WindowCache {
     }
     const keepFromUs = Math.min(w.fromUs, w.toUs - this.keepSec * 1_000_000);
     if (w.fromUs < w.toUs - this.keepSec * 1_000_000) return null; // wider than what is kept now
-    if (this.kept && keepFromUs < this.keptFromUs) this.kept = null; // further back than what is kept (time went back)
+    if (this.kept && w.fromUs < this.keptFromUs) this.kept = null; // further back than what is kept (time went back)
     if (this.kept && !(await this.catchUp(q, keepFromUs))) this.kept = null;
     if (!this.kept && !(await this.load(q, keepFromUs))) {
       this.retryAt = performance.now() + RETRY_MS;
