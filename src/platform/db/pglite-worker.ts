@@ -40,6 +40,9 @@ function errorOf(err: unknown): WorkerError {
 
 class RolledBack extends Error {}
 
+/** The request id a transaction rolled back by close() answers to: none. */
+const CLOSED = -1;
+
 /** The database open in this thread, if any (one at a time; the thread outlives it, see pglite-thread.ts). */
 let db: PGlite | null = null;
 /** Open transactions by id: the session to run their statements on, and how to end them. */
@@ -86,6 +89,7 @@ function begin(id: number): void {
     },
     (err) => {
       open.delete(txId);
+      if (endId === CLOSED) return; // rolled back by close: nobody asked
       // Failing before the main thread ended it: BEGIN itself failed. A rollback it asked for is no error.
       if (endId === 0) post({ id, ok: false, error: errorOf(err) });
       else if (err instanceof RolledBack) post({ id: endId, ok: true });
@@ -127,6 +131,10 @@ port.on('message', (m: WorkerRequest) => {
       return answer(m.id, async () => {
         const closing = db;
         db = null;
+        // A transaction still open holds PGlite's lock, and nothing will end it now: roll it back, or
+        // close() waits for it forever (REGRESSION: a test that closed the database under a running app
+        // hung CI for good when a transaction of the app was open at that moment).
+        for (const t of open.values()) t.end(false, CLOSED);
         open.clear();
         await closing?.close();
       });

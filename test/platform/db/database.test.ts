@@ -186,3 +186,29 @@ if (BACKEND === 'pglite') test('embedded: background statements (a render) wait 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+if (BACKEND === 'pglite') test('embedded: closing the database while a transaction is open rolls it back and closes (it used to wait for it forever)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-close-tx-'));
+  const db = await openDatabase({ dataDir: dir, poolMax: 1, timeoutMs: 10_000 });
+  try {
+    await db.exec('create table t (n int)');
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => (entered = r));
+    // A transaction whose owner is still busy elsewhere when the database is closed.
+    const tx = db.transaction(async (q) => {
+      await q.query('insert into t values (1)');
+      entered();
+      await held;
+      await q.query('insert into t values (2)');
+    });
+    await inside;
+    const closed = await Promise.race([db.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('still waiting after 10 s'), 10_000))]);
+    assert.equal(closed, 'closed');
+    release();
+    await assert.rejects(tx, 'the transaction cannot go on once the database is closed');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
