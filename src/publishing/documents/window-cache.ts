@@ -93,6 +93,8 @@ export class WindowCache {
   /** What is kept now: the widest window, or the narrowest while the widest holds more than `max`. */
   private keepSec: number;
   private retryAt = 0;
+  /** The render time the kept entries were last brought up to date for. */
+  private syncedToUs = -Infinity;
 
   /** `windowsSec`: the windows of the documents it serves. */
   constructor(
@@ -114,10 +116,12 @@ export class WindowCache {
       this.keepSec = this.widestSec; // try to keep the widest window again
       this.kept = null;
     }
-    const keepFromUs = Math.min(w.fromUs, w.toUs - this.keepSec * 1_000_000);
-    if (w.fromUs < w.toUs - this.keepSec * 1_000_000) return null; // wider than what is kept now
+    const keepFromUs = w.toUs - this.keepSec * 1_000_000;
+    if (w.fromUs < keepFromUs) return null; // wider than what is kept now
     if (this.kept && w.fromUs < this.keptFromUs) this.kept = null; // further back than what is kept (time went back)
-    if (this.kept && !(await this.catchUp(q, keepFromUs))) this.kept = null;
+    // A render asks twice (its fingerprint, then its entries) and both documents ask in one tick: one
+    // catch-up per render time, so a document's fingerprint and its bytes come from the same state.
+    if (this.kept && this.syncedToUs !== w.toUs && !(await this.catchUp(q, keepFromUs))) this.kept = null;
     if (!this.kept && !(await this.load(q, keepFromUs))) {
       this.retryAt = performance.now() + RETRY_MS;
       if (this.keepSec === this.narrowestSec) return null;
@@ -125,14 +129,8 @@ export class WindowCache {
       this.keepSec = this.narrowestSec;
       return this.window(q, w);
     }
+    this.syncedToUs = w.toUs;
     return inWindow(this.kept!, w.fromUs, w.toUs);
-  }
-
-  /** Forgets what is kept (the next window() reads it in full). */
-  reset(): void {
-    this.kept = null;
-    this.keepSec = this.widestSec;
-    this.retryAt = 0;
   }
 
   private async load(q: Queryable, fromUs: number): Promise<boolean> {
