@@ -164,18 +164,26 @@ function literal(v: unknown): string {
 
 let tdb: TestDatabase;
 let db: Db;
-/** Partitions holding no rows after the seed (their plans may read them whole: there is nothing to read). */
-let emptyPartitions = new Set<string>();
+/**
+ * Partitions of at most SMALL_PARTITION_BYTES after the seed: empty ones (a day made ahead, the default
+ * partition) and the first day of the week when the seed's week starts late in it (the suite run near
+ * midnight: a few minutes of pings). The planner reads a partition that small whole because it is cheaper than
+ * its index; the read is bounded by that size, not by the log's, and the planner takes the index as the day fills.
+ */
+let smallPartitions = new Set<string>();
+/** 32 pages: well above the few pages where a sequential scan beats a single index probe. */
+const SMALL_PARTITION_BYTES = 32 * 8192;
 
 before(async () => {
   tdb = await createTestDatabase({ migrated: true });
   const cfg = testConfig(tdb);
   db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 60_000 });
   await seed(db);
-  const empty = await db.query<{ name: string }>(
-    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where pg_relation_size(c.oid) = 0`,
+  const small = await db.query<{ name: string }>(
+    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where pg_relation_size(c.oid) <= $1`,
+    [SMALL_PARTITION_BYTES],
   );
-  emptyPartitions = new Set(empty.map((r) => r.name));
+  smallPartitions = new Set(small.map((r) => r.name));
   await collect(db);
 });
 
@@ -374,8 +382,8 @@ function unindexedReads(plan: string): string[] {
   const out: string[] = [];
   for (const m of plan.matchAll(/(Seq Scan|Sample Scan|Tid Range Scan) on (\w+)/g)) {
     // A day partition (or the default one) of a partitioned log counts as the log (migrations/011_partitioned_logs.sql);
-    // an empty one (a day made ahead, the default partition) is read whole at no cost.
-    if (emptyPartitions.has(m[2])) continue;
+    // a small one (empty, or a day holding a few minutes) is read whole at a cost bounded by its size.
+    if (smallPartitions.has(m[2])) continue;
     const table = m[2].replace(/_(d\d{8}|before_\d{8}|default)$/, '');
     if (BIG_TABLES.includes(table) && !out.includes(table)) out.push(table);
   }
