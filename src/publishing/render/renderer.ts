@@ -5,7 +5,7 @@
 import { inBackground, type Db, type Queryable } from '../../platform/db/database.js';
 import { beginSnapshot, endSnapshot, readClock } from '../../platform/db/clock.js';
 import { analyzePingTables, firstPingUs, totalPings } from '../../intake/ping/window-repository.js';
-import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
+import { ARCHIVE_DOCUMENT, HOUR_MS, archivePageRows, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
 import type { LiveDocument, RenderSource, RenderWindow, TickShared } from '../documents/document.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import { CONTENT_TYPE } from '../documents/weblog-updates.js';
@@ -307,7 +307,7 @@ export class Renderer {
       return this.store(
         { path, document: ARCHIVE_DOCUMENT, contentType: CONTENT_TYPE, updatedMs, cursorUs: cursorFor(o.t, toUs), fingerprint: print(), closed: o.closed, deltas: false, hourStartMs: startMs },
         prev,
-        async () => archiveSource(q, startMs, toUs, updatedMs, stats, this.documents.listing),
+        async () => archiveSource(q, startMs, toUs, updatedMs, stats, this.documents.listing, archivePageRows(this.opts.db.kind)),
       );
     });
   }
