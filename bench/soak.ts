@@ -124,7 +124,7 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     '',
     `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. pingd ${compiled ? 'compiled by tsc, run as `node dist/cli.js serve` (as `npm start` runs it)' : 'under tsx from src/'}. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off; ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
+      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. pingd ${compiled ? 'compiled by tsc, run as `node dist/cli.js serve` (as `npm start` runs it)' : 'under tsx from src/'}. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off;${processTuning()} ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
     '',
     summaryMarkdown(segments, ramp, s.steps, errors),
     '',
@@ -143,6 +143,16 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
   // A ramp step breaking a bound is the ramp's answer, not a failed run.
   return errors.length === 0 && segments.filter((x) => x.rate === s.rate).every((x) => x.pass);
 }
+
+/**
+ * The process settings pingd inherits from the bench's environment that change its memory (glibc's malloc,
+ * V8's heap), named in the report: RSS figures mean nothing without them.
+ */
+function processTuning(): string {
+  const set = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'NODE_OPTIONS'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
+  return set.length ? ` pingd's environment: ${set.join(', ')};` : ' no malloc or V8 settings in pingd\'s environment;';
+}
+
 
 // Run directly: node --import tsx bench/soak.ts [--write]
 if (isMain(import.meta.url)) runDirect('soak', runSoak);
