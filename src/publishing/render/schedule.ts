@@ -29,8 +29,18 @@ export function cadenceSeconds(expr: string): number {
 
 /** Starts rendering on `expr`; returns the function that stops the schedule (a render in progress finishes). */
 export function scheduleRenders(renderer: Renderer, opts: { cron: string; cadenceSec: number; log: ScheduleLogger }): () => Promise<void> {
-  const tick = (reason: string) =>
-    renderer
+  let running: Promise<void> | null = null;
+  let missed = false;
+  let stopped = false;
+  const tick = (reason: string): Promise<void> => {
+    // A tick that comes while this schedule's previous one still renders (the open hour's archive is read
+    // whole and grows with the hour) runs once as soon as it ends, instead of being dropped: dropped, the live
+    // documents waited for the tick after, 2 × RENDER_CRON and more (soak, embedded database: 21 s).
+    if (running) {
+      missed = true;
+      return running;
+    }
+    running = renderer
       // Half a cadence at most on catching up with finished hours, so live documents stay fresh.
       .tick({ skipIfBusy: true, closeBudgetMs: (opts.cadenceSec * 1000) / 2 })
       .then((r) => {
@@ -38,10 +48,20 @@ export function scheduleRenders(renderer: Renderer, opts: { cron: string; cadenc
           opts.log.debug({ reason, rendered: r.rendered.map((x) => `${x.path}#${x.id}`), closedHours: r.closedHours, failed: r.failed }, 'render tick');
         }
       })
-      .catch((err: Error) => opts.log.error({ err: { message: err.message } }, 'render tick failed'));
-  const task = cron.schedule(opts.cron, () => tick('schedule'), { timezone: 'UTC', noOverlap: true, name: 'pingd-render' });
+      .catch((err: Error) => opts.log.error({ err: { message: err.message } }, 'render tick failed'))
+      .finally(() => {
+        running = null;
+        if (missed && !stopped) {
+          missed = false;
+          void tick('missed');
+        }
+      });
+    return running;
+  };
+  const task = cron.schedule(opts.cron, () => void tick('schedule'), { timezone: 'UTC', noOverlap: true, name: 'pingd-render' });
   void tick('start');
   return async () => {
+    stopped = true;
     await task.destroy();
   };
 }

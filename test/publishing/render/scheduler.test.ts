@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import cron from 'node-cron';
 import { startApp, uniqueUrl } from '../../helpers/app.js';
-import { cadenceSeconds } from '../../../src/publishing/render/schedule.js';
+import { cadenceSeconds, scheduleRenders } from '../../../src/publishing/render/schedule.js';
+import type { Renderer } from '../../../src/publishing/render/renderer.js';
 import { ConfigError, loadConfig } from '../../../src/platform/config.js';
 
 test('the cadence of RENDER_CRON: the gap between runs, in seconds', () => {
@@ -89,4 +90,39 @@ test('a dear changes.xml waits for later ticks (shortChanges.xml does not); a ch
   } finally {
     await t.close();
   }
+});
+
+test('a tick that comes while the previous one still renders runs once right after it, not at the tick after', async () => {
+  // The renderer's side of it, as Renderer.tick behaves with skipIfBusy (null when already rendering): the
+  // first tick renders for 2.5 s (the open hour's archive late in a busy hour) while the schedule fires every
+  // second. REGRESSION: those ticks were dropped, and the live documents waited for the next second's tick.
+  const starts: number[] = [];
+  const ends: number[] = [];
+  let busy = false;
+  const renderer = {
+    async tick(o: { skipIfBusy?: boolean }) {
+      if (o.skipIfBusy && busy) return null;
+      busy = true;
+      starts.push(performance.now());
+      // The long one ends 50 ms after a whole second (cron's tick): a dropped tick is then ~950 ms away.
+      const ms = starts.length === 1 ? Math.ceil(Date.now() / 1000) * 1000 + 2050 - Date.now() : 50;
+      await new Promise((r) => setTimeout(r, ms));
+      ends.push(performance.now());
+      busy = false;
+      return { rendered: [], failed: [], closedHours: 0 };
+    },
+  } as unknown as Renderer;
+  const stop = scheduleRenders(renderer, { cron: '* * * * * *', cadenceSec: 1, log: { debug() {}, error() {} } });
+  try {
+    const deadline = Date.now() + 20_000;
+    while (starts.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(starts.length >= 2, 'a second tick ran');
+    // Right after the long one (a loaded machine may delay it a little), not at the next whole second.
+    assert.ok(starts[1] - ends[0] < 300, `the missed tick started ${Math.round(starts[1] - ends[0])} ms after the long one ended`);
+  } finally {
+    await stop();
+  }
+  const n = starts.length;
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(starts.length, n, 'no tick after the schedule stopped');
 });
