@@ -16,7 +16,7 @@ RUN npm run build
 FROM ${NODE_IMAGE}
 # MALLOC_ARENA_MAX: glibc gives each thread that allocates (brotli in libuv's pool, the embedded database's
 # thread) an arena of its own that it keeps: after 10 minutes at 200 pings/s nine such arenas held 185 MB of
-# the embedded process, two held 47 MB (README "Scaling"). musl (the alpine images) has no arenas and ignores
+# the embedded process; with two, the second held 58 MB (README "Scaling"). musl (the alpine images) has no arenas and ignores
 # it; it takes effect on a glibc base (--build-arg NODE_IMAGE=node:22-bookworm-slim) and with `npm start`.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \

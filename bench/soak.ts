@@ -153,6 +153,5 @@ function processTuning(): string {
   return set.length ? ` pingd's environment: ${set.join(', ')};` : ' no malloc or V8 settings in pingd\'s environment;';
 }
 
-
 // Run directly: node --import tsx bench/soak.ts [--write]
 if (isMain(import.meta.url)) runDirect('soak', runSoak);

@@ -94,7 +94,7 @@ test('a dear changes.xml waits for later ticks (shortChanges.xml does not); a ch
 
 test('a tick that comes while the previous one still renders runs once right after it, not at the tick after', async () => {
   // The renderer's side of it, as Renderer.tick behaves with skipIfBusy (null when already rendering): the
-  // first tick renders for 2.5 s (the open hour's archive late in a busy hour) while the schedule fires every
+  // first tick renders for 2–3 s (the open hour's archive late in a busy hour) while the schedule fires every
   // second. REGRESSION: those ticks were dropped, and the live documents waited for the next second's tick.
   const starts: number[] = [];
   const ends: number[] = [];
