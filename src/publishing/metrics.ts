@@ -5,7 +5,7 @@ import type { PublishMetricsSink, RenderReport } from './render/renderer.js';
 import type { ResponseSink } from './read/serve.js';
 import { PlainCounter } from '../platform/plain-metrics.js';
 
-export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; responses: ResponseSink } {
+export function publishMetrics(registry: Registry, cachedBytes: () => number): { sink: PublishMetricsSink; responses: ResponseSink } {
   const renderSeconds = new Histogram({
     name: 'pingd_publish_render_duration_seconds',
     help: 'Time to render and store one document (all codings and delta cut points).',
@@ -24,6 +24,14 @@ export function publishMetrics(registry: Registry): { sink: PublishMetricsSink; 
     help: 'Entries (<weblog/> elements) in the latest rendering of each document.',
     labelNames: ['document'] as const,
     registers: [registry],
+  });
+  new Gauge({
+    name: 'pingd_publish_cache_bytes',
+    help: 'Bytes of published bodies this process holds in memory to answer with (current renderings only, at most 64 MiB).',
+    registers: [registry],
+    collect() {
+      this.set(cachedBytes());
+    },
   });
   const renders = new Counter({
     name: 'pingd_publish_renders_total',

@@ -40,9 +40,9 @@ declare module 'fastify' {
 async function publishingPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const cadenceSec = cadenceSeconds(config.RENDER_CRON);
-  const metrics = publishMetrics(app.metrics);
-  const documents = publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT));
   const reader = new Reader({ db: app.db, pointerTtlMs: config.PUBLISH_POINTER_TTL_MS });
+  const metrics = publishMetrics(app.metrics, () => reader.cachedBytes);
+  const documents = publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT));
   const listeners: ((path: string) => void)[] = [];
   const renderer = new Renderer(documents, {
     db: app.db,

@@ -1,8 +1,10 @@
 // Owns the embedded database behind the Db interface: PGlite in its own thread (pglite-thread.ts), the lock
 // file that keeps a data directory to one process, and background work's place behind intake on its one session.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { extname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { DatabaseError, type Db, type Queryable } from './db-interface.js';
 import { returnThread, takeThread, type Answer } from './pglite-thread.js';
 
@@ -19,6 +21,22 @@ export function inBackground<T>(fn: () => Promise<T>): Promise<T> {
   return background.run(true, fn);
 }
 
+/** The creating process's entry beside this file: .ts under tsx (tests, `npm run dev`), .js once compiled. */
+const OWN_EXT = extname(fileURLToPath(import.meta.url));
+const CREATE_ENTRY = fileURLToPath(new URL(`./pglite-create${OWN_EXT}`, import.meta.url));
+
+/** Creates a new database in `pgdata` by running pglite-create in a child process. */
+function createInProcess(pgdata: string): Promise<void> {
+  return new Promise((done, fail) => {
+    const loader = OWN_EXT === '.ts' ? ['--import', import.meta.resolve('tsx')] : [];
+    const child = spawn(process.execPath, [...loader, CREATE_ENTRY, pgdata], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', fail);
+    child.on('close', (code, signal) => (code === 0 ? done() : fail(new Error(stderr.trim() || `creating it ended with ${code ?? signal}`))));
+  });
+}
+
 /**
  * The embedded database keeps its files under dataDir. PGlite itself does not lock the directory and two
  * processes writing it would corrupt it, so a lock file holding our pid guards it; a lock left by a dead
@@ -31,16 +49,12 @@ export async function openPglite(dataDir: string, cacheMb: number | undefined): 
   const releaseLock = acquireDirLock(join(dir, 'pingd.lock'));
   const failed = (message: string, cause?: unknown) => new DatabaseError(message, 'DB_UNAVAILABLE', { cause });
   const pgdata = join(dir, 'pgdata');
-  let thread = takeThread(failed);
+  const thread = takeThread(failed);
   try {
     if (!existsSync(join(pgdata, 'PG_VERSION'))) {
-      // Creating the database (initdb) leaves PGlite's thread holding ~500 MB more than opening one does
-      // (RSS 800 MB against 290 MB, measured on this machine), and WASM memory never shrinks: create it in
-      // a thread of its own and end that thread, so the server opens it afresh.
-      await thread.open(pgdata, cacheMb);
-      await thread.call({ op: 'close' });
-      await thread.terminate();
-      thread = takeThread(failed);
+      // Creating the database (initdb) leaves PGlite holding ~500 MB more than opening one does (RSS 800 MB
+      // against 290 MB, measured on this machine): create it in a process of its own (pglite-create.ts).
+      await createInProcess(pgdata);
     }
     await thread.open(pgdata, cacheMb);
   } catch (err) {

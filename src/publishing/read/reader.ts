@@ -47,6 +47,8 @@ export class Reader {
    */
   private readonly deltaSets = new LRUCache<number, Promise<Map<number, DeltaCut>>>({ max: DELTA_SETS_MAX });
   private readonly bodies = new LRUCache<string, Buffer>({ maxSize: CACHE_TOTAL_MAX, maxEntrySize: CACHE_TOTAL_MAX, sizeCalculation: (b) => Math.max(1, b.length) });
+  /** Per path, the rendering whose bodies `bodies` may hold (see keep()). */
+  private readonly cachedRendering = new LRUCache<string, number>({ max: POINTERS_MAX });
 
   constructor(private readonly opts: ReaderOptions) {}
 
@@ -129,7 +131,7 @@ export class Reader {
     let b = this.bodies.get(key);
     if (!b) {
       b = await this.readRange(meta.id, variant, length);
-      this.bodies.set(key, b);
+      this.keep(meta, key, b);
     }
     return b;
   }
@@ -155,8 +157,30 @@ export class Reader {
     } else {
       body = await gunzip(await this.deltaBody(meta, cut, 'gzip'));
     }
-    this.bodies.set(key, body);
+    this.keep(meta, key, body);
     return body;
+  }
+
+  /** Bytes of bodies held in memory. */
+  get cachedBytes(): number {
+    return this.bodies.calculatedSize;
+  }
+
+  /**
+   * Keeps a body of rendering `meta` in memory, for the newest rendering of its path only: the routes
+   * serve current renderings, so the bodies of one that was superseded are never asked for again. Left to
+   * the LRU, they filled its 64 MB with dead renderings of the live documents, two more every render tick
+   * (REGRESSION: the embedded process grew by ~60 MB over a 10-minute soak, half its memory bound).
+   */
+  private keep(meta: RenderingMeta, key: string, body: Buffer): void {
+    const newest = this.cachedRendering.get(meta.path);
+    if (newest !== undefined && newest > meta.id) return; // a request that began before the new rendering
+    if (newest !== undefined && newest < meta.id) {
+      const prefix = `${newest}:`;
+      for (const k of [...this.bodies.keys()]) if (k.startsWith(prefix)) this.bodies.delete(k);
+    }
+    this.cachedRendering.set(meta.path, meta.id);
+    this.bodies.set(key, body);
   }
 
   private async readRange(id: number, variant: Variant, end: number): Promise<Buffer> {
