@@ -1,12 +1,10 @@
 // Owns the embedded database behind the Db interface: PGlite in its own thread (pglite-thread.ts), the lock
 // file that keeps a data directory to one process, and background work's place behind intake on its one session.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
-import { extname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { DatabaseError, type Db, type Queryable } from './db-interface.js';
-import { returnThread, takeThread, type Answer } from './pglite-thread.js';
+import { createInProcess, returnThread, takeThread, type Answer } from './pglite-thread.js';
 
 const background = new AsyncLocalStorage<boolean>();
 
@@ -19,22 +17,6 @@ const background = new AsyncLocalStorage<boolean>();
  */
 export function inBackground<T>(fn: () => Promise<T>): Promise<T> {
   return background.run(true, fn);
-}
-
-/** The creating process's entry beside this file: .ts under tsx (tests, `npm run dev`), .js once compiled. */
-const OWN_EXT = extname(fileURLToPath(import.meta.url));
-const CREATE_ENTRY = fileURLToPath(new URL(`./pglite-create${OWN_EXT}`, import.meta.url));
-
-/** Creates a new database in `pgdata` by running pglite-create in a child process. */
-function createInProcess(pgdata: string): Promise<void> {
-  return new Promise((done, fail) => {
-    const loader = OWN_EXT === '.ts' ? ['--import', import.meta.resolve('tsx')] : [];
-    const child = spawn(process.execPath, [...loader, CREATE_ENTRY, pgdata], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('error', fail);
-    child.on('close', (code, signal) => (code === 0 ? done() : fail(new Error(stderr.trim() || `creating it ended with ${code ?? signal}`))));
-  });
 }
 
 /**

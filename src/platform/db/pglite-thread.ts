@@ -1,6 +1,8 @@
 // Owns the thread the embedded database runs in (pglite-worker.ts): starting it, posting statements to it
 // in priority order and matching the answers, and keeping one idle thread for the next database this process
-// opens (a thread starts in ~1 s: loading PGlite's JavaScript again in a new isolate is most of it).
+// opens (a thread starts in ~1 s: loading PGlite's JavaScript again in a new isolate is most of it); and the
+// process that creates a new database (pglite-create.ts).
+import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +12,7 @@ import type { WorkerError, WorkerReply, WorkerRequest } from './pglite-protocol.
 /** The engine thread's young generation (MB), see startWorker. */
 const WORKER_YOUNG_MB = 8;
 
-/** The worker's file beside this one: .ts under tsx (tests, `npm run dev`), .js once compiled. */
+/** This file's extension, and so its siblings': .ts under tsx (tests, `npm run dev`), .js once compiled. */
 const OWN_EXT = extname(fileURLToPath(import.meta.url));
 const WORKER_URL = new URL(`./pglite-worker${OWN_EXT}`, import.meta.url);
 
@@ -25,6 +27,19 @@ function startWorker(): Worker {
   if (OWN_EXT !== '.ts') return new Worker(WORKER_URL, { resourceLimits });
   const boot = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(WORKER_URL.href)}); })`;
   return new Worker(boot, { eval: true, resourceLimits });
+}
+
+/** Creates a new database in `pgdata` by running pglite-create in a child process (under tsx, with tsx). */
+export function createInProcess(pgdata: string): Promise<void> {
+  return new Promise((done, fail) => {
+    const loader = OWN_EXT === '.ts' ? ['--import', import.meta.resolve('tsx')] : [];
+    const entry = fileURLToPath(new URL(`./pglite-create${OWN_EXT}`, import.meta.url));
+    const child = spawn(process.execPath, [...loader, entry, pgdata], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', fail);
+    child.on('close', (code, signal) => (code === 0 ? done() : fail(new Error(stderr.trim() || `creating it ended with ${code ?? signal}`))));
+  });
 }
 
 let wasmModule: Promise<WebAssembly.Module | undefined> | undefined;
