@@ -121,6 +121,27 @@ export async function weblogsPingedAfter(q: Queryable, afterId: number, limit: n
   });
 }
 
+/**
+ * The pings received in [startUs, endUs) with an id above `afterId`, in id order, at most `limit`: what came
+ * into an hour since a reader last looked (ids become visible in id order: EVENT_ORDER_LOCK). The time
+ * bounds let the partitioned table skip every day but the hour's.
+ */
+export async function hourPingsAfter(q: Queryable, startUs: number, endUs: number, afterId: number, limit: number): Promise<PingPageRow[]> {
+  return withContext('reading the pings of an hour since the last render', async () => {
+    const rows = await q.query<PingPageRow>(
+      `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
+        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id > $3
+        order by id limit $4`,
+      [startUs, endUs, afterId, limit],
+    );
+    for (const r of rows) {
+      r.id = Number(r.id);
+      r.at_us = Number(r.at_us);
+    }
+    return rows;
+  });
+}
+
 export interface HourStats {
   n: number;
   maxId: number;

@@ -1,10 +1,12 @@
 // Owns the hourly archives, /YYYY/MM/DD/HH.xml (UTC): every ping of one hour, oldest first, not
-// de-duplicated, in the weblogUpdates format; their paths and the renderer's source for one hour.
+// de-duplicated, in the weblogUpdates format; their paths and the renderer's source for one hour, read from
+// the database or, for the open hour, from the pings kept between its renders (hour-cache.ts).
 import type { Queryable } from '../../platform/db/database.js';
 import type { After, HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import { listingReads, type ListingReads } from './listing.js';
 import { prefetch, type Entry, type RenderSource } from './document.js';
-import { WEBLOG_UPDATES_FOOT, weblogElement, weblogUpdatesHead } from './weblog-updates.js';
+import { WEBLOG_UPDATES_FOOT, weblogElement, weblogElementFrom, weblogUpdatesHead } from './weblog-updates.js';
+import type { HourCache, KeptPing } from './hour-cache.js';
 
 /** Archives are read in pages: a page's rows live across the database round trip. */
 export const ARCHIVE_PAGE_ROWS = 2000;
@@ -88,4 +90,39 @@ export function archiveSource(
     }
   }
   return { head: weblogUpdatesHead(new Date(updatedMs), stats.n), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: stats.n };
+}
+
+/** The pings kept by the hour cache as the same document archiveSource reads from the database. */
+export function keptArchiveSource(pings: readonly KeptPing[], updatedMs: number, pageRows = ARCHIVE_PAGE_ROWS): RenderSource {
+  async function* pages(): AsyncIterable<Entry[]> {
+    for (let i = 0; i < pings.length; i += pageRows) {
+      const end = Math.min(i + pageRows, pings.length);
+      let xml = '';
+      for (let j = i; j < end; j++) xml += weblogElementFrom(pings[j].start, pings[j].atUs / 1000, updatedMs);
+      yield [{ xml, atUs: pings[end - 1].atUs, count: end - i }];
+    }
+  }
+  return { head: weblogUpdatesHead(new Date(updatedMs), pings.length), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: pings.length };
+}
+
+/** An hour's pings up to a render time: how many (the rendering's fingerprint), and the document for `updated`. */
+export interface ArchiveRead {
+  stats: HourStats;
+  source(updatedMs: number): RenderSource;
+}
+
+/**
+ * The pings received in the hour from `startMs` before `toUs`: from `cache` when one is given (the open hour)
+ * and it can hold the hour, else read from the database page by page.
+ */
+export async function readArchive(
+  q: Queryable,
+  startMs: number,
+  toUs: number,
+  o: { reads: ListingReads; pageRows: number; cache: HourCache | null },
+): Promise<ArchiveRead> {
+  const kept = o.cache && (await o.cache.hour(q, startMs, toUs, o.pageRows));
+  if (kept) return { stats: kept.stats, source: (updatedMs) => keptArchiveSource(kept.pings, updatedMs) };
+  const stats = await archiveStats(q, startMs, toUs, o.reads);
+  return { stats, source: (updatedMs) => archiveSource(q, startMs, toUs, updatedMs, stats, o.reads, o.pageRows) };
 }

@@ -1,7 +1,7 @@
 // Owns which pings the weblogUpdates documents list (VERIFY_PINGS): every accepted ping, or under
 // `require` only those whose feed verification found something new. Both read the same row shapes.
 import type { Queryable } from '../../platform/db/database.js';
-import { hourPage, hourStats, lastPingId, weblogsPingedAfter, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogChanges, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
+import { hourPage, hourPingsAfter, hourStats, lastPingId, weblogsPingedAfter, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogChanges, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
 import { verifiedHourPage, verifiedHourStats, verifiedWeblogWindowPage, verifiedWeblogWindowStats } from '../../verification/listing-repository.js';
 
 export type Listing = 'all' | 'verified';
@@ -15,11 +15,13 @@ export interface ListingReads {
   /**
    * How to follow the listed weblogs from one render to the next (window-cache.ts), when the listing can:
    * every accepted ping is listed, so the pings after the last id read are what changed. Verified pings are
-   * listed by the verifier's own time and are re-read in full.
+   * listed by the verifier's own time and are re-read in full. The open hour's archive is followed the same
+   * way (hour-cache.ts).
    */
   follow?: {
     lastId(q: Queryable): Promise<number>;
     changedAfter(q: Queryable, afterId: number, limit: number): Promise<WeblogChanges>;
+    hourPingsAfter(q: Queryable, startUs: number, endUs: number, afterId: number, limit: number): Promise<PingPageRow[]>;
   };
 }
 
@@ -29,7 +31,7 @@ const ALL: ListingReads = {
   weblogPage: weblogWindowPage,
   hourStats,
   hourPage,
-  follow: { lastId: lastPingId, changedAfter: weblogsPingedAfter },
+  follow: { lastId: lastPingId, changedAfter: weblogsPingedAfter, hourPingsAfter },
 };
 const VERIFIED: ListingReads = {
   listing: 'verified',

@@ -5,7 +5,8 @@
 import { inBackground, type Db, type Queryable } from '../../platform/db/database.js';
 import { beginSnapshot, endSnapshot, readClock } from '../../platform/db/clock.js';
 import { analyzePingTables, firstPingUs, totalPings } from '../../intake/ping/window-repository.js';
-import { ARCHIVE_DOCUMENT, HOUR_MS, archivePageRows, archivePath, archiveSource, archiveStats, hourStart } from '../documents/archive.js';
+import { ARCHIVE_DOCUMENT, HOUR_MS, archivePageRows, archivePath, hourStart, readArchive } from '../documents/archive.js';
+import { HourCache } from '../documents/hour-cache.js';
 import type { LiveDocument, RenderSource, RenderWindow, TickShared } from '../documents/document.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import { CONTENT_TYPE } from '../documents/weblog-updates.js';
@@ -22,7 +23,7 @@ import {
   type RenderingMeta,
 } from '../rendering-store.js';
 import { runPipeline } from './pipeline.js';
-import { closeLimitUs, cursorFor, liveMayWait, renderTime, wholeSecond, type RenderTime } from './render-time.js';
+import { closeLimitUs, cursorFor, liveMayWait, nextSecond, renderTime, wholeSecond, type RenderTime } from './render-time.js';
 
 /** Advisory lock held while rendering: one renderer among all instances sharing the database. */
 export const RENDER_LOCK = 0x70756221; // 'pub!'
@@ -103,11 +104,16 @@ export class Renderer {
   private busy = false;
   private closed = false;
   private analyzedAt = -Infinity;
+  /** The open hour's pings, when every accepted ping is listed (hour-cache.ts). */
+  private readonly openHour: HourCache | null;
 
   constructor(
     readonly documents: DocumentRegistry,
     private readonly opts: RendererOptions,
-  ) {}
+  ) {
+    const reads = documents.listing;
+    this.openHour = reads.follow ? new HourCache({ hourPage: reads.hourPage, follow: reads.follow }) : null;
+  }
 
   /**
    * Renders what is due. Returns null when another instance holds the render lock (it renders; we serve
@@ -267,17 +273,11 @@ export class Renderer {
     });
   }
 
-  /**
-   * Last-Modified must move forward with every new rendering and never be ahead of the clock: when the
-   * previous rendering is from this same second, wait for the next one (manual renders only; the schedule
-   * is at most once a second). Injected times (tests) are moved instead.
-   */
+  /** The next second after the previous rendering's, waited for when it is this one (render-time.ts). */
   private async afterPrevious(prev: RenderingMeta | undefined, t: RenderTime): Promise<{ nowUs: number; updatedMs: number } | null> {
-    if (!prev || prev.updatedMs < wholeSecond(t.nowUs)) return null;
-    const next = prev.updatedMs + 1000;
-    const waitMs = next - t.nowUs / 1000;
-    if (!t.injected && waitMs > 0 && waitMs <= 1100) await new Promise((r) => setTimeout(r, Math.ceil(waitMs)));
-    return { nowUs: Math.max(t.nowUs, next * 1000), updatedMs: next };
+    const later = nextSecond(prev, t);
+    if (later?.waitMs) await new Promise((r) => setTimeout(r, later.waitMs));
+    return later;
   }
 
   private async renderArchive(q: Queryable, startMs: number, o: { closed: boolean; t: RenderTime; force: boolean }): Promise<Outcome> {
@@ -293,21 +293,24 @@ export class Renderer {
     // received_at < toUs: the whole hour once closed, up to the render time while it grows.
     const frame = (nowUs: number, updatedMs: number) =>
       o.closed ? { updatedMs: endMs, toUs: endMs * 1000 } : { updatedMs, toUs: Math.min(endMs * 1000, nowUs + 1) };
+    // The open hour's pings are kept between its renders when the listing can be followed; a closing render
+    // reads the whole hour (the bytes it keeps for good come from the database itself).
+    const read = (toUs: number) => readArchive(q, startMs, toUs, { reads: this.documents.listing, pageRows: archivePageRows(this.opts.db.kind), cache: o.closed ? null : this.openHour });
     return this.withSnapshot(q, async () => {
       let f = frame(o.t.nowUs, wholeSecond(o.t.nowUs));
-      let stats = await archiveStats(q, startMs, f.toUs, this.documents.listing);
-      const print = () => `${stats.n}:${stats.maxId}:${o.closed ? 'closed' : 'open'}`;
+      let hour = await read(f.toUs);
+      const print = () => `${hour.stats.n}:${hour.stats.maxId}:${o.closed ? 'closed' : 'open'}`;
       if (!o.force && prev && prev.fingerprint === print()) return 'unchanged';
       const later = o.closed || prev?.closed ? null : await this.afterPrevious(prev, o.t);
       if (later) {
         f = frame(later.nowUs, later.updatedMs);
-        stats = await archiveStats(q, startMs, f.toUs, this.documents.listing);
+        hour = await read(f.toUs);
       }
       const { updatedMs, toUs } = f;
       return this.store(
         { path, document: ARCHIVE_DOCUMENT, contentType: CONTENT_TYPE, updatedMs, cursorUs: cursorFor(o.t, toUs), fingerprint: print(), closed: o.closed, deltas: false, hourStartMs: startMs },
         prev,
-        async () => archiveSource(q, startMs, toUs, updatedMs, stats, this.documents.listing, archivePageRows(this.opts.db.kind)),
+        async () => hour.source(updatedMs),
       );
     });
   }

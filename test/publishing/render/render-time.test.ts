@@ -1,7 +1,7 @@
 // The time decisions of a render: pure functions of the database clock.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeLimitUs, cursorFor, liveMayWait, renderTime, wholeSecond } from '../../../src/publishing/render/render-time.js';
+import { closeLimitUs, cursorFor, liveMayWait, nextSecond, renderTime, wholeSecond } from '../../../src/publishing/render/render-time.js';
 
 const S = 1_000_000;
 
@@ -41,4 +41,14 @@ test('a dear live document waits at most ten renders\' time, and never until its
   assert.equal(liveMayWait({ ...prev, updatedMs: (now - 37 * S) / 1000, createdUs: now - 15 * S, renderMs: 2000 }, now, 60, 10, 1000), true);
   assert.equal(liveMayWait({ ...prev, updatedMs: (now - 38 * S) / 1000, createdUs: now - 15 * S, renderMs: 2000 }, now, 60, 10, 1000), false);
   assert.equal(liveMayWait({ ...prev, renderMs: 40_000, createdUs: now - 5 * S }, now, 60, 10, 1000), false, 'a render too long for the bound (6 + 20 + 40 s) is never put off');
+});
+
+test('a rendering in the same second as the previous one is dated the next second: the clock waits for it, an injected time moves', () => {
+  const clock = { nowUs: 100.4 * S, oldestOpenUs: null };
+  assert.equal(nextSecond(undefined, renderTime(clock)), null);
+  assert.equal(nextSecond({ updatedMs: 99_000 }, renderTime(clock)), null, 'an earlier second: nothing to wait for');
+  assert.deepEqual(nextSecond({ updatedMs: 100_000 }, renderTime(clock)), { nowUs: 101 * S, updatedMs: 101_000, waitMs: 600 });
+  assert.deepEqual(nextSecond({ updatedMs: 100_000 }, renderTime(clock, new Date(100_400))), { nowUs: 101 * S, updatedMs: 101_000, waitMs: 0 });
+  // Further ahead than a second (a clock that went back): dated after it, but not waited for.
+  assert.deepEqual(nextSecond({ updatedMs: 105_000 }, renderTime(clock)), { nowUs: 106 * S, updatedMs: 106_000, waitMs: 0 });
 });
