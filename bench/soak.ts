@@ -149,7 +149,7 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
  * V8's heap), named in the report: RSS figures mean nothing without them.
  */
 function processTuning(): string {
-  const set = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'NODE_OPTIONS'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
+  const set = ['LD_PRELOAD', 'MALLOC_CONF', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'NODE_OPTIONS'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
   return set.length ? ` pingd's environment: ${set.join(', ')};` : ' no malloc or V8 settings in pingd\'s environment;';
 }
 

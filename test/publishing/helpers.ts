@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import zlib from 'node:zlib';
 import { XMLValidator } from 'fast-xml-parser';
 import type { Queryable } from '../../src/platform/db/database.js';
+import type { RenderSource } from '../../src/publishing/documents/document.js';
 
 export interface TestPing {
   name: string;
@@ -136,4 +137,22 @@ export function utc(iso: string): number {
   const ms = Date.parse(iso.endsWith('Z') ? iso : `${iso}Z`);
   if (!Number.isFinite(ms)) throw new Error(`bad date ${iso}`);
   return ms;
+}
+
+/** A rendered document as one string: its head, every page, its foot. */
+export async function sourceText(s: RenderSource): Promise<string> {
+  let out = s.head;
+  for await (const page of s.pages) for (const e of page) out += e.xml;
+  return out + s.foot;
+}
+
+/** The database, counting the statements whose SQL matches `pattern` (a read a cache exists to avoid). */
+export function countingQueries(q: Queryable, pattern: RegExp): { q: Queryable; count: () => number } {
+  let n = 0;
+  const wrapped: Queryable = Object.create(q);
+  wrapped.query = ((sql: string, ...rest: unknown[]) => {
+    if (pattern.test(sql)) n++;
+    return (q.query as (...a: unknown[]) => unknown)(sql, ...rest);
+  }) as Queryable['query'];
+  return { q: wrapped, count: () => n };
 }

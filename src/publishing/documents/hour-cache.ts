@@ -5,14 +5,14 @@
 import type { Queryable } from '../../platform/db/database.js';
 import type { HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';
-import { weblogStart } from './weblog-updates.js';
+import { keptWeblog, type KeptWeblog } from './window-cache.js';
 
-/** A ping as the cache keeps it: its element's escaped start, and the keyset the archive is ordered by. */
-export interface KeptPing {
-  id: number;
-  atUs: number;
-  start: string;
-}
+/**
+ * A ping as the cache keeps it: its element's escaped start (a flat copy), and the keyset the archive is
+ * ordered by (its time and its ping id). Kept as the window cache keeps a weblog: the rows have one shape.
+ */
+export type KeptPing = KeptWeblog;
+export const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
 
 /**
  * Pings kept at most (~190 bytes each, so ~38 MB, as the live documents' window cache). An hour that holds
@@ -26,13 +26,6 @@ const HOUR_US = 3_600_000_000;
 
 /** The archive's order: oldest first by (time, ping id), as the keyset pages read them. */
 const olderFirst = (a: KeptPing, b: KeptPing): number => a.atUs - b.atUs || a.id - b.id;
-
-/** A row as it is kept; the start is copied into one flat string (see keptWeblog in window-cache.ts). */
-export const keptPing = (r: PingPageRow): KeptPing => ({
-  id: r.id,
-  atUs: r.at_us,
-  start: Buffer.from(weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }), 'utf8').toString('utf8'),
-});
 
 /**
  * Adds `fresh` to `kept` (both oldest first after this), in place. A ping's time is its transaction's start

@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { insertPings } from '../helpers.js';
+import { countingQueries, insertPings, sourceText } from '../helpers.js';
 import type { Queryable } from '../../../src/platform/db/database.js';
 import { listingReads, type ListingReads } from '../../../src/publishing/documents/listing.js';
 import { weblogUpdatesDocument } from '../../../src/publishing/documents/changes.js';
@@ -45,24 +45,9 @@ describe('mergeChanged and inWindow', () => {
   });
 });
 
-/** The whole document as one string (head, every page, foot). */
-async function bytesOf(doc: LiveDocument, q: Queryable, w: RenderWindow, shared: TickShared): Promise<string> {
-  const s = await doc.source(q, w, shared);
-  let out = s.head;
-  for await (const page of s.pages) for (const e of page) out += e.xml;
-  return out + s.foot;
-}
-
-/** The database, counting the statements that read a window's pages (the read the cache exists to avoid). */
-function counting(q: Queryable): { q: Queryable; windowReads: () => number } {
-  let n = 0;
-  const wrapped: Queryable = Object.create(q);
-  wrapped.query = ((sql: string, ...rest: unknown[]) => {
-    if (/order by last_ping_at desc/.test(sql)) n++;
-    return (q.query as (...a: unknown[]) => unknown)(sql, ...rest);
-  }) as Queryable['query'];
-  return { q: wrapped, windowReads: () => n };
-}
+const bytesOf = async (doc: LiveDocument, q: Queryable, w: RenderWindow, shared: TickShared) => sourceText(await doc.source(q, w, shared));
+/** Counts the statements that read a window's pages (the read the cache exists to avoid). */
+const counting = (q: Queryable) => countingQueries(q, /order by last_ping_at desc/);
 
 describe('a kept window renders what a full read renders', () => {
   let t: TestApp;
@@ -116,7 +101,7 @@ describe('a kept window renders what a full read renders', () => {
     }
     assert.ok(Math.max(...sizes) >= 40, `the windows were not trivially small: ${sizes}`);
     // Loaded twice (at the start, and when the window went back past what was kept), one page each.
-    assert.equal(c.windowReads(), 2);
+    assert.equal(c.count(), 2);
   });
 
   test('when the widest window holds more weblogs than the cache keeps, it is read in full (null) and the narrowest is still kept', async () => {
@@ -137,9 +122,9 @@ describe('a kept window renders what a full read renders', () => {
       ['Many 0', 'Many 1', 'Many 2'],
     );
     // The wide window is not tried again at every render (only after a few minutes): no page read for it.
-    const reads = c.windowReads();
+    const reads = c.count();
     assert.equal(await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 10_000_000 }), null);
     assert.equal((await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 2_500_000 }))?.length, 3);
-    assert.equal(c.windowReads(), reads);
+    assert.equal(c.count(), reads);
   });
 });
