@@ -156,3 +156,19 @@ export function countingQueries(q: Queryable, pattern: RegExp): { q: Queryable; 
   }) as Queryable['query'];
   return { q: wrapped, count: () => n };
 }
+
+/**
+ * Random choices that are the same on every run and backend: `rand()` in [0, 1), and `url()`, a weblog
+ * pinged before 40% of the time, else a new one from `newUrl` (`urls`: every one so far).
+ */
+export function seeded(seed: number, newUrl: () => string): { rand: () => number; url: () => string; urls: string[] } {
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const urls: string[] = [];
+  const url = () => {
+    if (urls.length > 0 && rand() < 0.4) return urls[Math.floor(rand() * urls.length)];
+    const u = newUrl();
+    urls.push(u);
+    return u;
+  };
+  return { rand, url, urls };
+}

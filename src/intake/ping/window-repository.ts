@@ -121,6 +121,15 @@ export async function weblogsPingedAfter(q: Queryable, afterId: number, limit: n
   });
 }
 
+/** Ping rows as the driver returns them (bigints may come as strings) with their numbers made numbers. */
+function pingRows(rows: PingPageRow[]): PingPageRow[] {
+  for (const r of rows) {
+    r.id = Number(r.id);
+    r.at_us = Number(r.at_us);
+  }
+  return rows;
+}
+
 /**
  * The pings received in [startUs, endUs) with an id above `afterId`, in id order, at most `limit`: what came
  * into an hour since a reader last looked (ids become visible in id order: EVENT_ORDER_LOCK). The time
@@ -134,11 +143,7 @@ export async function hourPingsAfter(q: Queryable, startUs: number, endUs: numbe
         order by id limit $4`,
       [startUs, endUs, afterId, limit],
     );
-    for (const r of rows) {
-      r.id = Number(r.id);
-      r.at_us = Number(r.at_us);
-    }
-    return rows;
+    return pingRows(rows);
   });
 }
 
@@ -172,11 +177,7 @@ export function hourWindow(filter = 'true') {
             order by received_at, id limit $5`,
           [after ? after.atUs : startUs, endUs, maxId, after ? after.id : 0, limit],
         );
-        for (const r of rows) {
-          r.id = Number(r.id);
-          r.at_us = Number(r.at_us);
-        }
-        return rows;
+        return pingRows(rows);
       }),
   };
 }

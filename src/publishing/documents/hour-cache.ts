@@ -6,13 +6,14 @@ import type { Queryable } from '../../platform/db/database.js';
 import type { HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';
 import { keptWeblog, type KeptWeblog } from './window-cache.js';
+import { HOUR_MS } from './archive.js';
 
 /**
  * A ping as the cache keeps it: its element's escaped start (a flat copy), and the keyset the archive is
  * ordered by (its time and its ping id). Kept as the window cache keeps a weblog: the rows have one shape.
  */
 export type KeptPing = KeptWeblog;
-export const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
+const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
 
 /**
  * Pings kept at most (~190 bytes each, so ~38 MB, as the live documents' window cache). An hour that holds
@@ -22,7 +23,7 @@ export const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
 export const HOUR_CACHE_MAX = 200_000;
 /** Rows per statement while catching up on pings. */
 const FOLLOW_ROWS = 5000;
-const HOUR_US = 3_600_000_000;
+const HOUR_US = HOUR_MS * 1000;
 
 /** The archive's order: oldest first by (time, ping id), as the keyset pages read them. */
 const olderFirst = (a: KeptPing, b: KeptPing): number => a.atUs - b.atUs || a.id - b.id;

@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { countingQueries, insertPings, sourceText } from '../helpers.js';
+import { countingQueries, insertPings, seeded, sourceText } from '../helpers.js';
 import type { Queryable } from '../../../src/platform/db/database.js';
 import { listingReads } from '../../../src/publishing/documents/listing.js';
 import { countBefore, HourCache, mergeFresh, type KeptPing } from '../../../src/publishing/documents/hour-cache.js';
@@ -61,17 +61,13 @@ describe('a kept hour renders what a full read renders', () => {
     // An hour of its own, two hours back: every invented time is in the database's past.
     const startMs = hourStart(Date.now()) - 2 * 3_600_000;
     // A seeded generator: the same sequence on every run and backend.
-    let seed = 4242;
-    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-    const urls: string[] = [];
+    const { rand, url: someUrl } = seeded(4242, () => uniqueUrl('hour'));
     let nowMs = startMs + 60_000;
     const sizes: number[] = [];
     for (let step = 0; step < 20; step++) {
       const batch = [];
       for (let i = 0; i < 15; i++) {
-        const known = urls.length > 0 && rand() < 0.4;
-        const url = known ? urls[Math.floor(rand() * urls.length)] : uniqueUrl('hour');
-        if (!known) urls.push(url);
+        const url = someUrl();
         // Mostly just before the render time; some well before it (older than pings already kept), some
         // after it (kept for a later render), some in the hour before or after, some in the same instant.
         const r = rand();

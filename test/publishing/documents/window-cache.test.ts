@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { countingQueries, insertPings, sourceText } from '../helpers.js';
+import { countingQueries, insertPings, seeded, sourceText } from '../helpers.js';
 import type { Queryable } from '../../../src/platform/db/database.js';
 import { listingReads, type ListingReads } from '../../../src/publishing/documents/listing.js';
 import { weblogUpdatesDocument } from '../../../src/publishing/documents/changes.js';
@@ -65,17 +65,13 @@ describe('a kept window renders what a full read renders', () => {
     const c = counting(t.app.db);
 
     // A seeded generator: the same sequence on every run and backend.
-    let seed = 12345;
-    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-    const urls: string[] = [];
+    const { rand, url: someUrl, urls } = seeded(12345, () => uniqueUrl('kept'));
     let nowMs = Date.now() - 3600_000; // every invented time is in the database's past
     const sizes: number[] = [];
     for (let step = 0; step < 24; step++) {
       const batch = [];
       for (let i = 0; i < 12; i++) {
-        const known = urls.length > 0 && rand() < 0.4;
-        const url = known ? urls[Math.floor(rand() * urls.length)] : uniqueUrl('kept');
-        if (!known) urls.push(url);
+        const url = someUrl();
         // Mostly recent; some older than entries already kept (a batch that started earlier), some after
         // the render time (kept for a later render), some already out of the window.
         const r = rand();
