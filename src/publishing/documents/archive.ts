@@ -6,7 +6,8 @@ import type { After, HourStats, PingPageRow } from '../../intake/ping/window-rep
 import { listingReads, type ListingReads } from './listing.js';
 import { prefetch, type Entry, type RenderSource } from './document.js';
 import { WEBLOG_UPDATES_FOOT, weblogElement, weblogElementFrom, weblogUpdatesHead } from './weblog-updates.js';
-import type { HourCache, KeptPing } from './hour-cache.js';
+import type { HourCache } from './hour-cache.js';
+import type { KeptEntries } from './kept-entries.js';
 
 /** Archives are read in pages: a page's rows live across the database round trip. */
 export const ARCHIVE_PAGE_ROWS = 2000;
@@ -93,13 +94,13 @@ export function archiveSource(
 }
 
 /** The pings kept by the hour cache as the same document archiveSource reads from the database. */
-export function keptArchiveSource(pings: readonly KeptPing[], updatedMs: number, pageRows = ARCHIVE_PAGE_ROWS): RenderSource {
+export function keptArchiveSource(pings: KeptEntries, updatedMs: number, pageRows = ARCHIVE_PAGE_ROWS): RenderSource {
   async function* pages(): AsyncIterable<Entry[]> {
     for (let i = 0; i < pings.length; i += pageRows) {
       const end = Math.min(i + pageRows, pings.length);
       let xml = '';
-      for (let j = i; j < end; j++) xml += weblogElementFrom(pings[j].start, pings[j].atUs / 1000, updatedMs);
-      yield [{ xml, atUs: pings[end - 1].atUs, count: end - i }];
+      for (let j = i; j < end; j++) xml += weblogElementFrom(pings.start(j), pings.atUs(j) / 1000, updatedMs);
+      yield [{ xml, atUs: pings.atUs(end - 1), count: end - i }];
     }
   }
   return { head: weblogUpdatesHead(new Date(updatedMs), pings.length), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: pings.length };

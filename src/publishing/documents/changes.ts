@@ -5,7 +5,8 @@ import type { WeblogWindowRow } from '../../intake/ping/window-repository.js';
 import { listingReads, type ListingReads } from './listing.js';
 import { prefetch, type Entry, type LiveDocument, type RenderWindow } from './document.js';
 import { CONTENT_TYPE, WEBLOG_UPDATES_FOOT, weblogElement, weblogElementFrom, weblogUpdatesHead } from './weblog-updates.js';
-import { WindowCache, type KeptWeblog } from './window-cache.js';
+import { WindowCache } from './window-cache.js';
+import type { KeptEntries } from './kept-entries.js';
 
 /** Rows read per query while rendering: bounds memory whatever the size of the document. */
 export const PAGE_ROWS = 2000;
@@ -27,9 +28,11 @@ async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads):
 }
 
 /** The kept weblogs of a window as pages of elements, `when` counted from this rendering's `updated`. */
-async function* keptPages(kept: KeptWeblog[], updatedMs: number): AsyncIterable<Entry[]> {
+async function* keptPages(kept: KeptEntries, updatedMs: number): AsyncIterable<Entry[]> {
   for (let i = 0; i < kept.length; i += PAGE_ROWS) {
-    yield kept.slice(i, i + PAGE_ROWS).map((e) => ({ xml: weblogElementFrom(e.start, e.atUs / 1000, updatedMs), atUs: e.atUs }));
+    const page: Entry[] = [];
+    for (let j = i; j < Math.min(i + PAGE_ROWS, kept.length); j++) page.push({ xml: weblogElementFrom(kept.start(j), kept.atUs(j) / 1000, updatedMs), atUs: kept.atUs(j) });
+    yield page;
   }
 }
 
@@ -51,7 +54,7 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
       // Any accepted ping raises the total; an entry leaving the window lowers n: either changes bytes.
       // The same string whether the window is kept or read, so switching between the two renders nothing.
       const kept = cache && (await cache.window(q, w));
-      const s = kept ? { n: kept.length, maxUs: kept[0]?.atUs ?? 0 } : await reads.weblogStats(q, w.fromUs, w.toUs);
+      const s = kept ? { n: kept.length, maxUs: kept.length > 0 ? kept.atUs(0) : 0 } : await reads.weblogStats(q, w.fromUs, w.toUs);
       return `${await shared.total()}:${s.n}:${s.maxUs}`;
     },
     async source(q, w, shared) {

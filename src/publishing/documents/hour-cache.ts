@@ -6,6 +6,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import type { HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';
 import { keptWeblog, type KeptWeblog } from './window-cache.js';
+import { KeptEntries } from './kept-entries.js';
 import { HOUR_MS } from './archive.js';
 
 /**
@@ -16,7 +17,7 @@ export type KeptPing = KeptWeblog;
 const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
 
 /**
- * Pings kept at most (~190 bytes each, so ~38 MB, as the live documents' window cache). An hour that holds
+ * Pings kept at most (~130 bytes each off the JavaScript heap, as the live documents' window cache). An hour that holds
  * more is read in full on each of its renders until the next hour begins, as before the cache: a sustained
  * 200 pings/s passes it after ~17 minutes.
  */
@@ -34,26 +35,32 @@ const olderFirst = (a: KeptPing, b: KeptPing): number => a.atUs - b.atUs || a.id
  * appended. Such pings are never far from the end (a batch's transaction is short), so the merge starts
  * where the first new ping belongs, found from the end.
  */
-export function mergeFresh(kept: KeptPing[], fresh: KeptPing[]): void {
+export function mergeFresh(kept: KeptEntries, fresh: KeptPing[]): void {
   if (fresh.length === 0) return;
   fresh.sort(olderFirst);
+  const first = fresh[0];
   let i = kept.length;
-  while (i > 0 && olderFirst(kept[i - 1], fresh[0]) > 0) i--;
-  const tail = kept.splice(i);
+  while (i > 0 && (kept.atUs(i - 1) > first.atUs || (kept.atUs(i - 1) === first.atUs && kept.id(i - 1) > first.id))) i--;
+  const tail = kept.slice(i, kept.length);
+  kept.truncate(i);
   let a = 0;
   let b = 0;
-  while (a < tail.length && b < fresh.length) kept.push(olderFirst(tail[a], fresh[b]) <= 0 ? tail[a++] : fresh[b++]);
-  while (a < tail.length) kept.push(tail[a++]);
-  while (b < fresh.length) kept.push(fresh[b++]);
+  while (a < tail.length && b < fresh.length) {
+    const f = fresh[b];
+    if (tail.atUs(a) < f.atUs || (tail.atUs(a) === f.atUs && tail.id(a) <= f.id)) kept.pushFrom(tail, a++);
+    else kept.add(fresh[b++]);
+  }
+  for (; a < tail.length; a++) kept.pushFrom(tail, a);
+  for (; b < fresh.length; b++) kept.add(fresh[b]);
 }
 
 /** How many of `kept` (oldest first) were received before `toUs`. */
-export function countBefore(kept: readonly KeptPing[], toUs: number): number {
+export function countBefore(kept: KeptEntries, toUs: number): number {
   let lo = 0;
   let hi = kept.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (kept[mid].atUs < toUs) lo = mid + 1;
+    if (kept.atUs(mid) < toUs) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -62,7 +69,8 @@ export function countBefore(kept: readonly KeptPing[], toUs: number): number {
 /** The pings of an hour up to a render time, from the cache: what archiveStats and the pages would read. */
 export interface KeptHour {
   stats: HourStats;
-  pings: KeptPing[];
+  /** A view of the kept pings: valid until the next call. */
+  pings: KeptEntries;
 }
 
 export type HourFollow = Pick<ListingReads, 'hourPage'> & { follow: NonNullable<ListingReads['follow']> };
@@ -70,7 +78,7 @@ export type HourFollow = Pick<ListingReads, 'hourPage'> & { follow: NonNullable<
 /** The pings of one hour (the open one), kept between its renders. */
 export class HourCache {
   private hourMs: number | null = null;
-  private kept: KeptPing[] | null = null;
+  private kept: KeptEntries | null = null;
   /** The last ping id the kept pings account for. */
   private lastId = 0;
   /** The hour outgrew the cache: it is read in full until the next one. */
@@ -100,9 +108,9 @@ export class HourCache {
       this.tooBig = true;
       return null;
     }
-    const pings = this.kept!.slice(0, countBefore(this.kept!, toUs));
+    const pings = this.kept!.view(0, countBefore(this.kept!, toUs));
     let maxId = 0;
-    for (const p of pings) if (p.id > maxId) maxId = p.id;
+    for (let i = 0; i < pings.length; i++) maxId = Math.max(maxId, pings.id(i));
     return { stats: { n: pings.length, maxId }, pings };
   }
 
@@ -110,12 +118,12 @@ export class HourCache {
     // The last id first, and only pings up to it: the pings after it are the next catch-up's, read once.
     const lastId = await this.reads.follow.lastId(q);
     const startUs = startMs * 1000;
-    const kept: KeptPing[] = [];
+    const kept = new KeptEntries();
     let rows: PingPageRow[] = [];
     do {
       const last = rows[rows.length - 1];
       rows = await this.reads.hourPage(q, startUs, startUs + HOUR_US, lastId, last ? { atUs: last.at_us, id: last.id } : null, pageRows);
-      for (const r of rows) kept.push(keptPing(r));
+      for (const r of rows) kept.add(keptPing(r));
       if (kept.length > this.max) return false;
     } while (rows.length === pageRows);
     this.kept = kept;

@@ -7,18 +7,16 @@ import type { WeblogWindowRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';
 import type { RenderWindow } from './document.js';
 import { weblogStart } from './weblog-updates.js';
+import { KeptEntries, type KeptEntry } from './kept-entries.js';
 
 /** A listed weblog as the cache keeps it: its element's escaped start, and the keyset it is ordered by. */
-export interface KeptWeblog {
-  id: number;
-  atUs: number;
-  start: string;
-}
+export type KeptWeblog = KeptEntry;
 
 /**
- * Weblogs kept at most (~190 bytes each, so ~38 MB): when changes.xml's hour holds more, only
- * shortChanges.xml's five minutes are kept and the hour is read in full on each of its renders, as before
- * the cache (a sustained 200 new weblogs/s passes it after ~17 minutes; five minutes of it are 60,000).
+ * Weblogs kept at most (~130 bytes each off the JavaScript heap, kept-entries.ts): when changes.xml's hour
+ * holds more, only shortChanges.xml's five minutes are kept and the hour is read in full on each of its
+ * renders, as before the cache (a sustained 200 new weblogs/s passes it after ~17 minutes; five minutes of
+ * it are 60,000).
  */
 export const WINDOW_CACHE_MAX = 200_000;
 /** Rows per statement while loading a window and while catching up on pings. */
@@ -28,27 +26,22 @@ const FOLLOW_ROWS = 5000;
 const RETRY_MS = 5 * 60_000;
 /** The upper bound of a load: every weblog pinged after `fromUs` (times after the render's are kept for later). */
 const FAR_FUTURE_US = Number.MAX_SAFE_INTEGER;
+/** Bytes of text no kept entry refers to that are tolerated before the live ones are copied to new blocks. */
+const COMPACT_SLACK_BYTES = 4 << 20;
 
 /** The documents' order: newest first by (time, weblog id), as the keyset pages read them. */
 const newerFirst = (a: KeptWeblog, b: KeptWeblog): number => b.atUs - a.atUs || b.id - a.id;
 
-/**
- * A row as it is kept. The element's start is copied into one flat string: the template literal that
- * builds it is a tree of its parts (V8 cons strings), which held 308 bytes per kept weblog against 187
- * flat (120,000 weblogs measured with --expose-gc; the copy adds ~1 µs each).
- */
-export const keptWeblog = (r: WeblogWindowRow): KeptWeblog => ({
-  id: r.id,
-  atUs: r.at_us,
-  start: Buffer.from(weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }), 'utf8').toString('utf8'),
-});
+/** A row as it is kept: the part of its element that does not depend on the render time, escaped once. */
+export const keptWeblog = (r: WeblogWindowRow): KeptWeblog => ({ id: r.id, atUs: r.at_us, start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }) });
 
 /**
  * `kept` (newest first) with each `changed` weblog in place of its former entry, and nothing at or before
- * `fromUs` (what left the window). A weblog's new time can be older than entries kept (a ping's time is
- * its transaction's start, its id is taken at commit), so changes are merged in, not prepended.
+ * `fromUs` (what left the window); a new list on the same text. A weblog's new time can be older than
+ * entries kept (a ping's time is its transaction's start, its id is taken at commit), so changes are merged
+ * in, not prepended.
  */
-export function mergeChanged(kept: readonly KeptWeblog[], changed: Iterable<KeptWeblog>, fromUs: number): KeptWeblog[] {
+export function mergeChanged(kept: KeptEntries, changed: Iterable<KeptWeblog>, fromUs: number): KeptEntries {
   const ids = new Set<number>();
   const fresh: KeptWeblog[] = [];
   for (const e of changed) {
@@ -56,25 +49,27 @@ export function mergeChanged(kept: readonly KeptWeblog[], changed: Iterable<Kept
     if (e.atUs > fromUs) fresh.push(e);
   }
   fresh.sort(newerFirst);
-  const out: KeptWeblog[] = [];
+  const out = new KeptEntries(kept.text, kept.length + fresh.length);
   let j = 0;
-  for (const e of kept) {
-    if (e.atUs <= fromUs) break; // newest first: the rest left the window too
-    if (ids.has(e.id)) continue;
-    while (j < fresh.length && newerFirst(fresh[j], e) < 0) out.push(fresh[j++]);
-    out.push(e);
+  for (let i = 0; i < kept.length; i++) {
+    const atUs = kept.atUs(i);
+    if (atUs <= fromUs) break; // newest first: the rest left the window too
+    const id = kept.id(i);
+    if (ids.has(id)) continue;
+    for (; j < fresh.length && (fresh[j].atUs > atUs || (fresh[j].atUs === atUs && fresh[j].id > id)); j++) out.add(fresh[j]);
+    out.pushFrom(kept, i);
   }
-  while (j < fresh.length) out.push(fresh[j++]);
+  for (; j < fresh.length; j++) out.add(fresh[j]);
   return out;
 }
 
-/** The entries of `kept` (newest first) whose time falls in (fromUs, toUs]. */
-export function inWindow(kept: readonly KeptWeblog[], fromUs: number, toUs: number): KeptWeblog[] {
+/** The entries of `kept` (newest first) whose time falls in (fromUs, toUs], as a view of it. */
+export function inWindow(kept: KeptEntries, fromUs: number, toUs: number): KeptEntries {
   let i = 0;
-  while (i < kept.length && kept[i].atUs > toUs) i++;
+  while (i < kept.length && kept.atUs(i) > toUs) i++;
   let j = kept.length;
-  while (j > i && kept[j - 1].atUs <= fromUs) j--;
-  return kept.slice(i, j);
+  while (j > i && kept.atUs(j - 1) <= fromUs) j--;
+  return kept.view(i, j);
 }
 
 /**
@@ -83,7 +78,7 @@ export function inWindow(kept: readonly KeptWeblog[], fromUs: number, toUs: numb
  * five minutes) are a part of the widest (changes.xml's hour), and one copy serves them all.
  */
 export class WindowCache {
-  private kept: KeptWeblog[] | null = null;
+  private kept: KeptEntries | null = null;
   /** The last ping id the kept entries account for. */
   private lastId = 0;
   /** Weblogs pinged at or before this are not kept: a window reaching further back needs a new load. */
@@ -111,7 +106,7 @@ export class WindowCache {
    * The weblogs of window `w`, newest first, up to date with every ping committed before this call; null
    * when the window holds more weblogs than the cache keeps (the caller reads it in full).
    */
-  async window(q: Queryable, w: RenderWindow): Promise<KeptWeblog[] | null> {
+  async window(q: Queryable, w: RenderWindow): Promise<KeptEntries | null> {
     if (this.keepSec < this.widestSec && performance.now() >= this.retryAt) {
       this.keepSec = this.widestSec; // try to keep the widest window again
       this.kept = null;
@@ -138,12 +133,12 @@ export class WindowCache {
     // change, or skipped as it moves up past the pages already read) has a ping after it, which the next
     // catch-up reads. On PostgreSQL the render's snapshot makes the two agree exactly.
     const lastId = await this.reads.follow.lastId(q);
-    const kept: KeptWeblog[] = [];
+    const kept = new KeptEntries();
     let rows: WeblogWindowRow[] = [];
     do {
       const last = rows[rows.length - 1];
       rows = await this.reads.weblogPage(q, fromUs, FAR_FUTURE_US, last ? { atUs: last.at_us, id: last.id } : null, LOAD_ROWS);
-      for (const r of rows) kept.push(keptWeblog(r));
+      for (const r of rows) kept.add(keptWeblog(r));
       if (kept.length > this.max) return false;
     } while (rows.length === LOAD_ROWS);
     this.kept = kept;
@@ -167,9 +162,11 @@ export class WindowCache {
       if (c.pings < FOLLOW_ROWS) break;
     }
     const keptFromUs = Math.max(this.keptFromUs, fromUs);
-    const kept = changed.size === 0 && this.kept![this.kept!.length - 1]?.atUs > keptFromUs ? this.kept! : mergeChanged(this.kept!, changed.values(), keptFromUs);
+    const old = this.kept!;
+    const kept = changed.size === 0 && old.length > 0 && old.atUs(old.length - 1) > keptFromUs ? old : mergeChanged(old, changed.values(), keptFromUs);
     if (kept.length > this.max) return false;
-    this.kept = kept;
+    // The text of weblogs that changed or left the window stays in the blocks until they are copied.
+    this.kept = kept.text.bytes > 2 * kept.textBytes() + COMPACT_SLACK_BYTES ? kept.compacted() : kept;
     this.lastId = lastId;
     this.keptFromUs = keptFromUs;
     return true;

@@ -8,35 +8,39 @@ import { countingQueries, insertPings, seeded, sourceText } from '../helpers.js'
 import type { Queryable } from '../../../src/platform/db/database.js';
 import { listingReads } from '../../../src/publishing/documents/listing.js';
 import { countBefore, HourCache, mergeFresh, type KeptPing } from '../../../src/publishing/documents/hour-cache.js';
+import { KeptEntries } from '../../../src/publishing/documents/kept-entries.js';
 import { EMBEDDED_ARCHIVE_PAGE_ROWS, hourStart, readArchive, type ArchiveRead } from '../../../src/publishing/documents/archive.js';
 
 const k = (id: number, atUs: number): KeptPing => ({ id, atUs, start: `p${id}` });
-const ids = (es: KeptPing[]) => es.map((e) => e.id);
+const ids = (es: KeptEntries) => Array.from({ length: es.length }, (_, i) => es.id(i));
+const list = (...es: KeptPing[]) => KeptEntries.of(es);
 
 describe('mergeFresh and countBefore', () => {
   test('new pings after every kept one are appended, oldest first', () => {
-    const kept = [k(1, 10), k(2, 20)];
+    const kept = list(k(1, 10), k(2, 20));
     mergeFresh(kept, [k(4, 40), k(3, 30)]);
     assert.deepEqual(ids(kept), [1, 2, 3, 4]);
   });
 
   test('a ping older than kept ones (its transaction started earlier, committed later) is merged in by time', () => {
-    const kept = [k(1, 10), k(2, 20), k(3, 30), k(4, 40)];
+    const kept = list(k(1, 10), k(2, 20), k(3, 30), k(4, 40));
     mergeFresh(kept, [k(6, 45), k(5, 25)]);
     assert.deepEqual(ids(kept), [1, 2, 5, 3, 4, 6]);
+    // Each entry keeps its own text through the merge (the tail is moved, not re-read).
+    assert.deepEqual(Array.from({ length: kept.length }, (_, i) => kept.start(i)), ['p1', 'p2', 'p5', 'p3', 'p4', 'p6']);
   });
 
   test('ties on time: the lower ping id first, as the keyset pages read them', () => {
-    const kept = [k(2, 10), k(7, 10)];
+    const kept = list(k(2, 10), k(7, 10));
     mergeFresh(kept, [k(9, 10), k(3, 10)]);
     assert.deepEqual(ids(kept), [2, 3, 7, 9]);
-    const none: KeptPing[] = [];
+    const none = list();
     mergeFresh(none, []);
-    assert.deepEqual(none, []);
+    assert.deepEqual(ids(none), []);
   });
 
   test('countBefore: the pings received before a time', () => {
-    const kept = [k(1, 10), k(2, 20), k(3, 20), k(4, 30)];
+    const kept = list(k(1, 10), k(2, 20), k(3, 20), k(4, 30));
     assert.deepEqual([0, 10, 11, 20, 21, 31].map((us) => countBefore(kept, us)), [0, 0, 1, 1, 3, 4]);
   });
 });

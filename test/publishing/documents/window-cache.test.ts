@@ -9,36 +9,42 @@ import type { Queryable } from '../../../src/platform/db/database.js';
 import { listingReads, type ListingReads } from '../../../src/publishing/documents/listing.js';
 import { weblogUpdatesDocument } from '../../../src/publishing/documents/changes.js';
 import { inWindow, mergeChanged, WindowCache, type KeptWeblog } from '../../../src/publishing/documents/window-cache.js';
+import { KeptEntries } from '../../../src/publishing/documents/kept-entries.js';
 import type { LiveDocument, RenderWindow, TickShared } from '../../../src/publishing/documents/document.js';
 import { totalPings } from '../../../src/intake/ping/window-repository.js';
 
 const k = (id: number, atUs: number): KeptWeblog => ({ id, atUs, start: `w${id}` });
-const ids = (es: KeptWeblog[]) => es.map((e) => e.id);
+const ids = (es: KeptEntries) => Array.from({ length: es.length }, (_, i) => es.id(i));
+const list = (...es: KeptWeblog[]) => KeptEntries.of(es);
 
 describe('mergeChanged and inWindow', () => {
   test('a changed weblog replaces its entry at its new place; the others keep their order', () => {
-    const kept = [k(1, 50), k(2, 40), k(3, 30)];
+    const kept = list(k(1, 50), k(2, 40), k(3, 30));
     assert.deepEqual(ids(mergeChanged(kept, [k(3, 60)], 0)), [3, 1, 2]);
   });
 
   test('a change older than kept entries (its transaction started earlier) is merged in by time', () => {
-    const kept = [k(1, 50), k(2, 40), k(3, 30)];
-    assert.deepEqual(ids(mergeChanged(kept, [k(9, 35), k(8, 45)], 0)), [1, 8, 2, 9, 3]);
+    const kept = list(k(1, 50), k(2, 40), k(3, 30));
+    const merged = mergeChanged(kept, [k(9, 35), k(8, 45)], 0);
+    assert.deepEqual(ids(merged), [1, 8, 2, 9, 3]);
+    // Kept entries keep their text (copied by reference into the new list); changed ones bring theirs.
+    assert.deepEqual(Array.from({ length: merged.length }, (_, i) => merged.start(i)), ['w1', 'w8', 'w2', 'w9', 'w3']);
+    assert.deepEqual(ids(kept), [1, 2, 3], 'the list merged from is left as it was');
   });
 
   test('ties on time: the higher weblog id first, as the keyset pages read them', () => {
-    assert.deepEqual(ids(mergeChanged([k(5, 40), k(2, 40)], [k(4, 40), k(7, 40)], 0)), [7, 5, 4, 2]);
+    assert.deepEqual(ids(mergeChanged(list(k(5, 40), k(2, 40)), [k(4, 40), k(7, 40)], 0)), [7, 5, 4, 2]);
   });
 
   test('what left the window is dropped, changed or not', () => {
-    const kept = [k(1, 50), k(2, 40), k(3, 30)];
+    const kept = list(k(1, 50), k(2, 40), k(3, 30));
     assert.deepEqual(ids(mergeChanged(kept, [k(4, 20), k(1, 55)], 35)), [1, 2]);
     assert.deepEqual(ids(mergeChanged(kept, [], 40)), [1]);
-    assert.deepEqual(ids(mergeChanged([], [], 0)), []);
+    assert.deepEqual(ids(mergeChanged(list(), [], 0)), []);
   });
 
   test('inWindow: (fromUs, toUs], newest first', () => {
-    const kept = [k(1, 60), k(2, 50), k(3, 40), k(4, 30)];
+    const kept = list(k(1, 60), k(2, 50), k(3, 40), k(4, 30));
     assert.deepEqual(ids(inWindow(kept, 30, 50)), [2, 3]);
     assert.deepEqual(ids(inWindow(kept, 0, 100)), [1, 2, 3, 4]);
     assert.deepEqual(ids(inWindow(kept, 60, 100)), []);
@@ -114,7 +120,7 @@ describe('a kept window renders what a full read renders', () => {
     assert.equal(await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 10_000_000 }), null);
     const few = await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 2_500_000 });
     assert.deepEqual(
-      few?.map((e) => /name="([^"]+)"/.exec(e.start)?.[1]),
+      few && Array.from({ length: few.length }, (_, i) => /name="([^"]+)"/.exec(few.start(i))?.[1]),
       ['Many 0', 'Many 1', 'Many 2'],
     );
     // The wide window is not tried again at every render (only after a few minutes): no page read for it.
