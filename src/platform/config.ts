@@ -33,6 +33,11 @@ const str: Parser<string> = (raw) => raw;
 
 const optionalStr: Parser<string | undefined> = (raw) => (raw.trim() === '' ? undefined : raw.trim());
 
+const optionalInt =
+  (min: number, max: number): Parser<number | undefined> =>
+  (raw, name) =>
+    raw.trim() === '' ? undefined : int(min, max)(raw, name);
+
 const oneOf =
   <T extends string>(...values: T[]): Parser<T> =>
   (raw, name) => {
@@ -136,6 +141,7 @@ const SPEC = {
   DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR' },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
   EMBEDDED_CACHE_MB: { default: '16', parse: int(1, 4096), doc: 'MiB of pages the embedded database caches itself (its shared_buffers; PGlite zeroes all of it at start, so every MiB is resident); the OS page cache still holds its files' },
+  HEAP_GROWTH_PERCENT: { default: '', parse: optionalInt(0, 1000), doc: "How far the server's JavaScript heap may grow past what was live at its last full collection before the next, in percent; unset = 20 with the embedded database, V8's own (a multiple) with DATABASE_URL; 0 = V8's own" },
   LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
   LOG_BUFFER_BYTES: { default: '4194304', parse: int(65536, 256 * 1024 * 1024), doc: 'Log lines `pingd serve` holds while stdout\'s reader is behind; lines beyond are dropped and counted (pingd_log_lines_dropped_total)' },
   PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },
