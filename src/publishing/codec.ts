@@ -24,21 +24,30 @@ export function gzipOptions(expectedBytes: number): zlib.ZlibOptions {
   return { level: expectedBytes <= 1 << 20 ? 9 : 4, memLevel: 9 };
 }
 
-export function brotliOptions(expectedBytes: number): zlib.BrotliOptions {
+/**
+ * `distinct`: every entry names a different weblog (the live documents), so the same line does not come
+ * back far apart and a 1 MiB window (LGWIN 20) finds what the default 4 MiB one does. Measured on a 10 MB
+ * changes.xml of 120k distinct weblogs: 654 KB against 661, 73 ms against 105, and 10 MB of the encoder's
+ * memory against 19 (each render of a live document runs two encoders, one for its delta stream: in the
+ * embedded soak the renders' peaks were these buffers). An archive lists a weblog at each of its pings,
+ * so it keeps the big window up to 16 MiB.
+ */
+export function brotliOptions(expectedBytes: number, distinct = false): zlib.BrotliOptions {
   const quality = expectedBytes <= 256 << 10 ? 11 : 4;
+  const smallWindow = expectedBytes > 16 << 20 || (distinct && expectedBytes > 1 << 20);
   return {
     params: {
       [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
       [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
       // A 1 MiB window instead of 4 MiB for big archives: ~10 MB less memory for ~8% more bytes.
-      ...(expectedBytes > 16 << 20 ? { [zlib.constants.BROTLI_PARAM_LGWIN]: 20 } : {}),
+      ...(smallWindow ? { [zlib.constants.BROTLI_PARAM_LGWIN]: 20 } : {}),
       ...(expectedBytes > 0 && Number.isFinite(expectedBytes) ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) } : {}),
     },
   };
 }
 
-export function createCompressor(enc: 'gzip' | 'br', expectedBytes: number): zlib.Gzip | zlib.BrotliCompress {
-  return enc === 'gzip' ? zlib.createGzip(gzipOptions(expectedBytes)) : zlib.createBrotliCompress(brotliOptions(expectedBytes));
+export function createCompressor(enc: 'gzip' | 'br', expectedBytes: number, distinct = false): zlib.Gzip | zlib.BrotliCompress {
+  return enc === 'gzip' ? zlib.createGzip(gzipOptions(expectedBytes)) : zlib.createBrotliCompress(brotliOptions(expectedBytes, distinct));
 }
 
 export function flushKind(enc: 'gzip' | 'br'): number {

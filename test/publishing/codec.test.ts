@@ -4,10 +4,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import zlib from 'node:zlib';
-import { brotliTail, createCompressor, flushKind, gzipTail, tailLength } from '../../src/publishing/codec.js';
+import { brotliOptions, brotliTail, createCompressor, flushKind, gzipTail, tailLength } from '../../src/publishing/codec.js';
 
-async function cutStream(enc: 'gzip' | 'br', head: string, entries: string[], cuts: number[]): Promise<{ bytes: Buffer; at: Map<number, number> }> {
-  const z = createCompressor(enc, 0);
+async function cutStream(enc: 'gzip' | 'br', head: string, entries: string[], cuts: number[], sized = { expectedBytes: 0, distinct: false }): Promise<{ bytes: Buffer; at: Map<number, number> }> {
+  const z = createCompressor(enc, sized.expectedBytes, sized.distinct);
   const out: Buffer[] = [];
   let n = 0;
   z.on('data', (d: Buffer) => {
@@ -67,6 +67,25 @@ test('brotli: every cut + tail is a complete brotli stream', async () => {
   // An empty footer ends the stream with the empty last meta-block alone.
   const body = Buffer.concat([bytes.subarray(0, at.get(1)), brotliTail(Buffer.alloc(0))]);
   assert.deepEqual(zlib.brotliDecompressSync(body), Buffer.from(head + entries[0]));
+});
+
+test('brotli window: a live document over 1 MiB gets 1 MiB (LGWIN 20); an archive keeps the default up to 16 MiB', () => {
+  const lgwin = (bytes: number, distinct: boolean) => (brotliOptions(bytes, distinct).params as Record<number, number>)[zlib.constants.BROTLI_PARAM_LGWIN];
+  assert.equal(lgwin(8 << 20, true), 20);
+  assert.equal(lgwin(1 << 20, true), undefined); // quality 4, but small enough for the default window
+  assert.equal(lgwin(8 << 20, false), undefined);
+  assert.equal(lgwin(17 << 20, false), 20);
+  assert.equal(lgwin(200 << 10, true), undefined); // quality 11: small documents keep their best settings
+});
+
+test('brotli with the live documents\' 1 MiB window: cuts + tail still decode, across more than a window', async () => {
+  const many = Array.from({ length: 30_000 }, (_, i) => ` <weblog name="Blog ${i} ünï" url="http://b${i}.example.com/" when="${i}"/>\n`);
+  const at = [0, 9_000, 30_000];
+  const { bytes, at: cut } = await cutStream('br', head, many, at, { expectedBytes: 8 << 20, distinct: true });
+  for (const k of at) {
+    const body = Buffer.concat([bytes.subarray(0, cut.get(k)), brotliTail(foot)]);
+    assert.deepEqual(zlib.brotliDecompressSync(body), Buffer.concat([Buffer.from(head + many.slice(0, k).join('')), foot]), `cut ${k}`);
+  }
 });
 
 test('tails refuse footers they cannot encode in one block', () => {

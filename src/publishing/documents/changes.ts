@@ -60,9 +60,10 @@ export function weblogUpdatesDocument(name: string, path: string, windowSec: num
     async source(q, w, shared) {
       const head = weblogUpdatesHead(new Date(w.updatedMs), await shared.total());
       const kept = cache && (await cache.window(q, w));
-      if (kept) return { head, pages: keptPages(kept, w.updatedMs), foot: WEBLOG_UPDATES_FOOT, entries: kept.length };
+      // One entry per weblog, whichever way it is read.
+      if (kept) return { head, pages: keptPages(kept, w.updatedMs), foot: WEBLOG_UPDATES_FOOT, entries: kept.length, distinct: true };
       const { n } = await reads.weblogStats(q, w.fromUs, w.toUs);
-      return { head, pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n };
+      return { head, pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n, distinct: true };
     },
   };
 }

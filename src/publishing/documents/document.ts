@@ -36,6 +36,8 @@ export interface RenderSource {
   foot: string;
   /** How many entries are coming, when known: sizes the compressors (small documents compress harder). */
   entries?: number;
+  /** Every entry names a different weblog: brotli needs no long window (codec.ts's brotliOptions). */
+  distinct?: boolean;
 }
 
 /**

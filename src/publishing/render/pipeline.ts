@@ -132,8 +132,9 @@ class CompressedSink {
     readonly enc: 'gzip' | 'br',
     readonly out: ChunkWriter,
     expectedBytes: number,
+    distinct = false,
   ) {
-    this.z = createCompressor(enc, expectedBytes);
+    this.z = createCompressor(enc, expectedBytes, distinct);
     this.z.on('data', (d: Buffer) => out.push(d));
     this.z.on('error', (err) => (this.error = err));
   }
@@ -224,11 +225,12 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
   // Identity that will clearly be too big is not written at all (estimate at twice the limit, to be safe).
   const identity = new ChunkWriter(q, renderingId, 'identity', fileFor(''), IDENTITY_STORE_MAX);
   if (Number.isFinite(expected) && expected > 2 * IDENTITY_STORE_MAX) identity.dropped = true;
+  const distinct = source.distinct ?? false;
   const gzip = new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'gzip', fileFor('.gz')), expected);
-  const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), expected);
+  const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), expected, distinct);
   const withDeltas = opts.bases.length > 0;
   let dgzip: CompressedSink | null = withDeltas ? new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'dgzip', null), expected) : null;
-  let dbr: CompressedSink | null = withDeltas ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), expected) : null;
+  let dbr: CompressedSink | null = withDeltas ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), expected, distinct) : null;
 
   const sha = createHash('sha256');
   let crc = 0;
