@@ -17,9 +17,9 @@ export type KeptPing = KeptWeblog;
 const keptPing: (r: PingPageRow) => KeptPing = keptWeblog;
 
 /**
- * Pings kept at most (~130 bytes each off the JavaScript heap, as the live documents' window cache). An hour that holds
- * more is read in full on each of its renders until the next hour begins, as before the cache: a sustained
- * 200 pings/s passes it after ~17 minutes.
+ * Pings kept at most (~110 bytes each off the JavaScript heap, as the live documents' window cache). An
+ * hour that holds more is read in full on each of its renders until the next hour begins, as before the
+ * cache: a sustained 200 pings/s passes it after ~17 minutes.
  */
 export const HOUR_CACHE_MAX = 200_000;
 /** Rows per statement while catching up on pings. */

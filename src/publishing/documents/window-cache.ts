@@ -13,7 +13,7 @@ import { KeptEntries, type KeptEntry } from './kept-entries.js';
 export type KeptWeblog = KeptEntry;
 
 /**
- * Weblogs kept at most (~130 bytes each off the JavaScript heap, kept-entries.ts): when changes.xml's hour
+ * Weblogs kept at most (~110 bytes each off the JavaScript heap, kept-entries.ts): when changes.xml's hour
  * holds more, only shortChanges.xml's five minutes are kept and the hour is read in full on each of its
  * renders, as before the cache (a sustained 200 new weblogs/s passes it after ~17 minutes; five minutes of
  * it are 60,000).
