@@ -38,8 +38,8 @@ export function redactUrl(raw: string): string {
  * what was live after a full collection before it runs the next: with the render caches off the heap, ~30 MB
  * were live and the heap swung to 85-90 MB between collections. At 20% the soak at 200 new weblogs/s peaked
  * at 324 MB instead of 383, the old generation stayed at ~29 MB, and the p99 held (39 -> 43 ms).
- * PostgreSQL keeps V8's own: there the main thread is what limits intake above 200/s, and the process
- * is not held to a memory bound.
+ * PostgreSQL keeps V8's own: it was not measured there (more frequent full collections cost the main
+ * thread, which does intake's work), and that process is not held to a memory bound.
  */
 export const EMBEDDED_HEAP_GROWTH_PERCENT = 20;
 

@@ -10,7 +10,7 @@ import { KeptEntries } from './kept-entries.js';
 import { HOUR_MS } from './archive.js';
 
 /**
- * A ping as the cache keeps it: its element's escaped start (a flat copy), and the keyset the archive is
+ * A ping as the cache reads it: its element's escaped start, and the keyset the archive is
  * ordered by (its time and its ping id). Kept as the window cache keeps a weblog: the rows have one shape.
  */
 export type KeptPing = KeptWeblog;
@@ -40,14 +40,13 @@ export function mergeFresh(kept: KeptEntries, fresh: KeptPing[]): void {
   fresh.sort(olderFirst);
   const first = fresh[0];
   let i = kept.length;
-  while (i > 0 && (kept.atUs(i - 1) > first.atUs || (kept.atUs(i - 1) === first.atUs && kept.id(i - 1) > first.id))) i--;
+  while (i > 0 && kept.compareAt(i - 1, first) > 0) i--;
   const tail = kept.slice(i, kept.length);
   kept.truncate(i);
   let a = 0;
   let b = 0;
   while (a < tail.length && b < fresh.length) {
-    const f = fresh[b];
-    if (tail.atUs(a) < f.atUs || (tail.atUs(a) === f.atUs && tail.id(a) <= f.id)) kept.pushFrom(tail, a++);
+    if (tail.compareAt(a, fresh[b]) <= 0) kept.pushFrom(tail, a++);
     else kept.add(fresh[b++]);
   }
   for (; a < tail.length; a++) kept.pushFrom(tail, a);

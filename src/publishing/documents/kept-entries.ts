@@ -106,6 +106,11 @@ export class KeptEntries {
     return this.text.text(this.refs[i], this.lens[i]);
   }
 
+  /** Entry `i` against `e` in (time, id) order: negative when `i` comes first oldest first, 0 when equal. */
+  compareAt(i: number, e: Pick<KeptEntry, 'id' | 'atUs'>): number {
+    return this.ats[i] - e.atUs || this.ids[i] - e.id;
+  }
+
   entry(i: number): KeptEntry {
     return { id: this.ids[i], atUs: this.ats[i], start: this.start(i) };
   }
@@ -118,13 +123,9 @@ export class KeptEntries {
   }
 
   /** Appends an entry, writing its text. */
-  push(id: number, atUs: number, start: string): void {
-    const len = Buffer.byteLength(start, 'utf8');
-    this.place(this.length++, id, atUs, this.text.add(start, len), len);
-  }
-
   add(e: KeptEntry): void {
-    this.push(e.id, e.atUs, e.start);
+    const len = Buffer.byteLength(e.start, 'utf8');
+    this.place(this.length++, e.id, e.atUs, this.text.add(e.start, len), len);
   }
 
   /** Appends entry `i` of `from` (a list on the same text), copying its columns only. */

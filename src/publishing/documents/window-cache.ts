@@ -56,7 +56,7 @@ export function mergeChanged(kept: KeptEntries, changed: Iterable<KeptWeblog>, f
     if (atUs <= fromUs) break; // newest first: the rest left the window too
     const id = kept.id(i);
     if (ids.has(id)) continue;
-    for (; j < fresh.length && (fresh[j].atUs > atUs || (fresh[j].atUs === atUs && fresh[j].id > id)); j++) out.add(fresh[j]);
+    for (; j < fresh.length && kept.compareAt(i, fresh[j]) < 0; j++) out.add(fresh[j]); // fresh[j] is newer
     out.pushFrom(kept, i);
   }
   for (; j < fresh.length; j++) out.add(fresh[j]);
