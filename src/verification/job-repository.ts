@@ -16,6 +16,15 @@ export interface Job {
   weblogName: string;
   weblogFeedId: number | null;
   weblogRssUrl: string | null;
+  /** Progress kept across deferrals: requests sent so far, the first one's time, where to go on. */
+  progress: Progress;
+}
+
+export interface Progress {
+  requests: number;
+  startedAt: Date | null;
+  /** The target of an XML redirect not yet fetched, and the redirects left after it. */
+  resume: { url: string; hopsLeft: number } | null;
 }
 
 // A claim pushes due_at one lease ahead: if this instance dies mid-job, another claims it after the lease.
@@ -30,9 +39,9 @@ with c as (
 u as (
   update ping_verifications v set due_at = now() + make_interval(secs => $2::int), attempts = v.attempts + 1
     from c where v.ping_id = c.ping_id
-  returning v.ping_id, v.weblog_id, v.received_at, v.attempts
+  returning v.ping_id, v.weblog_id, v.received_at, v.attempts, v.requests, v.started_at, v.resume_url, v.resume_hops
 )
-select u.ping_id, u.weblog_id, u.received_at, u.attempts, p.rss_url as ping_rss_url,
+select u.ping_id, u.weblog_id, u.received_at, u.attempts, u.requests, u.started_at, u.resume_url, u.resume_hops, p.rss_url as ping_rss_url,
        w.url as weblog_url, w.name as weblog_name, w.feed_id, w.rss_url as weblog_rss_url
   from u join weblogs w on w.id = u.weblog_id left join lateral (select p.rss_url from pings p where p.id = u.ping_id and p.received_at = u.received_at limit 1) p on true
  order by u.received_at`;
@@ -44,6 +53,10 @@ export async function claimJobs(q: Queryable, limit: number, leaseSec: number): 
       weblog_id: number;
       received_at: Date;
       attempts: number;
+      requests: number;
+      started_at: Date | null;
+      resume_url: string | null;
+      resume_hops: number | null;
       ping_rss_url: string | null;
       weblog_url: string;
       weblog_name: string;
@@ -60,14 +73,26 @@ export async function claimJobs(q: Queryable, limit: number, leaseSec: number): 
       weblogName: r.weblog_name,
       weblogFeedId: r.feed_id === null ? null : Number(r.feed_id),
       weblogRssUrl: r.weblog_rss_url,
+      progress: {
+        requests: Number(r.requests),
+        startedAt: r.started_at ? new Date(r.started_at) : null,
+        resume: r.resume_url ? { url: r.resume_url, hopsLeft: Number(r.resume_hops ?? 0) } : null,
+      },
     }));
   });
 }
 
-/** Puts a claimed job back until `dueAt` (politeness, backoff); `refund` takes back the claim's attempt. */
-export async function deferJob(q: Queryable, pingId: number, dueAt: Date, refund = true): Promise<void> {
+/**
+ * Puts a claimed job back until `dueAt` (politeness, backoff) with its progress, so that its next run goes
+ * on where this one stopped; `refund` takes back the claim's attempt.
+ */
+export async function deferJob(q: Queryable, pingId: number, dueAt: Date, progress: Progress, refund = true): Promise<void> {
   await withContext(`deferring verification ${pingId}`, () =>
-    q.query('update ping_verifications set due_at = $2, attempts = attempts - $3::int where ping_id = $1 and outcome is null', [pingId, dueAt, refund ? 1 : 0]),
+    q.query(
+      `update ping_verifications set due_at = $2, attempts = attempts - $3::int, requests = $4, started_at = $5, resume_url = $6, resume_hops = $7
+        where ping_id = $1 and outcome is null`,
+      [pingId, dueAt, refund ? 1 : 0, progress.requests, progress.startedAt, progress.resume?.url ?? null, progress.resume?.hopsLeft ?? null],
+    ),
   );
 }
 

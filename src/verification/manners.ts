@@ -5,9 +5,10 @@
 // (301 vs 302 redirects, XML redirects, 410 Gone).
 import type { FetchErrorCode } from '../platform/fetch/safe-fetch.js';
 
-export type Outcome = 'verified' | 'unchanged' | 'not_modified' | 'unreachable' | 'not_a_feed' | 'gone' | 'refused' | 'too_large';
+/** too_large: the document is over FETCH_MAX_BYTES; too_complex: reading it took more than its time or memory budget. */
+export type Outcome = 'verified' | 'unchanged' | 'not_modified' | 'unreachable' | 'not_a_feed' | 'gone' | 'refused' | 'too_large' | 'too_complex';
 
-export const OUTCOMES: readonly Outcome[] = ['verified', 'unchanged', 'not_modified', 'unreachable', 'not_a_feed', 'gone', 'refused', 'too_large'];
+export const OUTCOMES: readonly Outcome[] = ['verified', 'unchanged', 'not_modified', 'unreachable', 'not_a_feed', 'gone', 'refused', 'too_large', 'too_complex'];
 
 /** What a failed fetch (no HTTP answer to judge) means for the ping. */
 export function outcomeOfFetchError(code: FetchErrorCode): Outcome {

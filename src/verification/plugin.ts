@@ -10,6 +10,7 @@ import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass, type Outcome } from './manners.js';
 import { claimJobs, queueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
+import { DocumentReader } from './documents.js';
 import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
@@ -61,10 +62,28 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => queueStats(app.db));
 
   const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
+  const documents = new DocumentReader({
+    threads: config.VERIFY_PARSE_THREADS,
+    budgetMs: config.VERIFY_PARSE_BUDGET_MS,
+    memoryMb: config.VERIFY_PARSE_MEMORY_MB,
+    maxWaiting: config.VERIFY_CONCURRENCY,
+  });
+  new Counter({
+    name: 'pingd_verify_documents_over_budget_total',
+    help: 'Fetched documents whose reading was stopped (too_complex), by what ran out: time or memory.',
+    labelNames: ['resource'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ resource: 'time' }, documents.overBudget.time);
+      this.inc({ resource: 'memory' }, documents.overBudget.memory);
+    },
+  });
   const verifier = new Verifier(
     app.db,
     app.fetcher,
     hosts,
+    documents,
     { maxBytes: config.FETCH_MAX_BYTES, timeoutMs: config.FETCH_TIMEOUT_MS, feedIntervalSec: config.VERIFY_FEED_INTERVAL },
     (r) => {
       fetches.inc({ class: r.status === null ? 'none' : statusClass(r.status) });
@@ -107,6 +126,8 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       await w.close(config.FETCH_TIMEOUT_MS);
     });
   }
+  // After the worker: a job still reading a document when it closes gets its rejection and is claimed again.
+  app.addHook('onClose', async () => documents.close());
   app.decorate('verification', { verifier, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
   await app.register(weblogRoutes);
 }

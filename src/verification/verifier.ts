@@ -2,15 +2,15 @@
 // autodiscovered from the homepage), wait for the host's turn, fetch it as a polite client (validators,
 // A-IM: feed, compression, redirects, Retry-After, backoff, 410), decide what was new, and commit the
 // feed's new state, the found items and the outcome of every open job of the weblog in one transaction.
-// The decisions are manners.ts's and identity.ts's; this module does the I/O around them.
+// The decisions are manners.ts's and identity.ts's; documents are read on a worker thread (documents.ts);
+// this module does the I/O around them. A job keeps its progress when it waits (the requests it sent, the
+// XML redirect it was following), and has a bound on requests and time whatever path it takes.
 import type { Db, Queryable } from '../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
-import { decodeXml } from '../platform/xml/decode.js';
-import { chooseFeed, discoverFeeds } from './discover.js';
-import { novelty, type FeedItem } from './identity.js';
 import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, retryAfter, type Outcome } from './manners.js';
-import { parseFeed } from './feed-parser.js';
-import { deferJob, settleJobs, type Job } from './job-repository.js';
+import type { PublishedItem } from './document-task.js';
+import type { DocumentReader } from './documents.js';
+import { deferJob, settleJobs, type Job, type Progress } from './job-repository.js';
 import { ensureFeed, feedById, insertItems, recordVerification, rememberFeed, saveFeed, type FeedRow, type FeedUpdate } from './feed-repository.js';
 import { hostOf, type PoliteClient } from './polite.js';
 
@@ -39,11 +39,24 @@ export const MAX_REDIRECTS = 5;
 const MAX_DEFER_MS = 15 * 60_000;
 /** Claims of one job before it is given up (a job that kills its process must not loop forever). */
 export const MAX_ATTEMPTS = 5;
+/**
+ * Requests one job may send, every hop counted: a homepage and a feed, each with MAX_REDIRECTS hops.
+ * Beyond it the job is settled `unreachable` whatever path it was on.
+ */
+export const MAX_JOB_REQUESTS = 2 * (MAX_REDIRECTS + 1);
+/** Longest a job may go on after its first request (waiting for hosts' turns included): then `unreachable`. */
+export const MAX_JOB_MS = MAX_DEFER_MS;
 
 const FEED_ACCEPT = 'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
+
+/** One run of a job: its progress as claimed, updated by every request it sends. */
+interface Run {
+  job: Job;
+  progress: Progress;
+}
 
 export class Verifier {
   constructor(
@@ -51,6 +64,8 @@ export class Verifier {
     private readonly fetcher: SafeFetcher,
     /** The instance's per-host manners, shared with every other outbound request. */
     private readonly hosts: PoliteClient,
+    /** Reads fetched documents on worker threads. */
+    private readonly documents: DocumentReader,
     private readonly opts: VerifierOptions,
     private readonly onFetch: (r: FetchReport) => void = () => undefined,
   ) {}
@@ -62,7 +77,7 @@ export class Verifier {
   async run(job: Job): Promise<Done> {
     // Jobs of one weblog claimed together: one fetch settles them all, so the others come back shortly
     // and find themselves settled.
-    if (this.busy.has(job.weblogId)) return this.defer(job, new Date(Date.now() + 250));
+    if (this.busy.has(job.weblogId)) return this.defer({ job, progress: job.progress }, new Date(Date.now() + 250));
     this.busy.add(job.weblogId);
     try {
       return await this.runAlone(job);
@@ -72,12 +87,13 @@ export class Verifier {
   }
 
   private async runAlone(job: Job): Promise<Done> {
+    const run: Run = { job, progress: { ...job.progress } };
     // A host this instance asked less than a gap ago: take a turn without asking the database (a burst on
     // one host would otherwise cost a slot query per job and per turn).
-    const first = hostOf(job.pingRssUrl ?? job.weblogUrl);
+    const first = hostOf(job.progress.resume?.url ?? job.pingRssUrl ?? job.weblogUrl);
     const free = first ? this.hosts.freeAt(first) : 0;
-    if (first && free > Date.now()) return this.waitForHost(job, first, free);
-    if (job.attempts > MAX_ATTEMPTS) return this.settle(job, 'unreachable', null, null, [], undefined);
+    if (first && free > Date.now()) return this.waitForHost(run, first, free);
+    if (job.attempts > MAX_ATTEMPTS || this.overBound(run)) return this.settle(job, 'unreachable', null, null, [], undefined);
     const started = new Date();
 
     // Which feed: the ping's, the weblog's remembered one, else the homepage's first RSS/Atom link.
@@ -85,18 +101,19 @@ export class Verifier {
     if (!feedUrl && job.weblogFeedId !== null) feedUrl = (await feedById(this.db, job.weblogFeedId))?.url ?? null;
     feedUrl ??= job.weblogRssUrl;
     if (!feedUrl) {
-      const page = await this.politeGet(job.weblogUrl, HTML_ACCEPT, {});
-      if (page.kind === 'deferred') return this.defer(job, page.until);
-      if (page.kind === 'busy') return this.waitForHost(job, page.host, page.from);
+      const page = await this.politeGet(run, job.weblogUrl, HTML_ACCEPT, {});
+      if (page.kind === 'deferred') return this.defer(run, page.until);
+      if (page.kind === 'busy') return this.waitForHost(run, page.host, page.from);
       if (page.kind === 'failed') return this.settle(job, page.outcome, page.status, null, [], undefined);
       if (page.res.status !== 200) {
         const o = outcomeOfStatus(page.res.status);
         return this.settle(job, o === 'body' ? 'not_a_feed' : o, page.res.status, null, [], undefined);
       }
-      const html = decodeXml(page.res.body, String(page.res.headers['content-type'] ?? ''));
-      const chosen = chooseFeed(discoverFeeds(html, page.res.url));
-      if (!chosen) return this.settle(job, 'not_a_feed', page.res.status, null, [], undefined);
-      feedUrl = chosen.url;
+      const read = await this.documents.read({ kind: 'page', body: page.res.body, contentType: String(page.res.headers['content-type'] ?? ''), url: page.res.url });
+      if (read.kind === 'busy') return this.defer(run, new Date(Date.now() + 1000));
+      if (read.kind === 'too_complex') return this.settle(job, 'too_complex', page.res.status, null, [], undefined);
+      if (read.kind !== 'page' || !read.feedUrl) return this.settle(job, 'not_a_feed', page.res.status, null, [], undefined);
+      feedUrl = read.feedUrl;
     }
 
     const feed = await ensureFeed(this.db, feedUrl);
@@ -106,53 +123,66 @@ export class Verifier {
     const now = Date.now();
     if (feed.nextFetchAfter && feed.nextFetchAfter.getTime() > now) {
       // Backing off: no request before then. A short wait keeps the job; a long one settles it as the feed stands.
-      if (feed.nextFetchAfter.getTime() - now <= MAX_DEFER_MS) return this.defer(job, feed.nextFetchAfter);
+      if (feed.nextFetchAfter.getTime() - now <= MAX_DEFER_MS) return this.defer(run, feed.nextFetchAfter);
       return this.settle(job, feed.lastOutcome ?? 'unreachable', feed.lastStatus, feed, [], undefined);
     }
-    if (feed.lastFetchAt && this.opts.feedIntervalSec > 0) {
+    if (feed.lastFetchAt && this.opts.feedIntervalSec > 0 && !run.progress.resume) {
       // One fetch per feed per interval: pings arriving sooner wait and are settled together by the next one.
       const next = feed.lastFetchAt.getTime() + this.opts.feedIntervalSec * 1000;
       if (next > now && feed.lastFetchAt.getTime() >= job.receivedAt.getTime()) {
         // The last fetch came after this ping: it already answered it.
         return this.settle(job, feed.lastOutcome === 'verified' ? 'unchanged' : (feed.lastOutcome ?? 'unchanged'), feed.lastStatus, feed, [], undefined);
       }
-      if (next > now) return this.defer(job, new Date(next));
+      if (next > now) return this.defer(run, new Date(next));
     }
-    return this.fetchFeed(job, feed, started);
+    return this.fetchFeed(run, feed, started);
   }
 
-  private async fetchFeed(job: Job, feed: FeedRow, started: Date): Promise<Done> {
+  /** Whether the job has used its requests or its time (counted from its first request). */
+  private overBound(run: Run): boolean {
+    const p = run.progress;
+    return p.requests >= MAX_JOB_REQUESTS || (p.startedAt !== null && Date.now() - p.startedAt.getTime() > MAX_JOB_MS);
+  }
+
+  private async fetchFeed(run: Run, feed: FeedRow, started: Date): Promise<Done> {
+    const { job } = run;
     const validators: Record<string, string> = {};
     if (feed.etag) validators['if-none-match'] = feed.etag;
     if (feed.lastModified) validators['if-modified-since'] = feed.lastModified;
     // RFC 3229 with feeds: with a validator, ask for only the entries after it.
     if (feed.etag || feed.lastModified) validators['a-im'] = 'feed';
 
-    let url = feed.fetchUrl;
-    let xmlMove: string | undefined;
-    let hopsLeft = MAX_REDIRECTS;
+    // A job that was following an XML redirect when it had to wait goes on from its target.
+    const resume = run.progress.resume;
+    let url = resume?.url ?? feed.fetchUrl;
+    let xmlMove: string | undefined = resume?.url;
+    let hopsLeft = resume?.hopsLeft ?? MAX_REDIRECTS;
     for (;;) {
-      const got = await this.politeGet(url, FEED_ACCEPT, validators, hopsLeft);
-      if (got.kind === 'deferred') return this.defer(job, got.until);
-      if (got.kind === 'busy') return this.waitForHost(job, got.host, got.from);
+      if (this.overBound(run)) return this.finishFailure(job, feed, 'unreachable', null, undefined, started);
+      const got = await this.politeGet(run, url, FEED_ACCEPT, validators, hopsLeft);
+      if (got.kind === 'deferred') return this.defer(run, got.until);
+      if (got.kind === 'busy') return this.waitForHost(run, got.host, got.from);
       if (got.kind === 'failed') return this.finishFailure(job, feed, got.outcome, got.status, got.retryAt, started);
       const res = got.res;
       const byStatus = outcomeOfStatus(res.status);
       if (byStatus !== 'body') return this.finishFailure(job, feed, byStatus, res.status, retryAfter(res.headers['retry-after'], new Date()), started, res);
-      const parsed = parseFeed(res.body, String(res.headers['content-type'] ?? ''));
-      if (parsed.kind === 'redirect') {
+      const firstFetch = feed.lastSuccessAt === null;
+      const read = await this.documents.read({ kind: 'feed', body: res.body, contentType: String(res.headers['content-type'] ?? ''), url: res.url, seen: feed.seen, firstFetch });
+      if (read.kind === 'busy') return this.defer(run, new Date(Date.now() + 1000));
+      if (read.kind === 'too_complex') return this.finishFailure(job, feed, 'too_complex', res.status, undefined, started, res);
+      if (read.kind === 'redirect') {
         // The RSS Feed State document: an XML redirect is a 301; an empty newLocation says the feed is over.
-        if (!parsed.newLocation) return this.finishFailure(job, feed, 'gone', res.status, undefined, started, res);
+        if (!read.newLocation) return this.finishFailure(job, feed, 'gone', res.status, undefined, started, res);
         hopsLeft -= res.hops.length + 1;
-        if (hopsLeft < 0 || !URL.canParse(parsed.newLocation, res.url)) return this.finishFailure(job, feed, 'unreachable', res.status, undefined, started, res);
-        url = new URL(parsed.newLocation, res.url).href;
+        if (hopsLeft < 0 || !URL.canParse(read.newLocation, res.url)) return this.finishFailure(job, feed, 'unreachable', res.status, undefined, started, res);
+        url = new URL(read.newLocation, res.url).href;
         xmlMove = url;
+        // Kept with the job: if the target's host makes it wait, the next run asks the target, not the old URL.
+        run.progress.resume = { url, hopsLeft };
         continue;
       }
-      if (parsed.kind === 'not_a_feed') return this.finishFailure(job, feed, 'not_a_feed', res.status, undefined, started, res);
-      const firstFetch = feed.lastSuccessAt === null;
-      const n = novelty(parsed.items, feed.seen, firstFetch);
-      const outcome: Outcome = firstFetch || n.fresh.length > 0 ? 'verified' : 'unchanged';
+      if (read.kind !== 'feed') return this.finishFailure(job, feed, 'not_a_feed', res.status, undefined, started, res);
+      const outcome: Outcome = firstFetch || read.fresh > 0 ? 'verified' : 'unchanged';
       const moved = decideMove(feed.fetchUrl, xmlMove ?? permanentTarget(res.hops), { movedTo: feed.movedTo, movedSeen: feed.movedSeen });
       const update: FeedUpdate = {
         fetchUrl: moved.adopt ?? feed.fetchUrl,
@@ -166,11 +196,11 @@ export class Verifier {
         nextFetchAfter: null,
         failures: 0,
         gone: false,
-        hints: parsed.hints,
-        title: parsed.title ?? feed.title,
-        seen: n.seen,
+        hints: read.hints,
+        title: read.title ?? feed.title,
+        seen: read.seen,
       };
-      return this.settle(job, outcome, res.status, feed, outcome === 'verified' ? n.publish : [], update, started);
+      return this.settle(job, outcome, res.status, feed, outcome === 'verified' ? read.publish : [], update, started);
     }
   }
 
@@ -200,8 +230,9 @@ export class Verifier {
     return this.settle(job, outcome, status, feed, [], update, started);
   }
 
-  /** One GET when the host's manners allow it (polite.ts); failures become outcomes. */
+  /** One GET when the host's manners allow it (polite.ts), counted against the job's bound; failures become outcomes. */
   private async politeGet(
+    run: Run,
     url: string,
     accept: string,
     headers: Record<string, string>,
@@ -209,7 +240,14 @@ export class Verifier {
   ): Promise<{ kind: 'ok'; res: FetchResult } | { kind: 'deferred'; until: Date } | { kind: 'busy'; host: string; from: number } | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }> {
     const host = hostOf(url);
     if (!host) return { kind: 'failed', outcome: 'refused', status: null };
-    const got = await this.hosts.send(host, () => this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs }));
+    const got = await this.hosts.send(host, async () => {
+      // Counted as it leaves: every hop it follows is added when it answers.
+      run.progress.requests++;
+      run.progress.startedAt ??= new Date();
+      const res = await this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs });
+      run.progress.requests += res.hops.length;
+      return res;
+    });
     if (got.kind === 'busy') {
       if (got.blockedUntil && got.blockedUntil.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: got.blockedUntil };
       return { kind: 'busy', host, from: got.from };
@@ -228,17 +266,17 @@ export class Verifier {
    * The host is busy until `from`: the job takes the next turn, one gap after the last one handed out, so
    * the jobs of a burst on one host come due one at a time instead of all at the host's next slot.
    */
-  private waitForHost(job: Job, host: string, from: number): Promise<Done> {
-    return this.defer(job, new Date(this.hosts.turn(host, from)));
+  private waitForHost(run: Run, host: string, from: number): Promise<Done> {
+    return this.defer(run, new Date(this.hosts.turn(host, from)));
   }
 
-  private async defer(job: Job, until: Date): Promise<Done> {
-    await deferJob(this.db, job.pingId, until);
+  private async defer(run: Run, until: Date): Promise<Done> {
+    await deferJob(this.db, run.job.pingId, until, run.progress);
     return { kind: 'deferred', until };
   }
 
   /** Commits the outcome: feed state, found items, every open job of the weblog, the weblog's record. */
-  private async settle(job: Job, outcome: Outcome, httpStatus: number | null, feed: FeedRow | null, publish: FeedItem[], update: FeedUpdate | undefined, started = new Date()): Promise<Done> {
+  private async settle(job: Job, outcome: Outcome, httpStatus: number | null, feed: FeedRow | null, publish: PublishedItem[], update: FeedUpdate | undefined, started = new Date()): Promise<Done> {
     const feedUrl = feed ? (update?.fetchUrl ?? feed.fetchUrl) : null;
     const newItems = publish.map((i) => ({ title: i.title, link: i.link, guid: i.guid }));
     const settled = await this.db.transaction(async (tx: Queryable) => {

@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { promises as dns, type LookupAddress } from 'node:dns';
 import zlib from 'node:zlib';
+import { promisify } from 'node:util';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { checkAddresses, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
 import { parseIp } from '../net/ip.js';
@@ -95,6 +96,10 @@ export const DEFAULT_MAX_REDIRECTS = 3;
 export const DEFAULT_MAX_CONCURRENT = 32;
 export const DEFAULT_POST_ANSWER_BYTES = 4096;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const gunzip = promisify(zlib.gunzip);
+const inflate = promisify(zlib.inflate);
+const inflateRaw = promisify(zlib.inflateRaw);
+const brotliDecompress = promisify(zlib.brotliDecompress);
 
 export class SafeFetcher {
   readonly policy: AddressPolicy;
@@ -129,7 +134,7 @@ export class SafeFetcher {
       const addresses = await this.resolve(target, signal, timeoutMs);
       const headers = { ...(o.headers ?? {}), 'user-agent': this.opts.userAgent, 'content-type': o.contentType, 'content-length': String(o.body.length) };
       const res = await request(target, addresses, headers, signal, { method: 'POST', body: o.body });
-      const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES);
+      const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES, signal, timeoutMs, target.href);
       return { url: target.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: [], hops: [], address: res.socket?.remoteAddress ?? addresses[0] };
     });
   }
@@ -182,7 +187,7 @@ export class SafeFetcher {
         current = next;
         continue;
       }
-      const body = await readBody(res, maxBytes, current.href);
+      const body = await readBody(res, maxBytes, current.href, signal, timeoutMs);
       return { url: current.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: hops.map((h) => h.to), hops, address: res.socket?.remoteAddress ?? addresses[0] };
     }
   }
@@ -274,8 +279,17 @@ function request(url: URL, addresses: string[], headers: Record<string, string>,
   });
 }
 
+/**
+ * A body cut off by our deadline is a failure, never a short success. A body without Content-Length or
+ * chunking ends when the connection closes (RFC 9112 §6.3), and Node reports the close our own abort causes
+ * as that end, `complete` and all: a feed dripping a byte a second came back as a 200 of what had arrived.
+ */
+function cutOff(signal: AbortSignal, timeoutMs: number, url: string): FetchError | undefined {
+  return signal.aborted ? new FetchError('FETCH_TIMEOUT', `the answer was cut off: not complete within ${timeoutMs} ms`, url) : undefined;
+}
+
 /** The first `maxBytes` of an answer; the connection is dropped after them (its size is the peer's business). */
-async function readSome(res: IncomingMessage, maxBytes: number): Promise<Buffer> {
+async function readSome(res: IncomingMessage, maxBytes: number, signal: AbortSignal, timeoutMs: number, url: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of res as AsyncIterable<Buffer>) {
@@ -283,13 +297,15 @@ async function readSome(res: IncomingMessage, maxBytes: number): Promise<Buffer>
     size += chunk.length;
     if (size >= maxBytes) {
       res.destroy();
-      break;
+      return Buffer.concat(chunks).subarray(0, maxBytes);
     }
   }
-  return Buffer.concat(chunks).subarray(0, maxBytes);
+  const cut = cutOff(signal, timeoutMs, url);
+  if (cut) throw cut;
+  return Buffer.concat(chunks);
 }
 
-async function readBody(res: IncomingMessage, maxBytes: number, url: string): Promise<Buffer> {
+async function readBody(res: IncomingMessage, maxBytes: number, url: string, signal: AbortSignal, timeoutMs: number): Promise<Buffer> {
   const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
   const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) {
@@ -306,15 +322,19 @@ async function readBody(res: IncomingMessage, maxBytes: number, url: string): Pr
     }
     chunks.push(chunk);
   }
+  const cut = cutOff(signal, timeoutMs, url);
+  if (cut) throw cut;
   const raw = Buffer.concat(chunks);
   const encoding = String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
   if (encoding === '' || encoding === 'identity') return raw;
-  // The compressed body is already bounded; maxOutputLength bounds what it expands to (gzip bombs).
+  // The compressed body is already bounded; maxOutputLength bounds what it expands to (gzip bombs). The
+  // asynchronous forms decompress on libuv's thread pool: a 5 MB feed is no work for the event loop.
   try {
-    if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.gunzipSync(raw, { maxOutputLength: maxBytes });
+    const opts = { maxOutputLength: maxBytes };
+    if (encoding === 'gzip' || encoding === 'x-gzip') return await gunzip(raw, opts);
     // "deflate" is zlib-wrapped by the letter of HTTP and raw in some servers' hands: take both.
-    if (encoding === 'deflate') return raw[0] === 0x78 ? zlib.inflateSync(raw, { maxOutputLength: maxBytes }) : zlib.inflateRawSync(raw, { maxOutputLength: maxBytes });
-    if (encoding === 'br') return zlib.brotliDecompressSync(raw, { maxOutputLength: maxBytes });
+    if (encoding === 'deflate') return raw[0] === 0x78 ? await inflate(raw, opts) : await inflateRaw(raw, opts);
+    if (encoding === 'br') return await brotliDecompress(raw, opts);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) throw tooLarge();
     throw new FetchError('FETCH_BAD_RESPONSE', `the ${encoding} body cannot be decompressed`, url, { cause: err });

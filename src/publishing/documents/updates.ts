@@ -9,6 +9,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import type { Entry, LiveDocument, RenderWindow } from './document.js';
 import { create, fragment } from 'xmlbuilder2';
 import { escapeXml } from '../../platform/xml/escape.js';
+import { publishableLink, stripInvisible } from '../../platform/text/publishable.js';
 import { payloadWindowPage, payloadWindowStats, type PayloadWindowRow } from '../../intake/rss-ping/payload-repository.js';
 import { itemWindowPage, itemWindowStats, type ItemWindowRow } from '../../verification/item-repository.js';
 
@@ -50,10 +51,11 @@ export function updatesHead(updated: Date, windowSec = UPDATES_WINDOW_SEC, base 
 export function updatesItem(r: PayloadWindowRow): string {
   const feed = r.feeds[0];
   const guid = r.item_guid ?? r.item_uri;
-  const permalink = r.item_link !== null && guid === r.item_link;
+  const permalink = r.item_link !== null && guid === r.item_link && publishableLink(r.item_link) !== null;
   const item = fragment().ele('item');
-  item.ele('title').txt(escapeXml(r.headline));
-  if (r.item_link) item.ele('link').txt(escapeXml(r.item_link));
+  const link = httpLink(r.item_link);
+  item.ele('title').txt(escapeXml(stripInvisible(r.headline)));
+  if (link) item.ele('link').txt(escapeXml(link));
   if (r.summary) item.ele('description').txt(escapeXml(r.summary));
   item.ele('guid').att('isPermaLink', String(permalink)).txt(escapeXml(guid));
   item.ele('pubDate').txt(new Date(r.at_us / 1000).toUTCString());
@@ -68,14 +70,24 @@ export function updatesItem(r: PayloadWindowRow): string {
   return `${item.end(LAYOUT)}\n`;
 }
 
-/** One <item> verification found in a pinged feed: what the feed said, the weblog and feed it came from. */
+/** A stored link as it is when it is an absolute http(s) URL (publishable.ts), else none. */
+function httpLink(link: string | null): string | null {
+  return link !== null && publishableLink(link) !== null ? link : null;
+}
+
+/**
+ * One <item> verification found in a pinged feed: what the feed said, the weblog and feed it came from.
+ * Verification stores items cleaned (document-task.ts); links and titles are checked again here, cheaply,
+ * so rows stored before that (or by another version) are never republished with a script link.
+ */
 export function foundItem(r: ItemWindowRow): string {
   const item = fragment().ele('item');
-  item.ele('title').txt(escapeXml(r.title ?? r.link ?? '(untitled)'));
-  if (r.link) item.ele('link').txt(escapeXml(r.link));
+  const link = httpLink(r.link);
+  item.ele('title').txt(escapeXml(stripInvisible(r.title ?? link ?? '(untitled)')));
+  if (link) item.ele('link').txt(escapeXml(link));
   if (r.summary) item.ele('description').txt(escapeXml(r.summary));
-  const guid = r.guid ?? r.link;
-  if (guid) item.ele('guid').att('isPermaLink', String(guid === r.link)).txt(escapeXml(guid));
+  const guid = r.guid ?? link;
+  if (guid) item.ele('guid').att('isPermaLink', String(guid === link)).txt(escapeXml(guid));
   item.ele('pubDate').txt(new Date((r.published_us ?? r.at_us) / 1000).toUTCString());
   item.ele('source').att('url', escapeXml(r.feed_url)).txt(escapeXml(r.weblog_name));
   item.ele('rssping:site').att('url', escapeXml(r.weblog_url)).txt(escapeXml(r.weblog_name));

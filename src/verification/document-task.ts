@@ -1,0 +1,70 @@
+// Owns what verification does with a fetched document's bytes, as one pure function run on a worker
+// thread (documents.ts): a homepage becomes the feed link it declares, a feed becomes its XML redirect or
+// its items compared with what was seen, and what it will publish is cleaned (publishable.ts). Everything
+// that costs time in proportion to a stranger's document happens here, so the event loop only copies the
+// bytes in and a small result out (at most PUBLISH_LIMIT items and SEEN_LIMIT identities).
+import { decodeXml } from '../platform/xml/decode.js';
+import { cleanLine, htmlToText, publishableLink } from '../platform/text/publishable.js';
+import { chooseFeed, discoverFeeds } from './discover.js';
+import { parseFeed, type FeedHints } from './feed-parser.js';
+import { novelty, type FeedItem } from './identity.js';
+
+export type DocumentTask =
+  | { kind: 'page'; body: Uint8Array; contentType: string; url: string }
+  | { kind: 'feed'; body: Uint8Array; contentType: string; url: string; seen: string[]; firstFetch: boolean };
+
+/** An item as it is stored and republished: cleaned, its link absolute http(s) or none. */
+export interface PublishedItem {
+  title: string | null;
+  link: string | null;
+  guid: string | null;
+  published: Date | null;
+  summary: string | null;
+}
+
+export type DocumentResult =
+  | { kind: 'page'; feedUrl: string | null }
+  | { kind: 'redirect'; newLocation: string | null }
+  | { kind: 'not_a_feed'; reason: string }
+  | { kind: 'feed'; title: string | null; hints: FeedHints; fresh: number; publish: PublishedItem[]; seen: string[] };
+
+/** Longest title and guid kept; a summary is cut to this many characters of text (as feed-parser.ts cuts). */
+const MAX_LINE = 1024;
+const MAX_SUMMARY = 4000;
+
+export default function readDocument(task: DocumentTask): DocumentResult {
+  const body = Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
+  if (task.kind === 'page') {
+    let html: string;
+    try {
+      html = decodeXml(body, task.contentType);
+    } catch {
+      return { kind: 'page', feedUrl: null };
+    }
+    return { kind: 'page', feedUrl: chooseFeed(discoverFeeds(html, task.url))?.url ?? null };
+  }
+  const parsed = parseFeed(body, task.contentType);
+  if (parsed.kind !== 'feed') return parsed;
+  // Identities come from the items as the feed wrote them: cleaning must not make a seen item new.
+  const n = novelty(parsed.items, task.seen, task.firstFetch);
+  return {
+    kind: 'feed',
+    title: parsed.title === null ? null : cleanLine(parsed.title, MAX_LINE) || null,
+    hints: parsed.hints,
+    fresh: n.fresh.length,
+    publish: n.publish.map((i) => publishable(i, task.url)),
+    seen: n.seen,
+  };
+}
+
+/** What we republish of an item: a plain-text title and summary, an http(s) link, a guid without controls. */
+export function publishable(i: FeedItem, feedUrl: string): PublishedItem {
+  const text = i.summary;
+  return {
+    title: i.title === null ? null : cleanLine(i.title, MAX_LINE) || null,
+    link: publishableLink(i.link, feedUrl),
+    guid: i.guid === null ? null : cleanLine(i.guid, MAX_LINE) || null,
+    published: i.published,
+    summary: text === null ? null : htmlToText(text, MAX_SUMMARY),
+  };
+}

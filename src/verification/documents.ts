@@ -1,0 +1,39 @@
+// Owns reading fetched documents off the event loop for verification: document-task.ts on a pool of
+// worker threads (budget-pool.ts), each document under VERIFY_PARSE_BUDGET_MS and VERIFY_PARSE_MEMORY_MB.
+// A document over either is `too_complex`; a pool with every thread busy and its waiting list full says
+// `busy` (the job comes back shortly, like a host that is busy).
+import { BudgetPool, moduleBeside } from '../platform/work/budget-pool.js';
+import type { DocumentResult, DocumentTask } from './document-task.js';
+
+export type ReadResult = DocumentResult | { kind: 'too_complex'; reason: 'time' | 'memory' } | { kind: 'busy' };
+
+export interface DocumentReaderOptions {
+  threads: number;
+  budgetMs: number;
+  memoryMb: number;
+  /** Verifications that may wait for a thread (VERIFY_CONCURRENCY: each holds one document at most). */
+  maxWaiting: number;
+}
+
+export class DocumentReader {
+  private readonly pool: BudgetPool<DocumentTask, DocumentResult>;
+
+  constructor(opts: DocumentReaderOptions) {
+    this.pool = new BudgetPool({ filename: moduleBeside(import.meta.url, 'document-task'), threads: opts.threads, budgetMs: opts.budgetMs, maxWaiting: opts.maxWaiting, memoryMb: opts.memoryMb });
+  }
+
+  get overBudget(): { time: number; memory: number } {
+    return this.pool.overBudget;
+  }
+
+  async read(task: DocumentTask): Promise<ReadResult> {
+    const r = await this.pool.run(task);
+    if (r.kind === 'ok') return r.value;
+    if (r.kind === 'over_budget') return { kind: 'too_complex', reason: r.reason };
+    return r;
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+}

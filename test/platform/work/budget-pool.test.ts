@@ -1,0 +1,66 @@
+// The budget pool: a task over its time or memory ends its thread and says so, the event loop stays free
+// while a task spins, the next task gets a thread again, and tasks beyond the waiting bound are refused.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { BudgetPool } from '../../../src/platform/work/budget-pool.js';
+
+type Task = { kind: 'spin'; ms: number } | { kind: 'allocate' } | { kind: 'echo'; value: string };
+const filename = fileURLToPath(new URL('../../helpers/budget-task.ts', import.meta.url));
+const pools: BudgetPool<Task, string>[] = [];
+const pool = (o: Partial<{ threads: number; budgetMs: number; maxWaiting: number; memoryMb: number }> = {}) => {
+  const p = new BudgetPool<Task, string>({ filename, threads: 1, budgetMs: 10_000, maxWaiting: 4, memoryMb: 64, ...o });
+  pools.push(p);
+  return p;
+};
+after(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+});
+
+test('a task answers through its thread', async () => {
+  const p = pool();
+  assert.deepEqual(await p.run({ kind: 'echo', value: 'hello' }), { kind: 'ok', value: 'hello' });
+});
+
+test('a task over its time budget ends its thread (over_budget: time), and the next task runs on a new one', async () => {
+  const p = pool({ budgetMs: 300 });
+  await p.run({ kind: 'echo', value: 'warm' });
+  assert.deepEqual(await p.run({ kind: 'spin', ms: 60_000 }), { kind: 'over_budget', reason: 'time' });
+  assert.equal(p.overBudget.time, 1);
+  assert.deepEqual(await p.run({ kind: 'echo', value: 'again' }), { kind: 'ok', value: 'again' });
+});
+
+test('a task over its memory ends its thread (over_budget: memory)', async () => {
+  const p = pool({ memoryMb: 32 });
+  assert.deepEqual(await p.run({ kind: 'allocate' }), { kind: 'over_budget', reason: 'memory' });
+  assert.equal(p.overBudget.memory, 1);
+  assert.deepEqual(await p.run({ kind: 'echo', value: 'after' }), { kind: 'ok', value: 'after' });
+});
+
+test('the event loop runs while a task spins on its thread', async () => {
+  const p = pool();
+  await p.run({ kind: 'echo', value: 'warm' });
+  const spinning = p.run({ kind: 'spin', ms: 1500 });
+  // Timers fire while the task spins: 10 ticks of 20 ms, all before the task's answer.
+  let ticks = 0;
+  await new Promise<void>((resolve) => {
+    const iv = setInterval(() => {
+      if (++ticks === 10) {
+        clearInterval(iv);
+        resolve();
+      }
+    }, 20);
+  });
+  assert.equal(p.load.running, 1, 'the task was still running when the timers had fired');
+  assert.deepEqual(await spinning, { kind: 'ok', value: 'spun' });
+});
+
+test('tasks beyond the threads wait, up to maxWaiting; more are answered busy at once', async () => {
+  const p = pool({ maxWaiting: 1 });
+  const a = p.run({ kind: 'spin', ms: 300 });
+  const b = p.run({ kind: 'echo', value: 'b' });
+  assert.deepEqual(p.load, { running: 1, waiting: 1 });
+  assert.deepEqual(await p.run({ kind: 'echo', value: 'c' }), { kind: 'busy' });
+  assert.deepEqual(await a, { kind: 'ok', value: 'spun' });
+  assert.deepEqual(await b, { kind: 'ok', value: 'b' });
+});
