@@ -22,6 +22,11 @@ export class DocumentReader {
     this.pool = new BudgetPool({ filename: moduleBeside(import.meta.url, 'document-task'), threads: opts.threads, budgetMs: opts.budgetMs, maxWaiting: opts.maxWaiting, memoryMb: opts.memoryMb });
   }
 
+  /** Documents being read and waiting for a thread now. */
+  get load(): { running: number; waiting: number } {
+    return this.pool.load;
+  }
+
   get overBudget(): { time: number; memory: number } {
     return this.pool.overBudget;
   }

@@ -21,6 +21,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     verification: {
       verifier: Verifier;
+      /** The worker threads fetched documents are read on. */
+      documents: DocumentReader;
       /** The instance's per-host manners: every request pingd makes of its own accord goes through them. */
       hosts: PoliteClient;
       worker: QueueWorker<Job> | undefined;
@@ -128,7 +130,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   }
   // After the worker: a job still reading a document when it closes gets its rejection and is claimed again.
   app.addHook('onClose', async () => documents.close());
-  app.decorate('verification', { verifier, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
+  app.decorate('verification', { verifier, documents, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
   await app.register(weblogRoutes);
 }
 

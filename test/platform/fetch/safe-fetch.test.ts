@@ -2,7 +2,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import zlib from 'node:zlib';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { SafeFetcher, FetchError, type LookupFn } from '../../../src/platform/fetch/safe-fetch.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { userAgent, PINGD_VERSION } from '../../../src/platform/fetch/user-agent.js';
@@ -240,4 +240,43 @@ test('connection errors are FETCH_NETWORK, and outcomes are reported', async () 
   const outcomes: string[] = [];
   await refusal(open({ onOutcome: (o) => outcomes.push(o) }).get(s.url), 'FETCH_NETWORK', /ECONNREFUSED/);
   assert.deepEqual(outcomes, ['FETCH_NETWORK']);
+});
+
+/** A raw HTTP/1.1 server whose body has no length and no chunking (it ends with the connection), dripping a byte every 100 ms. */
+async function closeDelimitedDrip(status = 200): Promise<{ url: string; close(): void }> {
+  const server = net.createServer((sock) => {
+    sock.on('error', () => undefined);
+    sock.once('data', () => {
+      sock.write(`HTTP/1.1 ${status} OK\r\nContent-Type: text/xml\r\n\r\n<rss`);
+      const timer = setInterval(() => sock.write('x'), 100);
+      sock.on('close', () => clearInterval(timer));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, close: () => server.close() };
+}
+
+test('a body cut off by the deadline is FETCH_TIMEOUT, also one that ends with the connection (it came back as a complete 200)', async () => {
+  const drip = await closeDelimitedDrip();
+  try {
+    await refusal(open({ timeoutMs: 600 }).get(drip.url), 'FETCH_TIMEOUT', /^the answer was cut off: not complete within 600 ms$/);
+    await refusal(open({ timeoutMs: 600 }).post(drip.url, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 1_000_000 }), 'FETCH_TIMEOUT', /^the answer was cut off: not complete within 600 ms$/);
+  } finally {
+    drip.close();
+  }
+});
+
+test('a body that ends with the connection before the deadline is the whole body', async () => {
+  const server = net.createServer((sock) => {
+    sock.on('error', () => undefined);
+    sock.once('data', () => sock.end('HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\n\r\n<rss/>'));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const r = await open().get(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    assert.equal(r.status, 200);
+    assert.equal(r.body.toString(), '<rss/>');
+  } finally {
+    server.close();
+  }
 });
