@@ -64,7 +64,7 @@ test('SIGKILL in the middle of a burst: after a restart, every ping answered fle
       // The lock file of the dead process is still there; the restart must take it over.
       const lock = join(cfg.DATA_DIR, 'pingd.lock');
       assert.ok(existsSync(lock));
-      assert.equal(Number(readFileSync(lock, 'utf8')), server.child.pid);
+      assert.equal(Number(readFileSync(lock, 'utf8').split(' ')[0]), server.child.pid);
     }
     const again = await startServer(env);
     const after = await post(new Agent(), again.port, methodCall('weblogUpdates.ping', ['After', uniqueUrl('after-kill')]));

@@ -179,7 +179,7 @@ test('prune exits 75 while another instance prunes; stats and prune exit 1 when 
     try {
       const r = cli(['stats']);
       assert.equal(r.status, 1);
-      assert.match(r.stderr, new RegExp(`pingd stats: the embedded database in .* is in use by another pingd process \\(pid ${process.pid}\\)`));
+      assert.match(r.stderr, new RegExp(`pingd stats: the embedded database in .* is in use by another pingd process \\(pid ${process.pid} on .+, alive \\d+ ms ago\\)`));
     } finally {
       await db.close();
     }

@@ -1,9 +1,10 @@
 // Owns the embedded database behind the Db interface: PGlite in its own thread (pglite-thread.ts), the lock
 // file that keeps a data directory to one process, and background work's place behind intake on its one session.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { existsSync, mkdirSync, openSync, writeSync, closeSync, readFileSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DatabaseError, type Db, type Queryable } from './db-interface.js';
+import { acquireDirLock } from './dir-lock.js';
 import { createInProcess, returnThread, takeThread, type Answer } from './pglite-thread.js';
 
 const background = new AsyncLocalStorage<boolean>();
@@ -21,14 +22,19 @@ export function inBackground<T>(fn: () => Promise<T>): Promise<T> {
 
 /**
  * The embedded database keeps its files under dataDir. PGlite itself does not lock the directory and two
- * processes writing it would corrupt it, so a lock file holding our pid guards it; a lock left by a dead
- * process (crash, SIGKILL) is taken over. The engine runs in a thread of its own (pglite-thread.ts), off
- * the event loop that serves HTTP.
+ * processes writing it would corrupt it, so a lock file guards it (dir-lock.ts: held as long as its
+ * holder's heartbeat goes on; a lock left by a crash, SIGKILL or a killed container is taken over). The
+ * engine runs in a thread of its own (pglite-thread.ts), off the event loop that serves HTTP.
  */
 export async function openPglite(dataDir: string, cacheMb: number | undefined): Promise<Db> {
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
-  const releaseLock = acquireDirLock(join(dir, 'pingd.lock'));
+  const lock = await acquireDirLock(join(dir, 'pingd.lock'), () => {
+    // Another process took the directory over while this one was stalled: writing on would corrupt it.
+    process.stderr.write(`pingd: the lock on the embedded database in ${dir} was taken over by another process; exiting at once\n`);
+    process.exit(70);
+  });
+  const releaseLock = () => lock.release();
   const failed = (message: string, cause?: unknown) => new DatabaseError(message, 'DB_UNAVAILABLE', { cause });
   const pgdata = join(dir, 'pgdata');
   const thread = takeThread(failed);
@@ -127,37 +133,6 @@ export async function openPglite(dataDir: string, cacheMb: number | undefined): 
       }
     },
   };
-}
-
-function acquireDirLock(path: string): () => void {
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      return () => {
-        try {
-          if (readFileSync(path, 'utf8').trim() === String(process.pid)) unlinkSync(path);
-        } catch {
-          /* already gone */
-        }
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const holder = Number(readFileSync(path, 'utf8').trim());
-      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) {
-        throw new DatabaseError(
-          `the embedded database in ${resolve(path, '..')} is in use by another pingd process (pid ${holder}); stop it or set DATA_DIR to another directory`,
-          'DB_LOCKED',
-        );
-      }
-      if (holder === process.pid) {
-        throw new DatabaseError(`the embedded database in ${resolve(path, '..')} is already open in this process`, 'DB_LOCKED');
-      }
-      unlinkSync(path); // stale: its owner is gone
-    }
-  }
-  throw new DatabaseError(`cannot lock ${path}`, 'DB_LOCKED');
 }
 
 /** Whether a process with this pid exists (EPERM: it does, owned by someone else). */

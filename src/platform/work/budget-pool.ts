@@ -58,7 +58,9 @@ export class BudgetPool<T, R> {
       maxThreads: opts.threads,
       concurrentTasksPerWorker: 1,
       idleTimeout: opts.idleMs ?? 30_000,
-      resourceLimits: { maxOldGenerationSizeMb: opts.memoryMb },
+      // An 8 MB young generation: a thread that read a 15,000-item feed held 121 MB of the process's RSS
+      // against 148 MB with V8's default (measured, compiled). A thread idle after a small feed: +22 MB.
+      resourceLimits: { maxOldGenerationSizeMb: opts.memoryMb, maxYoungGenerationSizeMb: 8 },
     });
   }
 
