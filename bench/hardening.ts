@@ -9,7 +9,8 @@
 //   BENCH_PINGD_ROOT=/path/to/other/checkout BENCH_SCENARIOS=hardening npm run bench   (an earlier commit)
 //
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_HOSTILE_CASES (xff,inm,tokens,
-// rssping,variants), BENCH_HOSTILE_REQUESTS (flood size, 100000), BENCH_HOSTILE_RSSPING_REQUESTS (flood size of
+// rssping,variants; the fetched-feed classes of bench/lib/feed-hardening-cases.ts, verification on: feed-redos,
+// feed-parse,feed-redirect,feed-drip), BENCH_HOSTILE_REQUESTS (flood size, 100000), BENCH_HOSTILE_RSSPING_REQUESTS (flood size of
 // 256 KiB rss_pings, 200: 100k of them would take hours on the earlier code), BENCH_HOSTILE_SAMPLES (requests
 // timed one at a time, 50; 20 for If-None-Match and 8 per rss_ping body), BENCH_HOSTILE_SECONDS (longest
 // flood, 75 s), BENCH_HOSTILE_ATTACK_SECONDS (/healthz sampling, 4), BENCH_HOSTILE_VARIANTS (spellings per
@@ -23,6 +24,7 @@ import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatab
 import { writeResultsFile } from './lib/report.js';
 import type { QueryCount } from './lib/hostile-http.js';
 import { CASES, type Case, type CaseResult, type Settings } from './lib/hardening-cases.js';
+import { FEED_CASES, feedMethod, feedTables, isFeedCase } from './lib/feed-hardening-cases.js';
 import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
 import { isMain, runDirect } from './lib/run-direct.js';
@@ -130,7 +132,10 @@ interface Measured {
   error?: string;
 }
 
-function tables(all: Measured[], s: Settings): string {
+function tables(measured: Measured[], s: Settings): string {
+  const all = measured.filter((m) => !isFeedCase(m.c));
+  const feeds = measured.filter((m) => isFeedCase(m.c));
+  if (!all.length) return feedTables(feeds);
   const out = [
     '| class | backend | hostile request | ms/request p50 (max), sent alone | pingd CPU ms/request | SQL statements/request | /healthz p50 / p99 ms: idle → 4 attacking connections | pingd RSS MB: before → after flood (peak) | flood | what the class is about |',
     '| --- | --- | --- | ---: | ---: | ---: | --- | --- | --- | --- |',
@@ -159,6 +164,7 @@ function tables(all: Measured[], s: Settings): string {
     out.push('', `| spellings of one site, after its canonical URL (PING_MIN_INTERVAL 300 s) | backend | accepted of ${s.variants} | answers |`, '| --- | --- | ---: | --- |');
     for (const m of kinds) for (const d of m.r!.details!) out.push(`| ${d.what} | ${m.backend} | **${d.accepted}** | ${d.answers} |`);
   }
+  if (feeds.length) out.push('', feedTables(feeds));
   return out.join('\n');
 }
 
@@ -193,7 +199,7 @@ function method(s: Settings): string {
 export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const s = settings();
   const wanted = env.BENCH_HOSTILE_CASES ? env.BENCH_HOSTILE_CASES.split(',').map((x) => x.trim()) : undefined;
-  const cases = CASES.filter((c) => !wanted || wanted.includes(c.id));
+  const cases = [...CASES, ...FEED_CASES].filter((c) => !wanted || wanted.includes(c.id));
   const commit = git(['rev-parse', '--short', 'HEAD']);
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;
@@ -222,8 +228,8 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
     '',
     tables(all, s),
     '',
-    method(s),
-    '',
+    ...(cases.some((c) => !isFeedCase(c)) ? [method(s), ''] : []),
+    ...(cases.some(isFeedCase) ? [feedMethod(), ''] : []),
   ].join('\n');
   console.log(md);
   if (opts.write) {

@@ -5,6 +5,8 @@ import { setFlagsFromString } from 'node:v8';
 import { buildApp } from './app.js';
 import type { Config } from './platform/config.js';
 import { logDestination } from './platform/log-destination.js';
+import { redactUrl } from './platform/redact.js';
+import { assertPortFree } from './platform/http-server.js';
 
 /** Longest the last log lines may take to reach stdout's reader on the way out (the reader may be gone). */
 const LAST_LINES_MS = 1000;
@@ -21,17 +23,7 @@ export function safeConfig(config: Config): Record<string, unknown> {
   return out;
 }
 
-export function redactUrl(raw: string): string {
-  try {
-    const u = new URL(raw);
-    if (u.password) u.password = 'redacted';
-    // Query parameters such as ?password= or ?sslkey= carry secrets too.
-    for (const name of [...u.searchParams.keys()]) if (/pass|secret|key|token/i.test(name)) u.searchParams.set(name, 'redacted');
-    return u.href;
-  } catch {
-    return '[unparseable URL]';
-  }
-}
+export { redactUrl };
 
 /**
  * HEAP_GROWTH_PERCENT unset, with the embedded database. V8 lets the old generation grow to a multiple of
@@ -56,6 +48,9 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
   // log shipper) costs dropped lines, never a blocked event loop (which would also stop the shutdown bound).
   const logs = logDestination({ maxBytes: config.LOG_BUFFER_BYTES });
   const exit = (code: number) => void logs.flushWithin(LAST_LINES_MS).then(() => process.exit(code));
+  // Before the slow work (a first start creates the embedded database: 10–20 s): a port already taken is
+  // said at once, naming the setting, not after the database was made.
+  await assertPortFree(config.PORT, config.HOST);
   const app = await buildApp({ config, skipMigrations: opts.skipMigrations, logDestination: logs });
   app.log.info({ config: safeConfig(config), pid: process.pid, node: process.version }, 'starting');
   let stopping = false;
@@ -99,6 +94,9 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
   });
   try {
     await app.listen({ port: config.PORT, host: config.HOST });
+    const all = config.HOST === '0.0.0.0' || config.HOST === '::';
+    const where = `http://${all ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${config.PORT}/`;
+    app.log.info({ url: where, host: config.HOST, port: config.PORT, database: config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : `embedded, in ${config.DATA_DIR}` }, `listening on ${where}${all ? ' (all interfaces)' : ''}`);
   } catch (err) {
     // Port in use, no permission: close the database (and its lock) before reporting the failure.
     await app.close().catch(() => undefined);

@@ -1,12 +1,14 @@
 // Owns the Node HTTP server under Fastify: the server Fastify would make itself (same options, same
 // timeouts), plus early answers: a few exact GET/HEAD URLs whose cheapest answer (a 304 to a poll naming
-// the current ETag) is written before Fastify sees the request. Everything else goes to Fastify.
+// the current ETag) is written before Fastify sees the request. Everything else goes to Fastify. Also the
+// check, before start-up's slow work, that PORT can be listened on at all.
 //
 // Why: measured with wrk at 64 connections (bench/results/2026-11-23-wrk-3.md), a 304 from pingd's polled
 // route ran at 0.76x a bare Fastify 304. Per request pingd's own work was ~5 us; the rest of a Fastify
 // request (its request and reply objects, routing, the reply's header handling) was the same in both. A poll
 // answered here costs the validator compare, the pre-built head and the metrics.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import net from 'node:net';
 import type { FastifyServerFactory } from 'fastify';
 import { REQUEST_ID_HEADER } from './request-id.js';
 
@@ -70,4 +72,23 @@ declare module 'fastify' {
     /** Early answers of this app's HTTP server (routes add theirs when they are declared). */
     earlyAnswers: EarlyAnswers;
   }
+}
+
+/**
+ * Refuses at once when PORT cannot be listened on at HOST (taken, or privileged), naming the setting:
+ * checked before start-up's slow work, so a first start does not create its database to fail afterwards.
+ * A probe listen that is closed again; the real listen follows (a port taken in between still fails there).
+ */
+export async function assertPortFree(port: number, host: string): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') reject(new Error(`PORT ${port} is already in use on ${host}: stop what listens there, or set PORT (or HOST) to another value`));
+      else if (err.code === 'EACCES') reject(new Error(`PORT ${port} on ${host} needs privileges this process does not have: set PORT to 1024 or above`));
+      else if (err.code === 'EADDRNOTAVAIL') reject(new Error(`HOST ${host} is not an address of this machine: set HOST to one of its addresses, or 0.0.0.0 for all`));
+      else reject(new Error(`cannot listen on PORT ${port} at HOST ${host}: ${err.message}`));
+    });
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }

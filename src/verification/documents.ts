@@ -13,13 +13,15 @@ export interface DocumentReaderOptions {
   memoryMb: number;
   /** Verifications that may wait for a thread (VERIFY_CONCURRENCY: each holds one document at most). */
   maxWaiting: number;
+  /** A reading thread failed outside any document (it could not start). */
+  onError?: (err: Error) => void;
 }
 
 export class DocumentReader {
   private readonly pool: BudgetPool<DocumentTask, DocumentResult>;
 
   constructor(opts: DocumentReaderOptions) {
-    this.pool = new BudgetPool({ filename: moduleBeside(import.meta.url, 'document-task'), threads: opts.threads, budgetMs: opts.budgetMs, maxWaiting: opts.maxWaiting, memoryMb: opts.memoryMb });
+    this.pool = new BudgetPool({ filename: moduleBeside(import.meta.url, 'document-task'), threads: opts.threads, budgetMs: opts.budgetMs, maxWaiting: opts.maxWaiting, memoryMb: opts.memoryMb, onError: opts.onError });
   }
 
   /** Documents being read and waiting for a thread now. */

@@ -69,6 +69,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     budgetMs: config.VERIFY_PARSE_BUDGET_MS,
     memoryMb: config.VERIFY_PARSE_MEMORY_MB,
     maxWaiting: config.VERIFY_CONCURRENCY,
+    onError: (err) => app.log.error({ err: { message: err.message } }, 'a document-reading thread failed; its documents are read again when their jobs are retried'),
   });
   new Counter({
     name: 'pingd_verify_documents_over_budget_total',

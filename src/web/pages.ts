@@ -16,6 +16,14 @@ const LATEST_PINGS = 20;
 /** The documents that list weblogs by their last ping, and so answer "where does it appear?". */
 const LISTING_PATHS = ['/shortChanges.xml', '/changes.xml'];
 
+/** Each page's <meta name="description"> (what a search result shows under its title: at most ~160 characters). */
+export const DESCRIPTION = {
+  home: 'A weblogUpdates ping server: point your blog engine at its XML-RPC address or ping by hand, and your weblog is listed in changes.xml for crawlers.',
+  weblog: 'Did my ping arrive? Look a weblog up on this pingd server: its latest pings, accepted or refused and why, and the changes.xml lists it appears in.',
+  status: 'The live status of this pingd server: pings accepted and refused per minute, intake latency, the busiest hosts, its queues and how fresh changes.xml is.',
+  ping: 'Ping this weblogUpdates server by hand: tell it your weblog changed, and it is listed in changes.xml for crawlers and feed readers.',
+} as const;
+
 const NoQuery = Type.Object({});
 const WeblogQuery = Type.Object({ url: queryParam(MAX_URL_LENGTH + 64) });
 
@@ -30,6 +38,7 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
   app.get('/', { schema: { querystring: NoQuery } }, async (req, reply) =>
     reply.header('cache-control', 'no-cache').view('home', {
       title: 'A weblogUpdates ping server',
+      description: DESCRIPTION.home,
       base: requestBase(config.PUBLIC_URL, config.PORT, req),
       lastArchive: archivePath(hourStart(Date.now()) - HOUR_MS),
     }),
@@ -38,7 +47,7 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
   app.get<{ Querystring: Static<typeof WeblogQuery> }>('/weblog', { schema: { querystring: WeblogQuery } }, async (req, reply) => {
     reply.header('cache-control', 'no-store');
     const asked = firstParam(req.query, 'url');
-    const base = { title: 'Did my ping arrive?', asked, minInterval: config.PING_MIN_INTERVAL, verifyOff: config.VERIFY_PINGS === 'off' };
+    const base = { title: 'Did my ping arrive?', description: DESCRIPTION.weblog, asked, minInterval: config.PING_MIN_INTERVAL, verifyOff: config.VERIFY_PINGS === 'off' };
     if (asked === null || asked === '') return reply.view('weblog', base);
     let url: string;
     try {
@@ -80,10 +89,11 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
       stats = await app.stats.snapshot('1h');
     } catch (err) {
       req.log.warn({ err: { message: (err as Error).message } }, 'status page: statistics unavailable');
-      return reply.code(503).header('retry-after', '10').view('unavailable', { title: 'Status unavailable', message: 'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.' });
+      return reply.code(503).header('retry-after', '10').view('unavailable', { title: 'Status unavailable', description: DESCRIPTION.status, message: 'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.' });
     }
     return reply.view('status', {
       title: 'Status',
+      description: DESCRIPTION.status,
       stats,
       verifyOff: config.VERIFY_PINGS === 'off',
       styles: ['uPlot.min.css'],

@@ -6,6 +6,7 @@ import { firstParam as param, queryParam } from '../platform/http-schema.js';
 import { intakeRoute } from '../intake/ping/plugin.js';
 import { REFUSAL_STATUS } from '../intake/ping/refusals.js';
 import type { RawPing } from '../intake/ping/validate.js';
+import { DESCRIPTION } from './pages.js';
 
 /** Longer than any valid field (a 1024-character name, a 2048-character URL, 50 tags of 100): refused by the schema. */
 const FIELD_MAX = 8192;
@@ -37,7 +38,7 @@ export async function pingFormRoutes(app: FastifyInstance): Promise<void> {
     const name = param(q, 'name', 'blogname', 'title');
     const url = param(q, 'url', 'blogurl', 'u');
     reply.header('cache-control', 'no-store');
-    if (name === null && url === null) return reply.code(200).view('ping-page', { title: 'Ping this server' });
+    if (name === null && url === null) return reply.code(200).view('ping-page', { title: 'Ping this server', description: DESCRIPTION.ping });
     const raw: RawPing = {
       method: 'pingSiteForm',
       name,
@@ -49,11 +50,14 @@ export async function pingFormRoutes(app: FastifyInstance): Promise<void> {
       userAgent: req.headers['user-agent'] ?? null,
     };
     const r = await app.pings.accept(raw);
-    if (r.ok) return reply.code(200).view('ping-result', { title: 'Ping received', ok: true, message: r.message, name: r.ping.name, url: r.ping.url });
+    if (r.ok) return reply.code(200).view('ping-result', { title: 'Ping received', description: DESCRIPTION.ping, ok: true, message: r.message, name: r.ping.name, url: r.ping.url });
     if (r.retryAfterSec) reply.header('retry-after', String(r.retryAfterSec));
-    return reply.code(REFUSAL_STATUS[r.reason]).view('ping-result', { title: 'Ping refused', ok: false, message: r.message, form: { name, url } });
+    return reply.code(REFUSAL_STATUS[r.reason]).view('ping-result', { title: 'Ping refused', description: DESCRIPTION.ping, ok: false, message: r.message, form: { name, url } });
   };
-  const timed = intakeRoute(app);
-  app.get('/pingSiteForm', { ...timed, schema: { querystring: PingQuery } }, handler);
-  app.get('/ping', { ...timed, schema: { querystring: PingQuery } }, handler);
+  // A ping's answer is the intake path (scripts and old engines ping with a GET): it leaves uncompressed. Measured
+  // in-process, 16 GET pings at a time on the embedded database: ~400 µs of CPU a ping, and brotli of its 1.6 kB
+  // answer added ~80 µs (+20%), gzip ~20 µs, to save ~1 kB. The form page without a ping shares the route.
+  const opts = { ...intakeRoute(app), config: { compress: false as const }, schema: { querystring: PingQuery } };
+  app.get('/pingSiteForm', opts, handler);
+  app.get('/ping', opts, handler);
 }

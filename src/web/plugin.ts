@@ -1,17 +1,18 @@
 // Owns pingd's face for people as one Fastify resource: the templates (@fastify/view with Eta, which escapes
-// everything it prints), the hashed static files (@fastify/static), the security headers every page gets,
-// and the pages (pages.ts) and the GET ping form (ping-form.ts). All of it lives in its own encapsulated
-// context: the hooks below never run on the polled documents or the XML-RPC endpoint.
+// everything it prints), the hashed static files (asset-manifest.ts, from memory), the security headers and
+// the compression (compression.ts) every page gets, and the pages (pages.ts) and the GET ping form
+// (ping-form.ts). All of it lives in its own encapsulated context: the hooks below never run on the polled
+// documents, /stream or the XML-RPC endpoint.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
 import view from '@fastify/view';
-import staticFiles from '@fastify/static';
 import { Eta } from 'eta';
 import { AssetManifest } from './asset-manifest.js';
-import { pageRoutes } from './pages.js';
+import { codingFor, compressReply, matchesIfNoneMatch, varyByEncoding } from './compression.js';
+import { DESCRIPTION, pageRoutes } from './pages.js';
 import { pingFormRoutes } from './ping-form.js';
 import { RecentRefusals } from './recent-refusals.js';
 import { normalizeUrl } from '../intake/ping/validate.js';
@@ -63,20 +64,27 @@ async function webPlugin(app: FastifyInstance): Promise<void> {
       viewExt: 'eta',
       // Templates are part of the release: compiled once, never re-read.
       production: true,
-      defaultContext: { asset: (name: string) => assets.url(name) },
+      // Every page says what it is to search engines; a page without its own says what pingd is.
+      defaultContext: { asset: (name: string) => assets.url(name), description: DESCRIPTION.home },
     });
-    await web.register(staticFiles, { root: join(SOURCE, 'assets'), serve: false });
     web.addHook('onSend', async (_req, reply) => {
       reply.header('content-security-policy', CSP);
       reply.header('x-content-type-options', 'nosniff');
       reply.header('referrer-policy', 'same-origin');
     });
+    web.addHook('onSend', compressReply);
 
     web.get<{ Params: Static<typeof AssetParams> }>('/assets/:file', { schema: { params: AssetParams } }, async (req, reply) => {
       const a = assets.find(req.params.file);
       if (!a) return reply.code(404).header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(`No asset ${req.params.file} (pages name their assets with the hash of their bytes).\n`);
+      const coding = codingFor(req);
+      const etag = a.etag(coding);
+      varyByEncoding(reply);
       // The name changes with the bytes: a year's caching, never revalidated.
-      return reply.sendFile(a.file, a.dir, { maxAge: '365d', immutable: true });
+      reply.header('cache-control', 'public, max-age=31536000, immutable').header('etag', etag).type(a.type);
+      if (matchesIfNoneMatch(req.headers['if-none-match'], etag)) return reply.code(304).send();
+      if (coding !== 'identity') reply.header('content-encoding', coding);
+      return reply.send(await a.body(coding));
     });
     await pingFormRoutes(web);
     await pageRoutes(web, { refusals });

@@ -1,12 +1,13 @@
 // The pages in a real browser (headless Chromium): the form pings and lands on the success page, a weblog
-// is looked up, and the status page's charts and latest pings change as pings arrive, without a reload.
-// On every page: no console error, no request off loopback, nothing moves when data arrives, and a phone's
+// is looked up, and the status page's charts and latest pings change as pings arrive, without a reload, and
+// come back by themselves after the stream is refused or fails. On every page: no console error, no request off loopback, nothing moves when data arrives, and a phone's
 // width needs no sideways scrolling.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { methodCall, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
 import { launchBrowser, watchedPage, type WatchedPage } from '../helpers/browser.js';
+import { openStream } from '../helpers/sse-client.js';
 
 let t: TestApp;
 let base: string;
@@ -129,4 +130,60 @@ test('on a phone in the dark scheme, no page needs sideways scrolling', async ()
     assert.equal(bg, 'rgb(20, 22, 24)', `${path} follows the dark scheme`);
     await clean(w);
   }
+});
+
+/** The text of an element of the status page, read in the page. */
+function stateOf(w: WatchedPage, id: string): Promise<string> {
+  return w.page.evaluate((i) => document.getElementById(i)?.textContent ?? '', id);
+}
+
+test('the status page: a stream refused beyond STREAM_MAX_CLIENTS shows reconnecting, then goes live again once a place is free (it stayed "reconnecting" forever)', async () => {
+  const small = await startApp({ STREAM_MAX_CLIENTS: 1, RENDER_SCHEDULER: false });
+  const smallBase = await small.listen();
+  const holder = await openStream(`${smallBase}/stream`);
+  const w = await watchedPage(browser);
+  try {
+    await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
+    await w.page.goto(`${smallBase}/status`);
+    await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'reconnecting', undefined, { timeout: 10_000 });
+    await w.page.waitForFunction(() => /refused/.test(document.getElementById('live-state')?.textContent ?? ''), undefined, { timeout: 10_000 });
+    assert.equal(await stateOf(w, 'live-state'), 'Live updates refused: This server already serves 1 streams; reconnect later. Retrying in 10 s.');
+
+    holder.close();
+    await holder.waitUntil(() => small.app.stream.size === 0, 5000, 'the place to be freed');
+    // The refusal's `retry:` is 10 s; the page's EventSource takes the place back by itself.
+    await holder.waitUntil(() => small.app.stream.size === 1, 20_000, 'the page to reconnect');
+    await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'live', undefined, { timeout: 5000 });
+    assert.equal(await stateOf(w, 'live-state'), 'Live: updates every few seconds.');
+    const res = await fetch(`${smallBase}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Back Again', uniqueUrl('back')]) });
+    assert.match(await res.text(), /<boolean>0<\/boolean>/);
+    await w.page.waitForFunction(() => (document.getElementById('recent')?.textContent ?? '').includes('Back Again'), undefined, { timeout: 10_000 });
+    await clean(w);
+  } finally {
+    holder.close();
+    await w.close();
+    await small.close();
+  }
+});
+
+test("the status page: a stream closed for good by a non-200 answer (a proxy's 502) is opened again, 1 s then 2 s later (the page stayed 'reconnecting' forever)", async () => {
+  const w = await watchedPage(browser);
+  // A proxy in front answers the first two connections with 502; EventSource closes on each for good.
+  const asked: number[] = [];
+  await w.page.route('**/stream', (route) => {
+    asked.push(Date.now());
+    if (asked.length <= 2) return route.fulfill({ status: 502, contentType: 'text/plain', body: 'Bad Gateway\n' });
+    return route.continue();
+  });
+  await w.page.goto(`${base}/status`);
+  await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'live', undefined, { timeout: 15_000 });
+  assert.equal(asked.length, 3, 'two refused, the third served');
+  const gaps = [asked[1] - asked[0], asked[2] - asked[1]];
+  assert.ok(gaps[0] >= 900 && gaps[1] >= 1900 && gaps[1] < 5000, `backoff 1 s then 2 s: ${gaps.join(', ')} ms`);
+  const name = 'After The Proxy';
+  await xmlrpcPing(name, uniqueUrl('proxy'));
+  await w.page.waitForFunction((n) => (document.getElementById('recent')?.textContent ?? '').includes(n), name, { timeout: 10_000 });
+  const errors = w.errors.splice(0);
+  assert.ok(errors.length <= 2 && errors.every((e) => /502/.test(e)), `only the proxy's two answers were errors: ${errors.join('\n')}`);
+  await clean(w);
 });

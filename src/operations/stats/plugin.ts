@@ -2,6 +2,7 @@
 // every ping outcome, verification outcome and intake request time in memory, adds the counts to the
 // per-minute tables every few seconds, and answers from those tables plus what it has not written yet.
 import fp from 'fastify-plugin';
+import zlib from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { weblogHost } from '../../intake/abuse/rate-limit.js';
@@ -11,6 +12,7 @@ import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
 import { buildSnapshot, isWindow, StatsReply, windowMinutes, type StatsWindow } from './snapshot.js';
+import { negotiateEncoding } from '../../publishing/read/conditional.js';
 
 /** How often counts reach the database: what another instance's chart lags behind this one's by. */
 export const FLUSH_MS = 5_000;
@@ -103,6 +105,8 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     reply: StatsReply;
     json: string;
     etag: string;
+    /** The JSON compressed, made when a client first asks for that coding: once per answer, not per request. */
+    coded: { gzip?: Buffer; br?: Buffer };
   }
   const cache = new Map<StatsWindow, { at: number; answer: Promise<Answer> }>();
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
@@ -147,7 +151,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const answerFor = (window: StatsWindow): Promise<Answer> => {
     const hit = cache.get(window);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.answer;
-    const answer = compute(window).then((r) => ({ reply: r, json: JSON.stringify(r), etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"` }));
+    const answer = compute(window).then((r) => ({ reply: r, json: JSON.stringify(r), etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"`, coded: {} }));
     cache.set(window, { at: Date.now(), answer });
     answer.catch(() => cache.delete(window));
     return answer;
@@ -168,16 +172,34 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
         req.log.warn({ err: { message: (err as Error).message } }, 'statistics unavailable');
         return reply.code(503).header('cache-control', 'no-store').send({ error: 'STATS_UNAVAILABLE', message: 'The database did not answer; statistics are unavailable for now.' });
       }
-      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`).header('etag', a.etag);
-      if (req.headers['if-none-match'] === a.etag) return reply.code(304).send();
+      // Each coding is a representation with its own tag (RFC 9110 §8.8.3), as the published documents'.
+      const enc = negotiateEncoding(req.headers['accept-encoding']);
+      const etag = enc === 'identity' ? a.etag : a.etag.replace(/"$/, enc === 'br' ? '-br"' : '-gz"');
+      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`).header('etag', etag).header('vary', 'Accept-Encoding');
+      if (req.headers['if-none-match'] === etag) return reply.code(304).send();
       // The JSON made with the answer (the schema above documents it; its shape is buildSnapshot's type).
-      return reply.type('application/json; charset=utf-8').send(a.json);
+      reply.type('application/json; charset=utf-8');
+      if (enc === 'identity') return reply.send(a.json);
+      return reply.header('content-encoding', enc).send((a.coded[enc] ??= compressJson(enc, a.json)));
     },
   );
 
   app.addHook('onClose', async () => {
     clearInterval(timer);
     await flush();
+  });
+}
+
+/**
+ * An answer's JSON in a coding. A day's 24h answer (51.6 kB of JSON, measured with zlib on this machine):
+ * brotli 4 0.89 ms → 12.8 kB (5: 2.0 ms → 12.6 kB; 11: 93 ms → 11.5 kB), gzip 4 0.93 ms → 16.1 kB (6: 2.6
+ * ms → 15.6 kB). Once per answer, so open dashboards share it.
+ */
+function compressJson(enc: 'gzip' | 'br', json: string): Buffer {
+  const bytes = Buffer.from(json);
+  if (enc === 'gzip') return zlib.gzipSync(bytes, { level: 4 });
+  return zlib.brotliCompressSync(bytes, {
+    params: { [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_QUALITY]: 4, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
   });
 }
 

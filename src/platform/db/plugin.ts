@@ -4,7 +4,11 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { openDatabase, type Db } from './database.js';
 import { migrate, pendingMigrations, MIGRATION_TIMEOUT_MS } from './migrate.js';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Config } from '../config.js';
+import { redactUrl } from '../redact.js';
+import { DatabaseError } from './db-interface.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -18,8 +22,21 @@ export interface DbPluginOptions {
   skipMigrations?: boolean;
 }
 
+/**
+ * A start-up failure of the database, naming the setting that chose it: "connect ECONNREFUSED
+ * 127.0.0.1:1" alone named neither the database nor the variable.
+ */
+function named(config: Config, err: unknown): Error {
+  const message = (err as Error).message;
+  const where = config.DATABASE_URL ? `the database at DATABASE_URL=${redactUrl(config.DATABASE_URL)}` : `the embedded database (DATA_DIR=${resolve(config.DATA_DIR)})`;
+  return new DatabaseError(`cannot use ${where}: ${message}`, err instanceof DatabaseError ? err.code : 'DB_UNAVAILABLE', { cause: err });
+}
+
 async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<void> {
   const { config } = opts;
+  if (!config.DATABASE_URL && !existsSync(join(resolve(config.DATA_DIR), 'pgdata', 'PG_VERSION'))) {
+    app.log.info({ dataDir: resolve(config.DATA_DIR) }, `creating the embedded database in ${resolve(config.DATA_DIR)} (first start: this takes 10–20 s, then pingd says where it listens)`);
+  }
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
@@ -27,6 +44,8 @@ async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<vo
     timeoutMs: config.DB_TIMEOUT_MS,
     embeddedCacheMb: config.EMBEDDED_CACHE_MB,
     onBackgroundError: (err) => app.log.warn({ err: { message: err.message } }, 'database connection error'),
+  }).catch((err: unknown) => {
+    throw named(config, err);
   });
   try {
     // Pending migrations run on a connection of their own with MIGRATION_TIMEOUT_MS on PostgreSQL.
@@ -41,7 +60,7 @@ async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<vo
     }
   } catch (err) {
     await db.close();
-    throw err;
+    throw named(config, err);
   }
   app.decorate('db', db);
   app.addHook('onClose', async () => {

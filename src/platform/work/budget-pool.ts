@@ -29,6 +29,8 @@ export interface BudgetPoolOptions {
   memoryMb: number;
   /** Idle threads end after this long (their heap is given back); the next task starts one again. */
   idleMs?: number;
+  /** A thread that failed outside any task (it could not start): told here, never thrown. */
+  onError?: (err: Error) => void;
 }
 
 /**
@@ -36,6 +38,34 @@ export interface BudgetPoolOptions {
  * not the document's cost (measured: 60–120 ms compiled, 0.4–1.5 s under tsx on a loaded machine).
  */
 const START_ALLOWANCE_MS = 5000;
+
+/**
+ * The parent's Node flags a task thread starts with: the TypeScript loader (tests, `npm run dev`: tsx's
+ * `--import`), and not what was preloaded for the main thread only (a profiler, a benchmark's statement
+ * counter). Measured: a benchmark's `--import counter.ts` ran in each thread before tsx was ready, the
+ * thread failed to start, and piscina's unhandled 'error' event ended the server.
+ */
+export function threadExecArgv(argv: readonly string[] = process.execArgv): string[] {
+  const out: string[] = [];
+  const preload = /^(?:--import|--require|-r|--loader|--experimental-loader)$/;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const eq = /^(--import|--require|--loader|--experimental-loader)=(.*)$/.exec(a);
+    if (eq) {
+      if (/tsx/.test(eq[2])) out.push(a);
+      continue;
+    }
+    if (preload.test(a)) {
+      const value = argv[i + 1] ?? '';
+      i++;
+      if (/tsx/.test(value)) out.push(a, value);
+      continue;
+    }
+    if (/^--(?:cpu-prof|heap-prof|inspect|prof)/.test(a)) continue;
+    out.push(a);
+  }
+  return out;
+}
 
 /** The URL of a module beside `importMetaUrl` with the caller's own extension (.ts under tsx, .js compiled). */
 export function moduleBeside(importMetaUrl: string, name: string): string {
@@ -58,10 +88,13 @@ export class BudgetPool<T, R> {
       maxThreads: opts.threads,
       concurrentTasksPerWorker: 1,
       idleTimeout: opts.idleMs ?? 30_000,
+      execArgv: threadExecArgv(),
       // An 8 MB young generation: a thread that read a 15,000-item feed held 121 MB of the process's RSS
       // against 148 MB with V8's default (measured, compiled). A thread idle after a small feed: +22 MB.
       resourceLimits: { maxOldGenerationSizeMb: opts.memoryMb, maxYoungGenerationSizeMb: 8 },
     });
+    // Without a listener, an 'error' event (a thread that could not start) would end the process.
+    this.pool.on('error', (err: Error) => (opts.onError ?? (() => undefined))(err));
   }
 
   /** Tasks running and waiting now. */

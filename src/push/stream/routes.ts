@@ -1,6 +1,7 @@
-// Owns GET /stream: a request's resume point and filters checked (400 with the reason), the connection cap
-// (503 with Retry-After), the SSE response (@fastify/sse: Accept negotiation, headers, the keep-alive
-// comment, the connection's lifecycle), and its handover to the hub.
+// Owns GET /stream: a request's resume point and filters checked (400 with the reason), the refusals that
+// ask a client to come back (the connection cap, the database away, shutdown: a 200 stream that ends at
+// once), the SSE response (@fastify/sse: Accept negotiation, headers, the keep-alive comment, the
+// connection's lifecycle), and its handover to the hub.
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Type, type Static } from '@sinclair/typebox';
@@ -33,13 +34,49 @@ export interface StreamRoutesOptions {
   onRefused(): void;
 }
 
-/** Retry-After of a refused connection: a few reconnection delays, so a crowd does not come back at once. */
-const REFUSED_RETRY_SEC = 10;
+/**
+ * Why a connection was asked to come back later (the `X-Pingd-Refused` header, `reason` in the event), and
+ * how long to wait. The cap's delay is a few reconnection delays, so a crowd does not come back at once.
+ */
+export type StreamRefusal = 'shutting_down' | 'database_unavailable' | 'max_clients';
+export const STREAM_REFUSAL_RETRY_MS: Readonly<Record<StreamRefusal, number>> = {
+  shutting_down: 1000,
+  database_unavailable: 5000,
+  max_clients: 10_000,
+};
 
-function refuse(reply: FastifyReply, status: number, message: string, retryAfterSec?: number): FastifyReply {
-  reply.code(status).header('content-type', 'text/plain; charset=utf-8').header('cache-control', 'no-store');
-  if (retryAfterSec) reply.header('retry-after', String(retryAfterSec));
-  return reply.send(`${message}\n`);
+/**
+ * The body of a refusal. The WHATWG EventSource (browsers, npm `eventsource`) treats any answer but a 200
+ * `text/event-stream` as final (HTML, "Server-sent events", processing model: it "fails the connection",
+ * readyState CLOSED) and ignores Retry-After; a 200 stream that ends is a dropped connection, retried after
+ * its `retry:`. So: the delay, the reason as a comment (for curl), and an `event: refused` for pages that
+ * show it. The event carries back the client's own Last-Event-ID (already checked to be a decimal number),
+ * so dispatching it never moves the client's resume point, however a client reads the spec's "last event
+ * ID buffer".
+ */
+export function refusalFrame(reason: StreamRefusal, message: string, lastEventId?: string): string {
+  const retryMs = STREAM_REFUSAL_RETRY_MS[reason];
+  const id = lastEventId ? `id: ${lastEventId}\n` : '';
+  return `retry: ${retryMs}\n: refused: ${message}\n\n${id}event: refused\ndata: ${JSON.stringify({ reason, message, retryMs })}\n\n`;
+}
+
+/** A client error: final, with the reason as text. */
+function reject(reply: FastifyReply, status: number, message: string): FastifyReply {
+  return reply.code(status).header('content-type', 'text/plain; charset=utf-8').header('cache-control', 'no-store').send(`${message}\n`);
+}
+
+/**
+ * Come back later: a 200 event stream that ends at once (see refusalFrame). Retry-After (seconds) and
+ * X-Pingd-Refused carry the same for clients that are not an EventSource.
+ */
+function refuse(reply: FastifyReply, reason: StreamRefusal, message: string, lastEventId: string | undefined): FastifyReply {
+  return reply
+    .code(200)
+    .header('content-type', 'text/event-stream')
+    .header('cache-control', 'no-store')
+    .header('retry-after', String(Math.ceil(STREAM_REFUSAL_RETRY_MS[reason] / 1000)))
+    .header('x-pingd-refused', reason)
+    .send(refusalFrame(reason, message, lastEventId));
 }
 
 export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptions): Promise<void> {
@@ -49,13 +86,14 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
   await app.register(fastifySse, { heartbeatInterval: opts.heartbeatMs });
 
   app.get<{ Querystring: Query }>('/stream', { sse: 'only', schema: { querystring: Query } }, async (req, reply) => {
-    const lastEventId = req.headers['last-event-id'];
-    const parsed = parseStreamRequest(req.query, Array.isArray(lastEventId) ? lastEventId[0] : lastEventId);
-    if (!parsed.ok) return refuse(reply, 400, parsed.message);
-    if (opts.isClosing()) return refuse(reply, 503, 'The server is shutting down; reconnect in a moment.', 1);
+    const header = req.headers['last-event-id'];
+    const lastEventId = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
+    const parsed = parseStreamRequest(req.query, lastEventId);
+    if (!parsed.ok) return reject(reply, 400, parsed.message);
+    if (opts.isClosing()) return refuse(reply, 'shutting_down', 'The server is shutting down; reconnect in a moment.', lastEventId);
     if (hub.size >= opts.maxClients) {
       opts.onRefused();
-      return refuse(reply, 503, `This server already serves ${opts.maxClients} streams; reconnect later.`, REFUSED_RETRY_SEC);
+      return refuse(reply, 'max_clients', `This server already serves ${opts.maxClients} streams; reconnect later.`, lastEventId);
     }
 
     let start: Start;
@@ -63,7 +101,7 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
       start = await hub.start(parsed.from);
     } catch (err) {
       req.log.warn({ err: { message: (err as Error).message } }, 'stream start failed');
-      return refuse(reply, 503, 'The database is unavailable; reconnect in a moment.', 5);
+      return refuse(reply, 'database_unavailable', 'The database is unavailable; reconnect in a moment.', lastEventId);
     }
     reply.sse.keepAlive();
     // Events must leave as they happen: nothing here compresses or buffers the response.

@@ -175,11 +175,38 @@
     if (s) draw('chart-1h', [s.minutes, s.accepted.slice(), refusedPerMinute(s)], pingSeries());
   }
 
+  // The live stream. A refusal (pingd answers a short 200 stream with a `retry:` and an `event: refused`)
+  // is retried by the EventSource itself. Any other failure (a proxy's 502, an older pingd's 503) closes it
+  // for good (readyState CLOSED): the page then opens a new one after RETRY_MIN_MS, doubling up to
+  // RETRY_MAX_MS, back to the least once one opens. "reconnecting" is shown only while a retry is coming.
+  var RETRY_MIN_MS = 1000;
+  var RETRY_MAX_MS = 30000;
+  var retryMs = RETRY_MIN_MS;
+
   function listen() {
     if (typeof EventSource === 'undefined') return;
     var es = new EventSource('/stream');
-    es.addEventListener('open', function () { text('recent-state', 'live'); text('live-state', 'Live: updates every few seconds.'); });
-    es.addEventListener('error', function () { text('recent-state', 'reconnecting'); });
+    es.addEventListener('open', function () {
+      retryMs = RETRY_MIN_MS;
+      text('recent-state', 'live');
+      text('live-state', 'Live: updates every few seconds.');
+    });
+    es.addEventListener('refused', function (e) {
+      try {
+        var d = JSON.parse(e.data);
+        text('live-state', 'Live updates refused: ' + d.message + ' Retrying in ' + Math.round(d.retryMs / 1000) + ' s.');
+      } catch (err) { /* the state below still says it */ }
+      text('recent-state', 'reconnecting');
+    });
+    es.addEventListener('error', function () {
+      text('recent-state', 'reconnecting');
+      if (es.readyState !== 2) return; // CONNECTING: the EventSource retries by itself
+      es.close();
+      var wait = retryMs;
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      text('live-state', 'Live updates lost; retrying in ' + Math.round(wait / 1000) + ' s.');
+      setTimeout(listen, wait);
+    });
     es.addEventListener('ping', function (e) {
       try { onPing(JSON.parse(e.data)); } catch (err) { /* a malformed event is skipped */ }
     });

@@ -1,6 +1,7 @@
 // GET /stream against a listening server, read by a raw SSE client: live events in commit order, resume
-// with Last-Event-ID / ?since= across an outage with no gap and no duplicate, reset, filters, refusals,
-// the connection cap, the keep-alive comment and shutdown.
+// with Last-Event-ID / ?since= across an outage with no gap and no duplicate, reset, filters, refusals (400
+// final; the cap, the database away and shutdown as a 200 stream that ends, which an EventSource retries),
+// the keep-alive comment and shutdown.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
@@ -213,7 +214,20 @@ test('bad requests are refused with the reason (400), a client that refuses even
   assert.equal(json.statusCode, 406);
 });
 
-test('beyond STREAM_MAX_CLIENTS a connection is refused with 503 and Retry-After; a freed place is taken again', async () => {
+/** The exact answer of a refusal: a 200 event stream that ends, as an EventSource reads a dropped connection. */
+function assertRefusal(c: SseConnection, reason: string, message: string, retryMs: number, lastEventId = ''): void {
+  assert.equal(c.status, 200);
+  assert.equal(c.headers['content-type'], 'text/event-stream');
+  assert.equal(c.headers['cache-control'], 'no-store');
+  assert.equal(c.headers['retry-after'], String(retryMs / 1000));
+  assert.equal(c.headers['x-pingd-refused'], reason);
+  assert.equal(c.retry, retryMs);
+  assert.deepEqual(c.comments, [`refused: ${message}`]);
+  assert.deepEqual(c.events, [{ id: lastEventId, event: 'refused', data: JSON.stringify({ reason, message, retryMs }) }]);
+  assert.equal(c.lastEventId, lastEventId, 'the refusal leaves the resume point where it was');
+}
+
+test('beyond STREAM_MAX_CLIENTS a connection is refused with a 200 stream that ends with `retry: 10000` (a 503 closed EventSources for good); a freed place is taken again', async () => {
   const small = await startApp({ STREAM_MAX_CLIENTS: 2 });
   try {
     const base = await small.listen();
@@ -223,20 +237,85 @@ test('beyond STREAM_MAX_CLIENTS a connection is refused with 503 and Retry-After
     await b.waitUntil(() => b.retry !== null);
     const c = await openStream(`${base}/stream`);
     await c.waitUntil((x) => x.ended);
-    assert.equal(c.status, 503);
-    assert.equal(c.headers['retry-after'], '10');
-    assert.equal(c.body, 'This server already serves 2 streams; reconnect later.\n');
+    assertRefusal(c, 'max_clients', 'This server already serves 2 streams; reconnect later.', 10_000);
+    // The exact bytes, for clients that read them by hand.
+    const raw = await small.app.inject({ method: 'GET', url: '/stream', headers: { accept: 'text/event-stream' } });
+    assert.equal(raw.statusCode, 200);
+    assert.equal(
+      raw.body,
+      'retry: 10000\n: refused: This server already serves 2 streams; reconnect later.\n\nevent: refused\ndata: {"reason":"max_clients","message":"This server already serves 2 streams; reconnect later.","retryMs":10000}\n\n',
+    );
+    // A resuming client gets its own Last-Event-ID back, so the refusal never moves where it resumes.
+    const resuming = await openStream(`${base}/stream`, { 'last-event-id': '41230' });
+    await resuming.waitUntil((x) => x.ended);
+    assertRefusal(resuming, 'max_clients', 'This server already serves 2 streams; reconnect later.', 10_000, '41230');
+    // A client that does not ask for event streams (no Accept, */*) gets the same answer; one that refuses
+    // them, 406 as before.
+    for (const accept of [undefined, '*/*']) {
+      const r = await small.app.inject({ method: 'GET', url: '/stream', headers: accept ? { accept } : {} });
+      assert.equal(r.statusCode, 200, String(accept));
+      assert.equal(r.headers['x-pingd-refused'], 'max_clients', String(accept));
+      assert.equal(r.body, raw.body, String(accept));
+    }
+    assert.equal((await small.app.inject({ method: 'GET', url: '/stream', headers: { accept: 'application/json' } })).statusCode, 406);
     a.close();
-    await a.waitUntil(() => small.app.stream.size === 1, 5000, "the place to be freed");
+    await a.waitUntil(() => small.app.stream.size === 1, 5000, 'the place to be freed');
     const d = await openStream(`${base}/stream`);
     assert.equal(d.status, 200);
+    await d.waitUntil((x) => x.retry === 3000, 5000, 'the stream\'s own retry');
+    assert.equal(d.headers['x-pingd-refused'], undefined);
     const metrics = await small.app.inject({ method: 'GET', url: '/metrics' });
-    assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="refused"\} 1/);
+    assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="refused"\} 5/);
     assert.match(metrics.body, /pingd_stream_clients 2/);
     b.close();
     d.close();
   } finally {
     await small.close();
+  }
+});
+
+test('with the database away when a client connects: a 200 stream that ends with `retry: 5000` (a 503 closed EventSources for good)', async () => {
+  const hub = t.app.stream;
+  const start = hub.start;
+  hub.start = async () => {
+    throw new Error('connection refused');
+  };
+  try {
+    const c = await stream('?since=0');
+    await c.waitUntil((x) => x.ended);
+    assertRefusal(c, 'database_unavailable', 'The database is unavailable; reconnect in a moment.', 5000);
+  } finally {
+    hub.start = start;
+  }
+  const again = await stream('?since=0');
+  await again.waitUntil((x) => x.retry === 3000, 5000, 'the stream once the database is back');
+  again.close();
+});
+
+test('while the server is closing: a 200 stream that ends with `retry: 1000` (a 503 closed EventSources for good)', async () => {
+  const other = await startApp({});
+  const base = await other.listen();
+  // Hold the shutdown between "closing" and the server's stop listening: the hub's close waits for a barrier.
+  const hub = other.app.stream;
+  const close = hub.close.bind(hub);
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let reached!: () => void;
+  const closing = new Promise<void>((r) => (reached = r));
+  hub.close = async () => {
+    reached();
+    await released;
+    return close();
+  };
+  const done = other.close();
+  try {
+    await closing;
+    const c = await openStream(`${base}/stream`, { 'last-event-id': '7' });
+    await c.waitUntil((x) => x.ended);
+    assertRefusal(c, 'shutting_down', 'The server is shutting down; reconnect in a moment.', 1000, '7');
+  } finally {
+    release();
+    await done;
   }
 });
 
