@@ -23,6 +23,7 @@ import websubPlugin from './push/websub/plugin.js';
 import streamPlugin from './push/stream/plugin.js';
 import relayPlugin from './push/relay/plugin.js';
 import statsPlugin from './operations/stats/plugin.js';
+import adminPlugin from './operations/admin/plugin.js';
 import webPlugin from './web/plugin.js';
 
 export interface BuildOptions {
@@ -101,6 +102,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(relayPlugin, { config });
     await app.register(statsPlugin);
     await app.register(retentionPlugin, { config });
+    // The operator API: the CLI's commands run in this process (its socket, or HTTP with ADMIN_TOKEN).
+    await app.register(adminPlugin, { config });
     // Pages for people, last: they read every resource above.
     await app.register(webPlugin);
   } catch (err) {

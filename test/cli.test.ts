@@ -1,6 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { createTestDatabase } from './helpers/app.js';
 
 const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
@@ -37,4 +42,36 @@ test('usage errors exit 2, configuration errors 78, --help 0', () => {
   const help = cli(['migrate', '--help']);
   assert.equal(help.status, 0);
   assert.match(help.stdout, /Usage: pingd migrate/);
+});
+
+// What broke: `npm start` (bin/pingd.js) and the CLI ignored `.env`, which only Compose read.
+test('.env in the working directory configures the CLI and bin/pingd.js; the environment wins over it', async () => {
+  const root = new URL('../', import.meta.url).pathname;
+  // From another directory `--import tsx` would not resolve: the loader by its path.
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  const cwd = mkdtempSync(join(tmpdir(), 'pingd-dotenv-'));
+  const tdb = await createTestDatabase({ migrated: true });
+  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'silent', PORT: '8080' };
+  for (const name of ['DATABASE_URL', 'DATA_DIR', 'RETENTION_DAYS']) delete env[name];
+  const run = (entry: string[], args: string[]) => spawnSync(process.execPath, [...entry, ...args], { cwd, env, encoding: 'utf8', timeout: 60_000 });
+  const src = ['--import', tsx, join(root, 'src/cli.ts')];
+  try {
+    const where = tdb.config.DATABASE_URL ? `DATABASE_URL=${tdb.config.DATABASE_URL}` : `DATA_DIR=${tdb.config.DATA_DIR}`;
+    // PORT is set in the environment: the file's bad value is never read.
+    writeFileSync(join(cwd, '.env'), `# pingd settings\n${where}\nPORT=eighty\n`);
+    const stats = run(src, ['stats', '--json']);
+    assert.equal(stats.status, 0, stats.stderr);
+    assert.equal(JSON.parse(stats.stdout).totals.weblogs, 0);
+
+    writeFileSync(join(cwd, '.env'), `${where}\nRETENTION_DAYS=soon\n`);
+    assert.ok(existsSync(join(root, 'dist/cli.js')), 'bin/pingd.js runs the build: `npm run build` (npm install makes it)');
+    for (const entry of [src, [join(root, 'bin/pingd.js')]]) {
+      const bad = run(entry, ['migrate']);
+      assert.equal(bad.status, 78, `${entry.join(' ')}: ${bad.stderr}`);
+      assert.equal(bad.stderr, 'pingd: configuration error: RETENTION_DAYS must be an integer, got "soon"\n');
+    }
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+    await tdb.drop();
+  }
 });

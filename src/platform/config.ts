@@ -102,13 +102,16 @@ const trustProxy: Parser<TrustProxy> = (raw, name) => {
   return Object.freeze(entries);
 };
 
-// RSSPING_SECRET: the key publisher passwords are encrypted with; long enough to be a real key.
-const secret: Parser<string | undefined> = (raw, name) => {
-  const v = raw.trim();
-  if (v === '') return undefined;
-  if (v.length < 32) throw new ConfigError(`${name} must be at least 32 characters (e.g. \`openssl rand -hex 32\`), got ${v.length}`);
-  return v;
-};
+// RSSPING_SECRET (the key publisher passwords are encrypted with) and ADMIN_TOKEN (the operator API's
+// bearer token): long enough to be a real key, not a word someone could guess.
+const secret =
+  (min: number): Parser<string | undefined> =>
+  (raw, name) => {
+    const v = raw.trim();
+    if (v === '') return undefined;
+    if (v.length < min) throw new ConfigError(`${name} must be at least ${min} characters (e.g. \`openssl rand -hex 32\`), got ${v.length}`);
+    return v;
+  };
 
 const optionalHttpUrl: Parser<string | undefined> = (raw, name) => {
   const v = raw.trim();
@@ -160,6 +163,7 @@ const SPEC = {
   RATE_LIMIT_PER_IP: { default: '0', parse: int(0, 1_000_000), doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit' },
   REQUEST_TIMEOUT_MS: { default: '30000', parse: int(1000, 600000), doc: 'Longest a client may take to send a whole request (slow clients are cut off)' },
   METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`' },
+  ADMIN_TOKEN: { default: '', parse: secret(16), doc: 'Bearer token (16+ characters) of the operator API over HTTP (/api/admin/*, GET /api/websub/subscriptions); unset = only through the socket pingd.sock in DATA_DIR' },
   RETENTION_DAYS: { default: '30', parse: int(0, 36500), doc: 'Raw pings older than this many days are deleted; 0 keeps them forever' },
   ARCHIVE_RETENTION_DAYS: { default: '0', parse: int(0, 36500), doc: 'Rendered hourly archives older than this many days are deleted; 0 keeps them forever' },
   RETENTION_CRON: { default: '17 * * * *', parse: cronExpr, doc: 'When retention runs (UTC; one instance at a time)' },
@@ -168,7 +172,7 @@ const SPEC = {
   RSSPING_REQUIRE_AUTH: { default: 'false', parse: bool, doc: 'Refuse rss_pings that are neither pingserver-side nor publisher-side authenticated (401)' },
   RSSPING_VERIFY_HASH_URI: { default: 'true', parse: bool, doc: 'Fetch payload_hash_uri to authenticate rss_pings (pingserver-side); false = no outbound request, such pings stay unauthenticated' },
   RSSPING_BODY_LIMIT: { default: '262144', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest rss_ping request body (payload included), in bytes (larger: 413)' },
-  RSSPING_SECRET: { default: '', parse: secret, doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off' },
+  RSSPING_SECRET: { default: '', parse: secret(32), doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off' },
   FETCH_ALLOW_PRIVATE: { default: 'false', parse: bool, doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)' },
   FETCH_ALLOW_ADDRESSES: { default: '', parse: cidrList, doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)' },
   FETCH_TIMEOUT_MS: { default: '5000', parse: int(100, 60000), doc: 'Longest one outbound request may take: DNS, connect, redirects and body' },
@@ -180,9 +184,9 @@ const SPEC = {
   VERIFY_PARSE_BUDGET_MS: { default: '2000', parse: int(50, 60000), doc: 'Longest one fetched document may take to read on its thread; beyond it the thread is ended and the outcome is too_complex' },
   VERIFY_PARSE_MEMORY_MB: { default: '256', parse: int(32, 4096), doc: 'Heap one document-reading thread may use; a document that needs more is too_complex' },
   VERIFY_FEED_INTERVAL: { default: '60', parse: int(0, 86400), doc: 'Seconds between two fetches of one feed; pings arriving sooner are settled together by the next fetch' },
-  FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: the project homepage' },
+  FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: PUBLIC_URL\'s home page; neither set: the product token alone, and a warning at start' },
   PUBLIC_URL: { default: '', parse: publicUrl, doc: 'Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute; unset = the request\'s Host (links inside documents: http://localhost:PORT)' },
-  STREAM_MAX_CLIENTS: { default: '1000', parse: int(0, 1_000_000), doc: 'Live stream (/stream) connections one instance serves at once; beyond it 503 with Retry-After' },
+  STREAM_MAX_CLIENTS: { default: '1000', parse: int(0, 1_000_000), doc: 'Live stream (/stream) connections one instance serves at once; beyond it a refusal EventSource clients retry (200 text/event-stream with retry: 10000, Retry-After and X-Pingd-Refused: max_clients)' },
   STREAM_BUFFER_BYTES: { default: '1048576', parse: int(16384, 256 * 1024 * 1024), doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)' },
   STREAM_HEARTBEAT_MS: { default: '15000', parse: int(100, 300_000), doc: 'Interval of the comment line that keeps idle stream connections open through proxies' },
   STREAM_RETRY_MS: { default: '3000', parse: int(100, 600_000), doc: 'The reconnection delay (SSE `retry:`) streams tell their clients' },

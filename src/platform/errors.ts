@@ -31,6 +31,10 @@ export const ERROR_STATUS = {
   FETCH_NETWORK: 502,
   FETCH_BAD_RESPONSE: 502,
   FETCH_BUSY: 503,
+  // The operator API (socket or ADMIN_TOKEN)
+  ADMIN_UNAUTHORIZED: 401,
+  ADMIN_COMMAND_REFUSED: 400,
+  ADMIN_BUSY: 409,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

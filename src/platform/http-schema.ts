@@ -21,3 +21,6 @@ export function firstParam(q: Record<string, string | string[] | undefined>, ...
   }
   return null;
 }
+
+/** The JSON body of an /api/* refusal: a stable UPPER_SNAKE code and a sentence for a person. */
+export const ApiError = Type.Object({ error: Type.String(), message: Type.String() });

@@ -19,6 +19,10 @@ Exit codes: 0 done, 1 not found, 2 usage error.`;
 
 export interface CommandDeps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; FAILURE: number; USAGE: number };
 }
 
@@ -26,33 +30,33 @@ export async function feedsCommand(values: Record<string, unknown>, positionals:
   const { EXIT } = deps;
   const [sub, url, ...extra] = positionals;
   if (!sub || !['show', 'reset'].includes(sub) || !url || extra.length > 0) {
-    console.error(`pingd feeds: ${!sub || ['show', 'reset'].includes(sub) ? 'a subcommand and one <url> are required' : `unknown subcommand ${JSON.stringify(sub)}`}\nUsage: ${FEEDS_USAGE}`);
+    deps.err(`pingd feeds: ${!sub || ['show', 'reset'].includes(sub) ? 'a subcommand and one <url> are required' : `unknown subcommand ${JSON.stringify(sub)}`}\nUsage: ${FEEDS_USAGE}`);
     return EXIT.USAGE;
   }
   const db = await deps.openDb(config);
   try {
     if ((await pendingMigrations(db)).length > 0) {
-      console.error('pingd feeds: the database schema is not up to date; run `pingd migrate` first');
+      deps.err('pingd feeds: the database schema is not up to date; run `pingd migrate` first');
       return EXIT.FAILURE;
     }
     if (sub === 'reset') {
       const n = await resetFeed(db, url);
       if (n === 0) {
-        console.error(`pingd feeds: no feed ${url}`);
+        deps.err(`pingd feeds: no feed ${url}`);
         return EXIT.FAILURE;
       }
-      console.log(`reset ${url}: not gone, no failures, no backoff`);
+      deps.out(`reset ${url}: not gone, no failures, no backoff`);
       return EXIT.OK;
     }
     const feed = await feedByUrl(db, url);
     const weblog = feed ? undefined : await weblogView(db, url);
     if (!feed && !weblog) {
-      console.error(`pingd feeds: no feed or weblog ${url}`);
+      deps.err(`pingd feeds: no feed or weblog ${url}`);
       return EXIT.FAILURE;
     }
     const out = feed ? { feed: { ...feed, seen: feed.seen.length } } : weblogJson(weblog!);
-    if (values.json) console.log(JSON.stringify(out, null, 2));
-    else for (const [k, v] of Object.entries(out)) console.log(`${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v, null, 2) : String(v)}`);
+    if (values.json) deps.out(JSON.stringify(out, null, 2));
+    else for (const [k, v] of Object.entries(out)) deps.out(`${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v, null, 2) : String(v)}`);
     return EXIT.OK;
   } finally {
     await db.close();

@@ -1,5 +1,6 @@
-// What an attacker can reach: the HTTP surface is exactly the public endpoints (administration is the CLI
-// only), publisher passwords are never stored readable, and RSS Ping publisher endpoints work once.
+// What an attacker can reach: the HTTP surface is exactly the public endpoints plus the operator API (only
+// with ADMIN_TOKEN, or over the admin socket), publisher passwords are never stored readable, and RSS Ping
+// publisher endpoints work once.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -8,9 +9,10 @@ import { addPublisher, findPublisher } from '../../src/intake/rss-ping/publisher
 import { deriveKey, openPassword, sealPassword, SecretBoxError } from '../../src/intake/rss-ping/secret-box.js';
 
 const SECRET = 'surface-test-secret-0123456789abcdef';
+const ADMIN_TOKEN = 'surface-admin-token-0123456789';
 let t: TestApp;
 before(async () => {
-  t = await startApp({ RSSPING_SECRET: SECRET, RSSPING_VERIFY_HASH_URI: false });
+  t = await startApp({ RSSPING_SECRET: SECRET, RSSPING_VERIFY_HASH_URI: false, ADMIN_TOKEN });
 });
 after(async () => {
   await t.close();
@@ -25,16 +27,19 @@ const PUBLIC_ROUTES = new Set([
   'GET /healthz', 'GET /readyz', 'GET /metrics',
   // What verification knows of one weblog: read-only, public data (what its own feed and pings say).
   'GET /api/weblogs',
-  // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), WebSub
-  // subscription requests (each verified with the subscriber's own callback before anything is stored),
-  // and the subscriptions' delivery health (no secrets, no callback query strings).
-  'GET /stream', 'POST /websub', 'GET /api/websub/subscriptions',
+  // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), and WebSub
+  // subscription requests (each verified with the subscriber's own callback before anything is stored).
+  'GET /stream', 'POST /websub',
   // Pages for people and the numbers behind the status page: read-only counts, hosts and weblogs that
   // pinged (what changes.xml publishes anyway), documents' ages, queue depths; the pages' static files.
   'GET /weblog', 'GET /status', 'GET /api/stats', 'GET /assets/:file',
 ]);
 
-test('the HTTP surface is exactly the public endpoints: no administration over HTTP', async () => {
+// The operator's: every `pingd` command, and the subscriptions' callbacks and delivery health (open to
+// anyone until it moved behind ADMIN_TOKEN).
+const ADMIN_ROUTES = new Set(['POST /api/admin/cli', 'GET /api/admin/websub/subscriptions', 'GET /api/websub/subscriptions']);
+
+test('the HTTP surface is exactly the public endpoints and the operator API', async () => {
   const routes: string[] = [];
   // printRoutes draws the radix tree: a node's path is its ancestors' segments and its own (4 columns of
   // indentation per level). HEAD routes mirror GET ones.
@@ -50,8 +55,23 @@ test('the HTTP surface is exactly the public endpoints: no administration over H
     for (const method of (m[3] ?? '').split(', ').filter(Boolean)) if (method !== 'HEAD') routes.push(`${method} ${path}`);
   }
   assert.ok(routes.length >= 10, text);
-  const unexpected = routes.filter((r) => !PUBLIC_ROUTES.has(r));
+  const unexpected = routes.filter((r) => !PUBLIC_ROUTES.has(r) && !ADMIN_ROUTES.has(r));
   assert.deepEqual(unexpected, [], `routes not reviewed as public: ${unexpected.join(', ')}`);
+  assert.deepEqual(routes.filter((r) => ADMIN_ROUTES.has(r)).sort(), [...ADMIN_ROUTES].sort());
+});
+
+test('the operator API answers nobody without ADMIN_TOKEN: 401 without it or with a wrong one', async () => {
+  for (const route of ADMIN_ROUTES) {
+    const [method, url] = route.split(' ') as ['GET' | 'POST', string];
+    const payload = method === 'POST' ? { argv: ['stats'] } : undefined;
+    for (const authorization of [undefined, 'Bearer surface-admin-token-012345678', `Bearer ${ADMIN_TOKEN}x`, ADMIN_TOKEN]) {
+      const r = await t.app.inject({ method, url, payload, headers: authorization ? { authorization } : {} });
+      assert.equal(r.statusCode, 401, `${route} with ${authorization}`);
+      assert.equal(r.json().error, 'ADMIN_UNAUTHORIZED');
+    }
+    const ok = await t.app.inject({ method, url, payload, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(ok.statusCode, 200, `${route}: ${ok.body}`);
+  }
 });
 
 test('publisher passwords are stored sealed (AES-GCM under a key derived from RSSPING_SECRET), never readable', async () => {

@@ -2,12 +2,14 @@
 // known pings; what they print, and the exit codes (0 done, 1 failure, 2 usage, 75 busy).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { openDatabase, type Db } from '../../src/platform/db/database.js';
 import { RETENTION_LOCK } from '../../src/operations/retention/prune.js';
 import { formatStats } from '../../src/operations/stats/stats-command.js';
 import { main } from '../../src/cli.js';
+import { adminSocketPath } from '../../src/operations/admin/socket.js';
+import { existsSync, rmSync } from 'node:fs';
 import { BACKEND, createTestDatabase, startApp, uniqueUrl, type TestDatabase } from '../helpers/app.js';
 
 let tdb: TestDatabase;
@@ -161,7 +163,7 @@ test('usage errors exit 2 with the usage; --help exits 0 for prune and stats', a
   assert.match(real.stderr, /--days must be a whole number/);
 });
 
-test('prune exits 75 while another instance prunes; stats and prune exit 1 when the database is unavailable', async () => {
+test('prune exits 75 while another instance prunes; stats and prune exit 1 when the database is unavailable or held without a server\'s socket', async () => {
   if (BACKEND === 'postgres') {
     const other = new pg.Client({ connectionString: tdb.config.DATABASE_URL });
     await other.connect();
@@ -174,14 +176,26 @@ test('prune exits 75 while another instance prunes; stats and prune exit 1 when 
       await other.end();
     }
   } else {
-    // The embedded database is owned by one process at a time: a running server keeps the CLI out.
+    // The embedded database is owned by one process at a time. A server lets commands in through its
+    // socket (test/operations/admin/commands-beside-server.test.ts); a holder without one (this process,
+    // or a command running) keeps the CLI out, naming it, even where a crashed server left a socket file.
+    const socket = adminSocketPath(tdb.config.DATA_DIR!);
+    const crashed = spawnSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    assert.equal(crashed.signal, 'SIGKILL');
     const db = await openDb();
     try {
-      const r = cli(['stats']);
+      assert.ok(existsSync(socket));
+      // Not spawnSync: the holder's heartbeat must go on meanwhile, or its lock looks abandoned after 10 s.
+      const r = await new Promise<{ status: number; stderr: string }>((resolve) =>
+        execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'stats'], { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000 }, (err, _out, stderr) =>
+          resolve({ status: err ? Number((err as { code?: unknown }).code) : 0, stderr }),
+        ),
+      );
       assert.equal(r.status, 1);
       assert.match(r.stderr, new RegExp(`pingd stats: the embedded database in .* is in use by another pingd process \\(pid ${process.pid} on .+, alive \\d+ ms ago\\)`));
     } finally {
       await db.close();
+      rmSync(socket, { force: true });
     }
   }
   const down = { DATABASE_URL: 'postgres://pingd:pw-not-printed@127.0.0.1:1/pingd', DB_TIMEOUT_MS: '1000' };

@@ -26,6 +26,7 @@ test('bad values fail fast naming the variable', () => {
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a postgres:// URL, got scheme mysql:'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL must be a postgres:// URL'],
     [{ RENDER_CRON: '* *' }, 'RENDER_CRON must be a cron expression of 5 or 6 fields, got "* *"'],
+    [{ ADMIN_TOKEN: 'letmein' }, 'ADMIN_TOKEN must be at least 16 characters (e.g. `openssl rand -hex 32`), got 7'],
   ];
   for (const [env, msg] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && e.message === msg, msg);
 });

@@ -31,16 +31,9 @@ test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 
   const run = async (...args: string[]) => {
     const out: string[] = [];
     const err: string[] = [];
-    const [log, error] = [console.log, console.error];
-    console.log = (s: string) => void out.push(`${s}\n`);
-    console.error = (s: string) => void err.push(`${s}\n`);
-    try {
-      const { values, positionals } = parseArgs({ args, options: FEEDS_OPTIONS, allowPositionals: true });
-      const status = await feedsCommand(values, positionals, t.config, { openDb, EXIT });
-      return { status, stdout: out.join(''), stderr: err.join('') };
-    } finally {
-      [console.log, console.error] = [log, error];
-    }
+    const { values, positionals } = parseArgs({ args, options: FEEDS_OPTIONS, allowPositionals: true });
+    const status = await feedsCommand(values, positionals, t.config, { openDb, EXIT, out: (s) => void out.push(`${s}\n`), err: (s) => void err.push(`${s}\n`) });
+    return { status, stdout: out.join(''), stderr: err.join('') };
   };
   try {
     const shown = cli('show', feed, '--json');

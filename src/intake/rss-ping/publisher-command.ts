@@ -31,6 +31,10 @@ export const MAX_PASSWORD_LENGTH = 1024;
 
 export interface CommandDeps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; FAILURE: number; USAGE: number; CONFIG: number };
 }
 
@@ -40,12 +44,12 @@ export async function publisherCommand(values: Record<string, unknown>, position
   const { EXIT } = deps;
   const [sub, site, ...extra] = positionals;
   if (!sub || !['add', 'list', 'remove'].includes(sub)) {
-    console.error(usage(sub ? `unknown subcommand ${JSON.stringify(sub)}` : 'a subcommand is required'));
+    deps.err(usage(sub ? `unknown subcommand ${JSON.stringify(sub)}` : 'a subcommand is required'));
     return EXIT.USAGE;
   }
   const wantsSite = sub !== 'list';
   if ((wantsSite && (!site || extra.length > 0)) || (!wantsSite && site !== undefined)) {
-    console.error(usage(wantsSite ? `${sub} takes exactly one <site_uri>` : 'list takes no arguments'));
+    deps.err(usage(wantsSite ? `${sub} takes exactly one <site_uri>` : 'list takes no arguments'));
     return EXIT.USAGE;
   }
   let siteUrl = '';
@@ -54,7 +58,7 @@ export async function publisherCommand(values: Record<string, unknown>, position
       siteUrl = normalizeUrl(site, 'site_uri');
     } catch (err) {
       if (err instanceof PingValidationError) {
-        console.error(usage(err.message));
+        deps.err(usage(err.message));
         return EXIT.USAGE;
       }
       throw err;
@@ -63,22 +67,22 @@ export async function publisherCommand(values: Record<string, unknown>, position
   const given = values.password as string | undefined;
   if (sub === 'add') {
     if (!config.RSSPING_SECRET) {
-      console.error('pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see README).');
+      deps.err('pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see README).');
       return EXIT.CONFIG;
     }
     if (given !== undefined && (given.length < MIN_PASSWORD_LENGTH || given.length > MAX_PASSWORD_LENGTH)) {
-      console.error(usage(`--password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters (omit it to have one generated)`));
+      deps.err(usage(`--password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters (omit it to have one generated)`));
       return EXIT.USAGE;
     }
   } else if (given !== undefined || values.replace) {
-    console.error(usage(`--password and --replace belong to add`));
+    deps.err(usage(`--password and --replace belong to add`));
     return EXIT.USAGE;
   }
 
   const db = await deps.openDb(config);
   try {
     if ((await pendingMigrations(db)).some((m) => m.startsWith('003_'))) {
-      console.error('pingd publisher: the database schema is not up to date; run `pingd migrate` first.');
+      deps.err('pingd publisher: the database schema is not up to date; run `pingd migrate` first.');
       return EXIT.FAILURE;
     }
     if (sub === 'add') {
@@ -86,32 +90,32 @@ export async function publisherCommand(values: Record<string, unknown>, position
       const sealed = sealPassword(deriveKey(config.RSSPING_SECRET!), siteUrl, password);
       const r = await addPublisher(db, siteUrl, sealed, Boolean(values.replace));
       if (!r) {
-        console.error(`pingd publisher: ${siteUrl} is already registered (use --replace to set a new password).`);
+        deps.err(`pingd publisher: ${siteUrl} is already registered (use --replace to set a new password).`);
         return EXIT.FAILURE;
       }
       const shown = given === undefined ? password : undefined;
-      if (values.json) console.log(JSON.stringify({ site_uri: siteUrl, replaced: r.replaced, ...(shown ? { password: shown } : {}) }));
+      if (values.json) deps.out(JSON.stringify({ site_uri: siteUrl, replaced: r.replaced, ...(shown ? { password: shown } : {}) }));
       else {
-        console.log(`${r.replaced ? 'password replaced for' : 'publisher added:'} ${siteUrl}`);
-        if (shown) console.log(`password: ${shown}\n(shown once: give it to the publisher; it signs each ping as sha1(site_uri + password + token))`);
+        deps.out(`${r.replaced ? 'password replaced for' : 'publisher added:'} ${siteUrl}`);
+        if (shown) deps.out(`password: ${shown}\n(shown once: give it to the publisher; it signs each ping as sha1(site_uri + password + token))`);
       }
       return EXIT.OK;
     }
     if (sub === 'remove') {
       if (!(await removePublisher(db, siteUrl))) {
-        console.error(`pingd publisher: ${siteUrl} is not registered.`);
+        deps.err(`pingd publisher: ${siteUrl} is not registered.`);
         return EXIT.FAILURE;
       }
-      console.log(`publisher removed: ${siteUrl}`);
+      deps.out(`publisher removed: ${siteUrl}`);
       return EXIT.OK;
     }
     const rows = await listPublishers(db);
     if (values.json) {
-      console.log(JSON.stringify(rows.map((r) => ({ site_uri: r.site_url, created_at: new Date(r.created_at).toISOString(), updated_at: new Date(r.updated_at).toISOString(), live_tokens: r.live_tokens }))));
+      deps.out(JSON.stringify(rows.map((r) => ({ site_uri: r.site_url, created_at: new Date(r.created_at).toISOString(), updated_at: new Date(r.updated_at).toISOString(), live_tokens: r.live_tokens }))));
     } else if (rows.length === 0) {
-      console.log('no publishers registered');
+      deps.out('no publishers registered');
     } else {
-      for (const r of rows) console.log(`${r.site_url}\tadded ${new Date(r.created_at).toISOString()}\t${r.live_tokens} live token(s)`);
+      for (const r of rows) deps.out(`${r.site_url}\tadded ${new Date(r.created_at).toISOString()}\t${r.live_tokens} live token(s)`);
     }
     return EXIT.OK;
   } finally {

@@ -22,6 +22,10 @@ Exit codes: 0 done, 1 failure, 2 usage error, 75 another instance is pruning now
 
 export interface CommandDeps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY: number };
 }
 
@@ -54,7 +58,7 @@ export async function pruneCommand(values: Record<string, unknown>, config: Conf
   const archiveDays = parseDays(values['archive-days'], '--archive-days', config.ARCHIVE_RETENTION_DAYS);
   for (const v of [days, archiveDays]) {
     if (typeof v === 'string') {
-      console.error(`pingd prune: ${v}\nUsage: ${PRUNE_USAGE}`);
+      deps.err(`pingd prune: ${v}\nUsage: ${PRUNE_USAGE}`);
       return EXIT.USAGE;
     }
   }
@@ -64,10 +68,10 @@ export async function pruneCommand(values: Record<string, unknown>, config: Conf
       prune(q, { pingDays: days as number, archiveDays: archiveDays as number, batchSize: config.RETENTION_BATCH, dryRun: Boolean(values['dry-run']), relayHistorySec: config.PING_MIN_INTERVAL }),
     );
     if (!r.ran) {
-      console.error('pingd prune: another instance is pruning now; try again later');
+      deps.err('pingd prune: another instance is pruning now; try again later');
       return EXIT.BUSY;
     }
-    console.log(values.json ? JSON.stringify(r.value) : describe(r.value));
+    deps.out(values.json ? JSON.stringify(r.value) : describe(r.value));
     return EXIT.OK;
   } finally {
     await db.close();

@@ -27,6 +27,10 @@ export interface Stats {
 
 export interface StatsDeps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; USAGE: number };
 }
 
@@ -74,14 +78,14 @@ export async function statsCommand(values: Record<string, unknown>, config: Conf
   const top = bounded(values.top, '--top', 10, 1000);
   for (const v of [hours, top]) {
     if (typeof v === 'string') {
-      console.error(`pingd stats: ${v}\nUsage: ${STATS_USAGE}`);
+      deps.err(`pingd stats: ${v}\nUsage: ${STATS_USAGE}`);
       return deps.EXIT.USAGE;
     }
   }
   const db = await deps.openDb(config);
   try {
     const s = await collectStats(db, hours as number, top as number);
-    console.log(values.json ? JSON.stringify(s, null, 2) : formatStats(s));
+    deps.out(values.json ? JSON.stringify(s, null, 2) : formatStats(s));
     return deps.EXIT.OK;
   } finally {
     await db.close();

@@ -22,8 +22,8 @@ export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**
-   * Runs fn only if this process gets the session-level advisory lock `key`; returns undefined otherwise.
-   * On PGlite the data directory is owned by one process (see the lock file), so fn always runs.
+   * Runs fn only if the session-level advisory lock `key` is free, holding it meanwhile; `{ ran: false }`
+   * otherwise. On PGlite the data directory has one process (see the lock file), which keeps the held keys.
    */
   withTryAdvisoryLock<T>(key: number, fn: (q: Queryable) => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
   poolStats(): PoolStats;

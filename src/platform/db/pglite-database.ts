@@ -84,6 +84,7 @@ export async function openPglite(dataDir: string, cacheMb: number | undefined): 
     },
   });
   const base = session();
+  const heldLocks = new Set<number>();
   return {
     kind: 'pglite',
     query: base.query,
@@ -101,8 +102,17 @@ export async function openPglite(dataDir: string, cacheMb: number | undefined): 
       await thread.call({ op: 'end', tx: tx!, commit: true });
       return v;
     },
-    async withTryAdvisoryLock(_key, fn) {
-      return { ran: true, value: await fn(base) };
+    async withTryAdvisoryLock(key, fn) {
+      // The directory has one process (its lock file), but that process runs the operator's commands
+      // beside its own jobs (`pingd prune` beside retention, `pingd render` beside the schedule): the keys
+      // held in this process play the part of PostgreSQL's session locks.
+      if (heldLocks.has(key)) return { ran: false };
+      heldLocks.add(key);
+      try {
+        return { ran: true, value: await fn(base) };
+      } finally {
+        heldLocks.delete(key);
+      }
     },
     poolStats() {
       return { total: 1, idle: busy > 0 ? 0 : 1, waiting: Math.max(0, busy - 1) };

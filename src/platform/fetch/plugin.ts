@@ -22,13 +22,20 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
+  // The aggregator-behaviour guide: a page a sysadmin can read before deciding to block us. The operator's
+  // (FETCH_CONTACT_URL), else this server's own home page (PUBLIC_URL): package.json names no project page,
+  // and the bare product token it fell back to promised a link it did not send.
+  const contact = config.FETCH_CONTACT_URL ?? (config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}/` : undefined);
+  if (!contact && config.VERIFY_PINGS !== 'off') {
+    app.log.warn(`outbound requests say only User-Agent: ${userAgent()}: set FETCH_CONTACT_URL (or PUBLIC_URL) to a page about this server, so the hosts it fetches from can tell who asks`);
+  }
   if (config.FETCH_ALLOW_PRIVATE) app.log.warn('FETCH_ALLOW_PRIVATE=true: outbound requests may reach loopback, private and metadata addresses');
   app.decorate(
     'fetcher',
     new SafeFetcher({
       policy: { allowPrivate: config.FETCH_ALLOW_PRIVATE, allow: config.FETCH_ALLOW_ADDRESSES },
       timeoutMs: config.FETCH_TIMEOUT_MS,
-      userAgent: userAgent(config.FETCH_CONTACT_URL),
+      userAgent: userAgent(contact),
       onOutcome: (o) => outcomes.inc({ outcome: o }),
     }),
   );

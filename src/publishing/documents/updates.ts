@@ -161,7 +161,9 @@ export function updatesDocument(base?: string): LiveDocument {
       // A new payload or item raises a max; one leaving the window lowers an n: either changes the bytes.
       const s = await payloadWindowStats(q, w.fromUs, w.toUs);
       const f = await itemWindowStats(q, w.fromUs, w.toUs);
-      return `${s.n}:${s.maxUs}:${s.maxId}/${f.n}:${f.maxUs}:${f.maxId}`;
+      // The channel's link is absolute under PUBLIC_URL (or PORT): a new base is a new document, even
+      // with the same items (it kept the old link until the next item came).
+      return `${s.n}:${s.maxUs}:${s.maxId}/${f.n}:${f.maxUs}:${f.maxId}@${base ?? ''}`;
     },
     async source(q, w) {
       return { head: updatesHead(new Date(w.updatedMs), UPDATES_WINDOW_SEC, base), pages: pages(q, w), foot: UPDATES_FOOT };

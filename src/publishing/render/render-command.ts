@@ -18,6 +18,10 @@ const LOCK_WAIT_MS = 30_000;
 
 interface Deps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY?: number };
 }
 
@@ -31,11 +35,11 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
   if (values.hour !== undefined) {
     hourMs = parseHourArg(String(values.hour));
     if (hourMs === null) {
-      console.error(`pingd render: --hour must be a UTC hour like 2026-11-22T08, got ${JSON.stringify(values.hour)}\nUsage: ${RENDER_USAGE}`);
+      deps.err(`pingd render: --hour must be a UTC hour like 2026-11-22T08, got ${JSON.stringify(values.hour)}\nUsage: ${RENDER_USAGE}`);
       return EXIT.USAGE;
     }
     if (hourMs > Date.now()) {
-      console.error(`pingd render: the hour ${String(values.hour)} has not begun yet`);
+      deps.err(`pingd render: the hour ${String(values.hour)} has not begun yet`);
       return EXIT.USAGE;
     }
   }
@@ -43,13 +47,13 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
   try {
     const pending = await pendingMigrations(db);
     if (pending.length) {
-      console.error(`pingd render: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
+      deps.err(`pingd render: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
       return EXIT.FAILURE;
     }
     const log = {
       info: () => undefined,
-      warn: (o: object, m?: string) => console.error(`warning: ${m ?? ''} ${JSON.stringify(o)}`),
-      error: (o: object, m?: string) => console.error(`error: ${m ?? ''} ${JSON.stringify(o)}`),
+      warn: (o: object, m?: string) => deps.err(`warning: ${m ?? ''} ${JSON.stringify(o)}`),
+      error: (o: object, m?: string) => deps.err(`error: ${m ?? ''} ${JSON.stringify(o)}`),
     };
     // The same documents, lock and code as the server's renderer.
     const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT)), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
@@ -59,20 +63,20 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       if (hourMs !== null) {
         const r = await renderer.renderHour(hourMs);
         if (r !== null) {
-          console.log(r === 'identical' ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)` : describe(r));
+          deps.out(r === 'identical' ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)` : describe(r));
           return EXIT.OK;
         }
       } else {
         const r = await renderer.tick({ force: true });
         if (r !== null) {
-          for (const x of r.rendered) console.log(describe(x));
-          for (const f of r.failed) console.error(`failed ${f.path}: ${f.error}`);
-          if (r.rendered.length === 0 && r.failed.length === 0) console.log('nothing to render');
+          for (const x of r.rendered) deps.out(describe(x));
+          for (const f of r.failed) deps.err(`failed ${f.path}: ${f.error}`);
+          if (r.rendered.length === 0 && r.failed.length === 0) deps.out('nothing to render');
           return r.failed.length ? EXIT.FAILURE : EXIT.OK;
         }
       }
       if (Date.now() > deadline) {
-        console.error('pingd render: another instance is rendering (the render lock stayed busy for 30 s); try again later');
+        deps.err('pingd render: another instance is rendering (the render lock stayed busy for 30 s); try again later');
         return EXIT.BUSY ?? EXIT.FAILURE;
       }
       await new Promise((r) => setTimeout(r, 500));

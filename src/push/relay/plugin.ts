@@ -14,6 +14,26 @@ import { syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
 import { loadTargets, type RelayTarget } from './targets.js';
+import { checkAddresses, type AddressPolicy } from '../../platform/fetch/address-policy.js';
+import { systemLookup } from '../../platform/fetch/safe-fetch.js';
+import { parseIp } from '../../platform/net/ip.js';
+
+/** The targets whose address the policy refuses (a name that does not resolve within 2 s is left out). */
+export async function refusedTargets(urls: readonly string[], policy: AddressPolicy, lookup = systemLookup): Promise<{ url: string; address: string; range: string }[]> {
+  const out: { url: string; address: string; range: string }[] = [];
+  for (const url of urls) {
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    let addresses: string[];
+    try {
+      addresses = parseIp(host) ? [host] : await Promise.race([lookup(host), new Promise<string[]>((_, reject) => setTimeout(() => reject(new Error('slow')), 2000).unref())]);
+    } catch {
+      continue;
+    }
+    const v = checkAddresses(addresses, policy);
+    if (!v.allowed) out.push({ url, address: v.address, range: v.range });
+  }
+  return out;
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -110,6 +130,13 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
 
   app.decorate('relay', { targets, relay, worker, timing });
   app.addHook('onReady', async () => {
+    // Said at start, not only in each failed relay's line: a target the address policy refuses (a
+    // loopback or intranet ping server) fails every time until FETCH_ALLOW_ADDRESSES names it.
+    void refusedTargets(targets.map((t) => t.url), app.fetcher.policy).then((refused) => {
+      for (const r of refused) {
+        app.log.warn({ target: r.url, address: r.address, range: r.range }, `relay: target ${r.url} is at ${r.address} (${r.range}), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=${r.address})`);
+      }
+    });
     await syncTargets(app.db, targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })));
     await ensureCursor(app.db, rule);
     relay.start();
@@ -123,4 +150,4 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   });
 }
 
-export default fp(relayPlugin, { name: 'relay', dependencies: ['db', 'metrics', 'pings', 'verification', 'stream'] });
+export default fp(relayPlugin, { name: 'relay', dependencies: ['db', 'fetch', 'metrics', 'pings', 'verification', 'stream'] });

@@ -21,6 +21,10 @@ Exit codes: 0 done, 1 failure (database unavailable, unknown target), 2 usage er
 
 export interface RelayDeps {
   openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
   EXIT: { OK: number; FAILURE: number; USAGE: number };
 }
 
@@ -45,27 +49,27 @@ export function formatStatus(rows: TargetStatus[], now = new Date()): string {
 export async function relayCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: RelayDeps): Promise<number> {
   const [sub, ...rest] = positionals;
   if (sub !== 'status' && sub !== 'retry') {
-    console.error(`pingd relay: expected status or retry\nUsage: ${RELAY_USAGE}`);
+    deps.err(`pingd relay: expected status or retry\nUsage: ${RELAY_USAGE}`);
     return deps.EXIT.USAGE;
   }
   if ((sub === 'status' && rest.length > 0) || (sub === 'retry' && rest.length !== 1)) {
-    console.error(`pingd relay ${sub}: wrong arguments\nUsage: ${RELAY_USAGE}`);
+    deps.err(`pingd relay ${sub}: wrong arguments\nUsage: ${RELAY_USAGE}`);
     return deps.EXIT.USAGE;
   }
   const db = await deps.openDb(config);
   try {
     if (sub === 'status') {
       const rows = await targetStatus(db, DEFAULT_RELAY_TIMING.breakerAfter);
-      console.log(values.json ? JSON.stringify(rows, null, 2) : formatStatus(rows));
+      deps.out(values.json ? JSON.stringify(rows, null, 2) : formatStatus(rows));
       return deps.EXIT.OK;
     }
     const target = rest[0];
     if (!(await targetKnown(db, target))) {
-      console.error(`pingd relay retry: no target ${JSON.stringify(target)} (see pingd relay status for the URLs)`);
+      deps.err(`pingd relay retry: no target ${JSON.stringify(target)} (see pingd relay status for the URLs)`);
       return deps.EXIT.FAILURE;
     }
     const n = await retryDead(db, target);
-    console.log(values.json ? JSON.stringify({ target, requeued: n }) : `${n} dead letters of ${target} queued again`);
+    deps.out(values.json ? JSON.stringify({ target, requeued: n }) : `${n} dead letters of ${target} queued again`);
     return deps.EXIT.OK;
   } finally {
     await db.close();

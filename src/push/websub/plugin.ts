@@ -115,6 +115,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS,
     queued: () => worker.wake(),
     log: app.log,
+    adminToken: config.ADMIN_TOKEN,
   });
 
   app.addHook('onReady', async () => {

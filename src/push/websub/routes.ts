@@ -1,11 +1,14 @@
 // Owns the hub's HTTP face: POST /websub, where subscribers subscribe and unsubscribe (WebSub §5.1: a form,
 // answered 202 once the verification of intent or the denial is queued, 400 with a one-line reason when
 // malformed, 503 at the subscription cap), and GET /api/websub/subscriptions, the operator's view of the
-// subscriptions and their delivery health (never their secrets).
+// subscriptions and their delivery health (never their secrets), behind the operator API's authorization
+// (also served as GET /api/admin/websub/subscriptions).
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import formbody from '@fastify/formbody';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../../platform/db/database.js';
+import { adminOnly } from '../../platform/admin-auth.js';
+import { ApiError } from '../../platform/http-schema.js';
 import { HUB_PATH, requestBase } from '../../platform/public-url.js';
 import { grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, topicPath, type LeaseBounds } from './request.js';
 import { queueIntent, type Intent } from './task-repository.js';
@@ -13,7 +16,7 @@ import { listSubscriptions } from './subscription-repository.js';
 
 /**
  * A callback as the operator API shows it: a callback's query often carries the subscriber's own token
- * (`?key=…`), and this list has no authentication, so the query is replaced by `?…`.
+ * (`?key=…`): the subscriber's secret, not the operator's, so the query is replaced by `?…`.
  */
 export function withoutQuery(callback: string): string {
   const q = callback.indexOf('?');
@@ -32,6 +35,8 @@ export interface WebsubRouteOptions {
   /** Told when an intent was queued here (the worker looks at once). */
   queued(): void;
   log: { info(obj: object, msg?: string): void };
+  /** ADMIN_TOKEN: the subscriptions list is the operator's (platform/admin-auth.ts). */
+  adminToken: string | undefined;
 }
 
 /** The form's size bound (16 KiB): the longest parameters the schema takes fit; a real request is a few hundred bytes. */
@@ -52,7 +57,7 @@ const Form = Type.Object(
 );
 
 const Nullable = <T extends ReturnType<typeof Type.String | typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()]);
-const SubscriptionList = Type.Object({
+export const SubscriptionList = Type.Object({
   subscriptions: Type.Array(
     Type.Object({
       topic: Type.String(),
@@ -125,19 +130,26 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
     });
   });
 
-  app.get('/api/websub/subscriptions', { schema: { response: { 200: SubscriptionList } } }, async () => {
-    const subs = await listSubscriptions(opts.db);
-    return {
-      subscriptions: subs.map((s) => ({
-        topic: s.topic,
-        callback: withoutQuery(s.callback),
-        state: s.state,
-        expires_at: s.expiresAt.toISOString(),
-        failures: s.failures,
-        last_status: s.lastStatus,
-        last_error: s.lastError,
-        last_success_at: s.lastSuccessAt ? s.lastSuccessAt.toISOString() : null,
-      })),
-    };
-  });
+  app.get(
+    '/api/websub/subscriptions',
+    { onRequest: adminOnly(opts.adminToken), schema: { response: { 200: SubscriptionList, 401: ApiError } } },
+    async (_req, reply) => reply.header('cache-control', 'no-store').send(await subscriptionsAnswer(opts.db)),
+  );
+}
+
+/** The operator's list of unexpired subscriptions (SubscriptionList): never a secret, nor a callback's query. */
+export async function subscriptionsAnswer(db: Db): Promise<Static<typeof SubscriptionList>> {
+  const subs = await listSubscriptions(db);
+  return {
+    subscriptions: subs.map((s) => ({
+      topic: s.topic,
+      callback: withoutQuery(s.callback),
+      state: s.state,
+      expires_at: s.expiresAt.toISOString(),
+      failures: s.failures,
+      last_status: s.lastStatus,
+      last_error: s.lastError,
+      last_success_at: s.lastSuccessAt ? s.lastSuccessAt.toISOString() : null,
+    })),
+  };
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { openDatabase, DatabaseError, inBackground } from '../../../src/platform/db/database.js';
 import { BACKGROUND_MAX_WAIT_MS } from '../../../src/platform/db/pglite-thread.js';
 import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
@@ -83,9 +83,13 @@ if (BACKEND === 'pglite') test('embedded: a second process on the same data dire
   try {
     const lock = join(cfg.DATA_DIR, 'pingd.lock');
     assert.equal(readFileSync(lock, 'utf8').split(' ')[0], String(process.pid));
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
-      env: { ...process.env, DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR },
-      encoding: 'utf8',
+    // Asynchronously: the lock's holder is this process, and its heartbeat must go on meanwhile (a
+    // spawnSync blocked it, and the other process took the lock over as stale after 10 s).
+    const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], { env: { ...process.env, DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR }, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr?.on('data', (d) => (stderr += d));
+      child.once('exit', (status) => resolve({ status, stderr }));
     });
     assert.equal(r.status, 1);
     assert.match(r.stderr, new RegExp(`in use by another pingd process \\(pid ${process.pid} on .+, alive \\d+ ms ago\\)`));

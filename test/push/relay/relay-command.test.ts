@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { relayCommand } from '../../../src/push/relay/relay-command.js';
+import { borrowed } from '../../../src/platform/db/borrow.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { prune } from '../../../src/operations/retention/prune.js';
 import { eventually, httpPing, startTarget, type Target } from './helpers.js';
@@ -29,15 +30,13 @@ after(async () => {
 /** Runs `pingd relay …` on the app's database; returns the exit code and what it printed. */
 async function cli(...positionals: string[]): Promise<{ code: number; out: string }> {
   const lines: string[] = [];
-  const log = console.log;
-  console.log = (s: string) => void lines.push(s);
-  try {
-    const db = Object.create(t.app.db, { close: { value: async () => {} } });
-    const code = await relayCommand({}, positionals, t.config, { openDb: async () => db, EXIT: { OK: 0, FAILURE: 1, USAGE: 2 } });
-    return { code, out: lines.join('\n') };
-  } finally {
-    console.log = log;
-  }
+  const code = await relayCommand({}, positionals, t.config, {
+    openDb: async () => borrowed(t.app.db),
+    EXIT: { OK: 0, FAILURE: 1, USAGE: 2 },
+    out: (s) => void lines.push(s),
+    err: (s) => void lines.push(s),
+  });
+  return { code, out: lines.join('\n') };
 }
 
 test('a relay that keeps failing becomes a dead letter, shown by status and sent again by retry', async () => {

@@ -74,9 +74,12 @@ export async function startSubscriber(host: string): Promise<Subscriber> {
 /** The public address the hub's topics are under in most tests. */
 export const PUBLIC = 'http://pingd.test';
 
+/** The operator's token: the subscriptions list is the operator API's. */
+export const ADMIN_TOKEN = 'websub-admin-token-0123456789';
+
 /** An app ready to verify and deliver to loopback subscribers, rendering only when a test asks. */
 export async function hubApp(overrides: Partial<Config> = {}): Promise<TestApp> {
-  const t = await startApp({ FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, RENDER_SCHEDULER: false, PING_MIN_INTERVAL: 0, PUBLIC_URL: PUBLIC, ...overrides });
+  const t = await startApp({ FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, RENDER_SCHEDULER: false, PING_MIN_INTERVAL: 0, PUBLIC_URL: PUBLIC, ADMIN_TOKEN, ...overrides });
   await t.app.ready();
   return t;
 }
@@ -116,7 +119,7 @@ export async function queued(t: TestApp): Promise<number> {
 }
 
 export async function subscriptionsApi(t: TestApp): Promise<any[]> {
-  const r = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
+  const r = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   if (r.statusCode !== 200) throw new Error(`GET /api/websub/subscriptions: ${r.statusCode} ${r.body}`);
   return r.json().subscriptions;
 }

@@ -5,7 +5,7 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestApp } from '../../helpers/app.js';
-import { hubApp, PUBLIC, queued, subscribe } from './helpers.js';
+import { ADMIN_TOKEN, hubApp, PUBLIC, queued, subscribe } from './helpers.js';
 
 // Nothing listens on this address: the worker's requests fail (and are retried a minute later, after the test).
 const CALLBACK = 'http://127.0.0.39:9/cb';
@@ -103,12 +103,17 @@ test('at the cap (active + pending), a new subscriber gets 503 with Retry-After;
   assert.equal((await subscribe(t, { ...ok, 'hub.callback': 'http://127.0.0.39:9/fourth', 'hub.topic': `${PUBLIC}/other.xml` })).status, 202);
 });
 
-test('the operator API lists subscriptions without their secrets', async () => {
+test('the operator API lists subscriptions without their secrets, to the operator only', async () => {
+  // Open to anyone before: a callback's path and its delivery health are the operator's business.
+  const anonymous = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
+  assert.equal(anonymous.statusCode, 401);
+  assert.deepEqual(anonymous.json(), { error: 'ADMIN_UNAUTHORIZED', message: 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".' });
+  const operator = { authorization: `Bearer ${ADMIN_TOKEN}` };
   await t.app.db.query(
     `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, last_status) values ($1, '/changes.xml', 'http://127.0.0.39:9/api', 'hush', 3600, now() + interval '1 hour', 204)`,
     [TOPIC],
   );
-  const r = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
+  const r = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions', headers: operator });
   assert.equal(r.statusCode, 200);
   assert.doesNotMatch(r.body, /hush/);
   const [s] = r.json().subscriptions;
@@ -120,7 +125,11 @@ test('the operator API lists subscriptions without their secrets', async () => {
     `insert into websub_subscriptions (topic, path, callback, lease_seconds, expires_at) values ($1, '/changes.xml', 'http://127.0.0.39:9/cb?key=s3cr3t', 3600, now() + interval '1 hour')`,
     [TOPIC],
   );
-  const again = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
+  const again = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions', headers: operator });
   assert.doesNotMatch(again.body, /s3cr3t/);
   assert.ok(again.json().subscriptions.some((x: { callback: string }) => x.callback === 'http://127.0.0.39:9/cb?…'));
+  // The same answer under the operator API's own prefix.
+  const admin = await t.app.inject({ method: 'GET', url: '/api/admin/websub/subscriptions', headers: operator });
+  assert.equal(admin.statusCode, 200);
+  assert.deepEqual(admin.json(), again.json());
 });
