@@ -6,6 +6,7 @@ import { XMLParser } from 'fast-xml-parser';
 import { RssPingError } from './parse.js';
 import { decodeHtmlReferences } from '../ping/validate.js';
 import { stripControls } from '../../platform/xml/escape.js';
+import { publishableLink } from '../../platform/text/publishable.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
 import { MAX_DEPTH, refusal } from './prescan.js';
 import { validatedLongText } from './long-text.js';
@@ -113,18 +114,13 @@ function identifier(s: string | undefined): string | null {
   return t;
 }
 
-/** An http(s) link, relative ones resolved against the site (lenient: some generators write "/2005/07/post"). */
+/**
+ * An http(s) link, relative ones resolved against the site (lenient: some generators write "/2005/07/post"),
+ * as pingd republishes links (publishable.ts); whitespace or controls inside refuse it first.
+ */
 function httpLink(s: string | undefined, base: string | null): string | null {
   const t = identifier(s);
-  if (!t) return null;
-  let u: URL;
-  try {
-    u = base ? new URL(t, base) : new URL(t);
-  } catch {
-    return null;
-  }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username || u.password || !u.hostname) return null;
-  return u.href.length <= MAX_URI_LENGTH ? u.href : null;
+  return t ? publishableLink(t, base ?? undefined) : null;
 }
 
 /** Finds the single item in the payload's root element. */
