@@ -1,6 +1,7 @@
 // Headless Chromium for the browser tests: Debian's /usr/bin/chromium (or CHROMIUM_PATH) driven by
 // playwright-core, with every request checked to stay on loopback and every console error collected. When
 // Chromium cannot start, the test fails and says how to install it: a browser test never passes unrun.
+import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
@@ -50,4 +51,14 @@ export async function watchedPage(browser: Browser, opts: { width?: number; heig
   });
   page.on('pageerror', (e) => errors.push(`exception: ${e.message}`));
   return { page, context, errors, offLoopback, close: () => context.close() };
+}
+
+/** Closes the page after asserting it logged no console error and sent nothing off loopback. */
+export async function closeClean(w: WatchedPage): Promise<void> {
+  try {
+    assert.deepEqual(w.errors, [], 'console errors');
+    assert.deepEqual(w.offLoopback, [], 'requests that would have left loopback');
+  } finally {
+    await w.close();
+  }
 }

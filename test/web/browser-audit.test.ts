@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { methodCall, startApp, type TestApp } from '../helpers/app.js';
-import { launchBrowser, watchedPage, type WatchedPage } from '../helpers/browser.js';
+import { closeClean, launchBrowser, watchedPage } from '../helpers/browser.js';
 
 let t: TestApp;
 let base: string;
@@ -20,15 +20,6 @@ after(async () => {
   await browser?.close();
   await t?.close();
 });
-
-async function clean(w: WatchedPage): Promise<void> {
-  try {
-    assert.deepEqual(w.errors, [], 'console errors');
-    assert.deepEqual(w.offLoopback, [], 'requests that would have left loopback');
-  } finally {
-    await w.close();
-  }
-}
 
 test("at 375 px the home page's code examples and the status page's tables scrolled sideways but could not be reached by keyboard (axe scrollable-region-focusable): Tab reaches each, the arrow keys scroll it, the focus shows", async () => {
   // A long host name in the busiest hosts' table (a table that has no link to focus instead).
@@ -75,7 +66,7 @@ test("at 375 px the home page's code examples and the status page's tables scrol
       await w.page.waitForFunction(() => (document.activeElement as HTMLElement).scrollLeft > 0, undefined, { timeout: 5000 });
     }
     assert.deepEqual(reached, boxes.map((b) => b.label), `${path}: every box that scrolls is reached with Tab, in order`);
-    await clean(w);
+    await closeClean(w);
   }
 });
 
@@ -100,5 +91,5 @@ test('the status page, its assets and /api/stats reached the browser uncompresse
     assert.equal(r.encoding, 'br', path);
     assert.ok(r.wire > 0 && r.wire < r.decoded / 2, `${path}: ${r.wire} bytes on the wire for ${r.decoded}`);
   }
-  await clean(w);
+  await closeClean(w);
 });

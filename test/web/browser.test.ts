@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { methodCall, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
-import { launchBrowser, watchedPage, type WatchedPage } from '../helpers/browser.js';
+import { closeClean, launchBrowser, watchedPage, type WatchedPage } from '../helpers/browser.js';
 import { openStream } from '../helpers/sse-client.js';
 
 let t: TestApp;
@@ -29,15 +29,6 @@ async function xmlrpcPing(name: string, url: string): Promise<void> {
 }
 
 /** Asserts what every page must hold to, then closes it. */
-async function clean(w: WatchedPage): Promise<void> {
-  try {
-    assert.deepEqual(w.errors, [], 'console errors');
-    assert.deepEqual(w.offLoopback, [], 'requests that would have left loopback');
-  } finally {
-    await w.close();
-  }
-}
-
 test('the home page: fill in the form, submit, see the success page and what pingd saw', async () => {
   const w = await watchedPage(browser);
   const url = uniqueUrl('form');
@@ -57,7 +48,7 @@ test('the home page: fill in the form, submit, see the success page and what pin
   await Promise.all([w.page.waitForURL(/\/weblog\?url=/), w.page.getByRole('link', { name: 'See what pingd saw of it' }).click()]);
   assert.equal(await w.page.locator('h2').first().textContent(), 'Yes: Form <Blog>');
   assert.match((await w.page.locator('tbody tr').first().textContent()) ?? '', /GET \/pingSiteForm\s*accepted/);
-  await clean(w);
+  await closeClean(w);
 });
 
 test('the weblog page: look a weblog up and see its pings, names shown as text, never markup', async () => {
@@ -84,7 +75,7 @@ test('the weblog page: look a weblog up and see its pings, names shown as text, 
   assert.match((await w.page.locator('p.err').first().textContent()) ?? '', /^pingd has no ping from http:\/\/never-/);
   // The browser reports the page's own 404 status; nothing else went wrong.
   assert.deepEqual(w.errors.splice(0), [`console: Failed to load resource: the server responded with a status of 404 (Not Found) (${unknown})`]);
-  await clean(w);
+  await closeClean(w);
 });
 
 test('the status page: charts drawn, then pings sent from here change the chart data and the latest pings without a reload', async () => {
@@ -114,7 +105,7 @@ test('the status page: charts drawn, then pings sent from here change the chart 
   assert.equal(await w.page.evaluate(() => (window as unknown as { marker?: number }).marker), 42, 'the page was not reloaded');
   // The next poll of /api/stats agrees with what the stream added.
   await w.page.waitForFunction((want) => Number(document.getElementById('accepted-total')?.textContent) >= want, before + names.length, { timeout: 15_000 });
-  await clean(w);
+  await closeClean(w);
 });
 
 test('on a phone in the dark scheme, no page needs sideways scrolling', async () => {
@@ -128,7 +119,7 @@ test('on a phone in the dark scheme, no page needs sideways scrolling', async ()
     assert.ok(overflow <= 0, `${path} is ${overflow} px wider than the screen`);
     const bg = await w.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     assert.equal(bg, 'rgb(20, 22, 24)', `${path} follows the dark scheme`);
-    await clean(w);
+    await closeClean(w);
   }
 });
 
@@ -158,7 +149,7 @@ test('the status page: a stream refused beyond STREAM_MAX_CLIENTS shows reconnec
     const res = await fetch(`${smallBase}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Back Again', uniqueUrl('back')]) });
     assert.match(await res.text(), /<boolean>0<\/boolean>/);
     await w.page.waitForFunction(() => (document.getElementById('recent')?.textContent ?? '').includes('Back Again'), undefined, { timeout: 10_000 });
-    await clean(w);
+    await closeClean(w);
   } finally {
     holder.close();
     await w.close();
@@ -185,5 +176,5 @@ test("the status page: a stream closed for good by a non-200 answer (a proxy's 5
   await w.page.waitForFunction((n) => (document.getElementById('recent')?.textContent ?? '').includes(n), name, { timeout: 10_000 });
   const errors = w.errors.splice(0);
   assert.ok(errors.length <= 2 && errors.every((e) => /502/.test(e)), `only the proxy's two answers were errors: ${errors.join('\n')}`);
-  await clean(w);
+  await closeClean(w);
 });
