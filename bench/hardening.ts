@@ -25,6 +25,9 @@ import { writeResultsFile } from './lib/report.js';
 import type { QueryCount } from './lib/hostile-http.js';
 import { CASES, type Case, type CaseResult, type Settings } from './lib/hardening-cases.js';
 import { FEED_CASES, feedMethod, feedTables, isFeedCase } from './lib/feed-hardening-cases.js';
+import { STREAM_CASES } from './lib/fanout-stream-cases.js';
+import { WEBSUB_CASES } from './lib/fanout-websub-cases.js';
+import { RELAY_CASES } from './lib/fanout-relay-cases.js';
 import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
 import { isMain, runDirect } from './lib/run-direct.js';
@@ -199,7 +202,7 @@ function method(s: Settings): string {
 export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const s = settings();
   const wanted = env.BENCH_HOSTILE_CASES ? env.BENCH_HOSTILE_CASES.split(',').map((x) => x.trim()) : undefined;
-  const cases = [...CASES, ...FEED_CASES].filter((c) => !wanted || wanted.includes(c.id));
+  const cases = [...CASES, ...FEED_CASES, ...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES].filter((c) => !wanted || wanted.includes(c.id));
   const commit = git(['rev-parse', '--short', 'HEAD']);
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;

@@ -38,6 +38,8 @@ export interface FeedCaseResult extends CaseResult {
 export interface FeedCase extends Case {
   /** What the headline figure is. */
   figure: string;
+  /** How the case is run, for the method paragraph under the tables. */
+  method?: string;
   run(t: Target, s: Parameters<Case['run']>[1], log: (s: string) => void): Promise<FeedCaseResult>;
 }
 
@@ -47,17 +49,17 @@ const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 // ---------------------------------------------------------------------------------------------------
 // Loopback hosts
 
-interface Host {
+export interface Host {
   origin: string;
   /** Requests seen, by path. */
   hits: Map<string, number>;
   close(): Promise<void>;
 }
 
-type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+export type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
 /** An HTTP server on one loopback address (a distinct host to pingd), counting requests by path. */
-async function startHost(address: string, handler: Handler): Promise<Host> {
+export async function startHost(address: string, handler: Handler): Promise<Host> {
   if (!LOOPBACK.test(address)) throw new Error(`feed hosts listen on loopback only, not on ${address}`);
   const hits = new Map<string, number>();
   const server = http.createServer((req, res) => {
@@ -88,12 +90,12 @@ const RPC_HEADERS = { 'content-type': 'text/xml' };
 const param = (v: string) => `<param><value><string>${v}</string></value></param>`;
 
 /** `weblogUpdates.ping(name, url)`: pingd finds the feed on the homepage. */
-function rpcPing(name: string, url: string): HostileRequest {
+export function rpcPing(name: string, url: string): HostileRequest {
   return { method: 'POST', path: '/RPC2', headers: RPC_HEADERS, body: Buffer.from(`<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName><params>${param(name)}${param(url)}</params></methodCall>`) };
 }
 
 /** `weblogUpdates.extendedPing(name, url, changesUrl, rssUrl)`: pingd verifies rssUrl. */
-function rpcExtended(name: string, url: string, rss: string): HostileRequest {
+export function rpcExtended(name: string, url: string, rss: string): HostileRequest {
   return {
     method: 'POST',
     path: '/RPC2',
@@ -102,7 +104,7 @@ function rpcExtended(name: string, url: string, rss: string): HostileRequest {
   };
 }
 
-async function ping(t: Target, r: HostileRequest): Promise<void> {
+export async function ping(t: Target, r: HostileRequest): Promise<void> {
   const via = agent(1);
   try {
     const a = await send(t.url, r, via, 120_000);
@@ -112,13 +114,13 @@ async function ping(t: Target, r: HostileRequest): Promise<void> {
   }
 }
 
-interface WeblogJson {
+export interface WeblogJson {
   feed: { status: number | null; outcome: string | null; failures: number; nextFetchAfter: string | null; lastFetchAt: string | null } | null;
   verification: { outcome: string; at: string; httpStatus: number | null; newItems: unknown[] } | null;
 }
 
 /** GET /api/weblogs?url=: what pingd knows of the weblog (undefined: not known, or no answer). */
-async function weblog(t: Target, url: string, via?: Agent): Promise<WeblogJson | undefined> {
+export async function weblog(t: Target, url: string, via?: Agent): Promise<WeblogJson | undefined> {
   const own = via ?? agent(1);
   try {
     const a = await send(t.url, { method: 'GET', path: `/api/weblogs?url=${encodeURIComponent(url)}` }, own, 60_000);
@@ -163,7 +165,7 @@ async function verifyQueue(t: Target): Promise<{ depth: number; oldest: number }
   }
 }
 
-interface Sample {
+export interface Sample {
   /** performance.now() when sent. */
   at: number;
   ms: number;
@@ -174,7 +176,7 @@ interface Sample {
  * Sends `make()` every `everyMs` without waiting for answers (an open loop: a frozen server makes the
  * requests wait, each timed from when it was due); stop() resolves once every answer has come.
  */
-function openLoop(base: string, make: () => HostileRequest, everyMs: number): { stop(): Promise<Sample[]> } {
+export function openLoop(base: string, make: () => HostileRequest, everyMs: number): { stop(): Promise<Sample[]> } {
   const via = agent(512);
   const samples: Sample[] = [];
   const pending = new Set<Promise<void>>();
@@ -207,7 +209,7 @@ function openLoop(base: string, make: () => HostileRequest, everyMs: number): { 
   };
 }
 
-interface Stats {
+export interface Stats {
   n: number;
   failed: number;
   p50: number;
@@ -215,7 +217,7 @@ interface Stats {
   max: number;
 }
 
-function stats(xs: Sample[]): Stats {
+export function stats(xs: Sample[]): Stats {
   const ms = xs.map((x) => x.ms).sort((a, b) => a - b);
   const at = (q: number) => (ms.length ? ms[Math.min(ms.length - 1, Math.floor(ms.length * q))] : NaN);
   return { n: ms.length, failed: xs.filter((x) => !x.ok).length, p50: at(0.5), p99: at(0.99), max: ms.length ? ms[ms.length - 1] : NaN };
@@ -582,7 +584,8 @@ const feedDrip: FeedCase = {
 
 export const FEED_CASES: FeedCase[] = [feedRedos, feedParse, feedRedirect, feedDrip];
 
-export const isFeedCase = (c: Case): c is FeedCase => (FEED_CASES as Case[]).includes(c);
+/** Cases with a headline figure (the fetched-feed and fan-out classes), tabled by feedTables(). */
+export const isFeedCase = (c: Case): c is FeedCase => 'figure' in c;
 
 /** The feed classes' table (one row per class and backend) and their details. */
 export function feedTables(all: { c: Case; backend: string; r?: CaseResult; error?: string }[]): string {
