@@ -13,7 +13,13 @@ import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
 import { requestIdGenerator, setRequestIdHeader } from './platform/request-id.js';
-import { EarlyAnswers, httpServerFactory } from './platform/http-server.js';
+import { EarlyAnswers, closeTricklingRequests, httpServerFactory } from './platform/http-server.js';
+
+/**
+ * How long a request still sending its body at shutdown may go on: a ping's body (BODY_LIMIT, 64 KiB)
+ * arrives in milliseconds from an honest client, and the whole shutdown has SHUTDOWN_TIMEOUT_MS.
+ */
+const TRICKLE_GRACE_MS = 2000;
 import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
@@ -77,6 +83,11 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   });
   app.decorate('config', config);
   app.decorate('earlyAnswers', early);
+  // Requests still sending their body when the shutdown starts get a short grace, then are cut off.
+  app.addHook('preClose', (done) => {
+    void closeTricklingRequests(app.server, TRICKLE_GRACE_MS).then((n) => n && app.log.warn({ requests: n }, 'shutdown: closed requests still sending their body'));
+    done();
+  });
   // X-Request-Id on every route declared from here on, except the polled documents (they set it themselves).
   everyRoute(app, 'onRequest', setRequestIdHeader);
   try {

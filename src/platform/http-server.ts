@@ -55,9 +55,18 @@ export class EarlyAnswers {
 export function httpServerFactory(early: EarlyAnswers): FastifyServerFactory {
   return (handler, options) => {
     const opts = options as { http?: http.ServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout?: number; maxRequestsPerSocket?: number };
+    const receiving = new Set<http.IncomingMessage>();
     const server = http.createServer(opts.http ?? {}, (req, res) => {
+      // Requests whose body is still arriving, so a shutdown can close those that trickle (below).
+      if (!req.complete) {
+        receiving.add(req);
+        const done = () => receiving.delete(req);
+        req.once('end', done);
+        res.once('close', done);
+      }
       if (!early.answer(req, res)) handler(req, res);
     });
+    RECEIVING.set(server, receiving);
     // What Fastify sets on the server it makes (its defaults are filled in before this is called).
     server.keepAliveTimeout = opts.keepAliveTimeout;
     server.requestTimeout = opts.requestTimeout;
@@ -65,6 +74,33 @@ export function httpServerFactory(early: EarlyAnswers): FastifyServerFactory {
     if (opts.maxRequestsPerSocket) server.maxRequestsPerSocket = opts.maxRequestsPerSocket;
     return server;
   };
+}
+
+const RECEIVING = new WeakMap<http.Server, Set<http.IncomingMessage>>();
+
+/**
+ * At shutdown: the requests still sending their body `graceMs` from now are cut off (their sockets
+ * destroyed). Nothing was acknowledged for them, so nothing is lost: their clients see a closed connection
+ * and send again. Without it one client trickling a body holds the server open until REQUEST_TIMEOUT_MS
+ * (30 s), past SHUTDOWN_TIMEOUT_MS (25 s), and every graceful shutdown ends in "shutdown took too long".
+ * Returns the number cut off (for the log line).
+ */
+export function closeTricklingRequests(server: http.Server, graceMs: number): Promise<number> {
+  const receiving = RECEIVING.get(server);
+  if (!receiving || receiving.size === 0) return Promise.resolve(0);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => {
+      let n = 0;
+      for (const req of receiving) {
+        if (req.complete) continue;
+        req.socket.destroy();
+        n++;
+      }
+      receiving.clear();
+      resolve(n);
+    }, graceMs);
+    t.unref();
+  });
 }
 
 declare module 'fastify' {
