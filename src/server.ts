@@ -3,7 +3,7 @@
 // current run, close the database) within SHUTDOWN_TIMEOUT_MS, then exit 0.
 import { setFlagsFromString } from 'node:v8';
 import { buildApp } from './app.js';
-import type { Config } from './platform/config.js';
+import { redactedConfig, type Config } from './platform/config.js';
 import { logDestination } from './platform/log-destination.js';
 import { redactUrl } from './platform/redact.js';
 import { assertPortFree } from './platform/http-server.js';
@@ -11,16 +11,9 @@ import { assertPortFree } from './platform/http-server.js';
 /** Longest the last log lines may take to reach stdout's reader on the way out (the reader may be gone). */
 const LAST_LINES_MS = 1000;
 
-/** The configuration as it may be logged: passwords in URLs and anything named like a secret masked. */
+/** The configuration as it may be logged: what the config table marks `secret` masked. */
 export function safeConfig(config: Config): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(config)) {
-    if (v === undefined || v === '') out[k] = v;
-    else if (/TOKEN|SECRET|PASSWORD|KEY/i.test(k)) out[k] = '[redacted]';
-    else if (typeof v === 'string' && /^[a-z][\w+.-]*:\/\//i.test(v)) out[k] = redactUrl(v);
-    else out[k] = v;
-  }
-  return out;
+  return redactedConfig(config);
 }
 
 export { redactUrl };

@@ -4,6 +4,7 @@
 import { parseCidrList, type CidrRange } from './net/ip.js';
 import cron from 'node-cron';
 import { PingdError } from './errors.js';
+import { redactUrl } from './redact.js';
 
 export class ConfigError extends PingdError<'CONFIG_INVALID'> {
   constructor(message: string) {
@@ -137,11 +138,16 @@ const publicUrl: Parser<string | undefined> = (raw, name) => {
   return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
 };
 
-/** The table: every variable the service reads, its default (as the raw string) and validator. */
+/**
+ * The table: every variable the service reads, its default (as the raw string) and validator. `secret`
+ * marks a value that must never be printed whole (logs, the operator API, metrics labels): tokens are
+ * masked, URLs keep their scheme, host and path with user, password and secret-looking query parameters
+ * masked (redactedConfig below).
+ */
 const SPEC = {
   PORT: { default: '8080', parse: int(0, 65535), doc: 'TCP port to listen on' },
   HOST: { default: '0.0.0.0', parse: str, doc: 'Address to bind' },
-  DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR' },
+  DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR', secret: true },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
   EMBEDDED_CACHE_MB: { default: '16', parse: int(1, 4096), doc: 'MiB of pages the embedded database caches itself (its shared_buffers; PGlite zeroes all of it at start, so every MiB is resident); the OS page cache still holds its files' },
   HEAP_GROWTH_PERCENT: { default: '', parse: optionalInt(0, 1000), doc: "How far the server's JavaScript heap may grow past what was live at its last full collection before the next, in percent; unset = 20 with the embedded database, V8's own (a multiple) with DATABASE_URL; 0 = V8's own" },
@@ -162,8 +168,8 @@ const SPEC = {
   PING_HOST_BUDGET: { default: '100', parse: int(0, 1_000_000), doc: 'Pings accepted for weblogs of one host per PING_MIN_INTERVAL (60 s when 0), counted per instance; 0 = no budget' },
   RATE_LIMIT_PER_IP: { default: '0', parse: int(0, 1_000_000), doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit' },
   REQUEST_TIMEOUT_MS: { default: '30000', parse: int(1000, 600000), doc: 'Longest a client may take to send a whole request (slow clients are cut off)' },
-  METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`' },
-  ADMIN_TOKEN: { default: '', parse: secret(16), doc: 'Bearer token (16+ characters) of the operator API over HTTP (/api/admin/*, GET /api/websub/subscriptions); unset = only through the socket pingd.sock in DATA_DIR' },
+  METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`', secret: true },
+  ADMIN_TOKEN: { default: '', parse: secret(16), doc: 'Bearer token (16+ characters) of the operator API over HTTP (/api/admin/*, GET /api/websub/subscriptions); unset = only through the socket pingd.sock in DATA_DIR', secret: true },
   RETENTION_DAYS: { default: '30', parse: int(0, 36500), doc: 'Raw pings older than this many days are deleted; 0 keeps them forever' },
   ARCHIVE_RETENTION_DAYS: { default: '0', parse: int(0, 36500), doc: 'Rendered hourly archives older than this many days are deleted; 0 keeps them forever' },
   RETENTION_CRON: { default: '17 * * * *', parse: cronExpr, doc: 'When retention runs (UTC; one instance at a time)' },
@@ -172,7 +178,7 @@ const SPEC = {
   RSSPING_REQUIRE_AUTH: { default: 'false', parse: bool, doc: 'Refuse rss_pings that are neither pingserver-side nor publisher-side authenticated (401)' },
   RSSPING_VERIFY_HASH_URI: { default: 'true', parse: bool, doc: 'Fetch payload_hash_uri to authenticate rss_pings (pingserver-side); false = no outbound request, such pings stay unauthenticated' },
   RSSPING_BODY_LIMIT: { default: '262144', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest rss_ping request body (payload included), in bytes (larger: 413)' },
-  RSSPING_SECRET: { default: '', parse: secret(32), doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off' },
+  RSSPING_SECRET: { default: '', parse: secret(32), doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off', secret: true },
   FETCH_ALLOW_PRIVATE: { default: 'false', parse: bool, doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)' },
   FETCH_ALLOW_ADDRESSES: { default: '', parse: cidrList, doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)' },
   FETCH_TIMEOUT_MS: { default: '5000', parse: int(100, 60000), doc: 'Longest one outbound request may take: DNS, connect, redirects and body' },
@@ -195,7 +201,7 @@ const SPEC = {
   WEBSUB_LEASE_MAX: { default: '2592000', parse: int(60, 365 * 86400), doc: 'Longest WebSub lease granted (30 days)' },
   WEBSUB_MAX_SUBSCRIPTIONS: { default: '10000', parse: int(0, 10_000_000), doc: 'Subscriptions (active and pending) the hub keeps; beyond it new ones are refused with 503' },
   WEBSUB_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance' },
-  RELAY_TARGETS: { default: '', parse: urlList, doc: 'XML-RPC endpoints (weblogUpdates) every accepted ping is relayed to, comma-separated, e.g. http://rpc.pingomatic.com/; empty = relay nothing' },
+  RELAY_TARGETS: { default: '', parse: urlList, doc: 'XML-RPC endpoints (weblogUpdates) every accepted ping is relayed to, comma-separated, e.g. http://rpc.pingomatic.com/; empty = relay nothing', secret: true },
   RELAY_FILE: { default: '', parse: optionalStr, doc: 'YAML or JSON file of relay targets with per-target options (method, rate_per_min, concurrency, enabled); added to RELAY_TARGETS' },
   RELAY_RATE_PER_MIN: { default: '60', parse: int(1, 600_000), doc: 'Relays per minute sent to one target, across instances (a target may set its own in RELAY_FILE)' },
   RELAY_ONLY_VERIFIED: { default: 'false', parse: bool, doc: 'Relay a ping only once verification found something new in its feed (always so under VERIFY_PINGS=require)' },
@@ -221,7 +227,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   return Object.freeze(out) as Config;
 }
 
-/** For docs and `.env.example`: name, default and description of every variable. */
-export function describeConfig(): { name: string; default: string; doc: string }[] {
-  return Object.entries(SPEC).map(([name, s]) => ({ name, default: s.default, doc: s.doc }));
+/** For docs and `.env.example`: name, default, description and secrecy of every variable. */
+export function describeConfig(): { name: string; default: string; doc: string; secret: boolean }[] {
+  return Object.entries(SPEC).map(([name, s]) => ({ name, default: s.default, doc: s.doc, secret: 'secret' in s && s.secret === true }));
+}
+
+/** Whether the table marks `name` secret. */
+export function isSecret(name: string): boolean {
+  const row = (SPEC as Record<string, { secret?: boolean }>)[name];
+  return row?.secret === true;
+}
+
+/** One setting's value as it may be printed: see `secret` above. Lists are redacted item by item. */
+export function redactedValue(name: string, v: unknown): unknown {
+  if (!isSecret(name) || v === undefined || v === '') return v;
+  if (Array.isArray(v)) return Object.freeze(v.map((x) => redactedValue(name, x)));
+  if (typeof v === 'string' && /^[a-z][\w+.-]*:\/\//i.test(v)) return redactUrl(v);
+  return '[redacted]';
+}
+
+/** The whole configuration as it may be logged or shown. */
+export function redactedConfig(config: Config): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(config)) out[k] = redactedValue(k, v);
+  return out;
 }

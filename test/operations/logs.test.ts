@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { buildApp } from '../../src/app.js';
 import { redactUrl, safeConfig } from '../../src/server.js';
+import { describeConfig } from '../../src/platform/config.js';
 import { createTestDatabase, methodCall, testConfig, uniqueUrl, type TestDatabase } from '../helpers/app.js';
 
 const dbs: TestDatabase[] = [];
@@ -102,14 +103,25 @@ test('a proxy X-Request-Id is kept only behind a trusted proxy, and only when it
 });
 
 test('safeConfig and redactUrl mask passwords and tokens', () => {
-  assert.equal(redactUrl('postgres://pingd:hunter2@db:5432/pingd?sslpassword=x&application_name=a'), 'postgres://pingd:redacted@db:5432/pingd?sslpassword=redacted&application_name=a');
+  assert.equal(redactUrl('postgres://pingd:hunter2@db:5432/pingd?sslpassword=x&application_name=a'), 'postgres://redacted:redacted@db:5432/pingd?sslpassword=redacted&application_name=a');
   const tdb = { config: { DATABASE_URL: 'postgres://u:hunter2@h/d' }, drop: async () => undefined };
   const c = safeConfig(testConfig(tdb, { METRICS_TOKEN: 'tok-123' }));
   const text = JSON.stringify(c);
   assert.ok(!text.includes('hunter2') && !text.includes('tok-123'), text);
   assert.equal(c.METRICS_TOKEN, '[redacted]');
-  assert.equal(c.DATABASE_URL, 'postgres://u:redacted@h/d');
+  assert.equal(c.DATABASE_URL, 'postgres://redacted:redacted@h/d');
   assert.equal(c.PORT, 8080);
+});
+
+test('credentials in a list setting (RELAY_TARGETS) are masked in the logged configuration, by the table\'s secret mark', () => {
+  const tdb = { config: {}, drop: async () => undefined };
+  const targets = ['http://relayuser:relaypass@127.0.0.1:9/RPC2', 'http://127.0.0.1:9/ping?token=relaytoken', 'http://apikey123@127.0.0.1:9/'];
+  const c = safeConfig(testConfig(tdb, { RELAY_TARGETS: Object.freeze(targets) }));
+  const text = JSON.stringify(c);
+  for (const secret of ['relayuser', 'relaypass', 'relaytoken', 'apikey123']) assert.ok(!text.includes(secret), `${secret} leaked: ${text}`);
+  assert.deepEqual(c.RELAY_TARGETS, ['http://redacted:redacted@127.0.0.1:9/RPC2', 'http://127.0.0.1:9/ping?token=redacted', 'http://redacted@127.0.0.1:9/']);
+  // Every secret-looking name in the table carries the mark (a new token without it fails here).
+  for (const row of describeConfig()) if (/TOKEN|SECRET|PASSWORD|DATABASE_URL|TARGETS/.test(row.name)) assert.ok(row.secret, `${row.name} is not marked secret`);
 });
 
 test('the real process: a start against an unreachable database fails with exit 1 and never prints the password', async () => {

@@ -41,6 +41,47 @@ export function everyRoute(app: FastifyInstance, name: RouteHookName, hook: Rout
   });
 }
 
+/**
+ * Shortest gap between the starts of two renderings of /metrics. One rendering reads gauges from the
+ * database (queue depths, subscriptions) and formats every series: 2.7 ms of CPU and two statements on an
+ * empty database, 13 ms with thousands of subscriptions. Scrapes that arrive meanwhile share the next
+ * rendering, so a flood of scrapes costs at most four renderings a second; a Prometheus scrape (every
+ * 5–60 s) waits at most this long.
+ */
+const METRICS_MIN_GAP_MS = 250;
+
+/**
+ * Renders on demand, each answer made after the request arrived (never a stale copy), but at most one
+ * rendering at a time and one per `gapMs`: requests that arrive while one runs or during the gap share
+ * the next.
+ */
+export class PacedRender<T> {
+  /** The rendering new requests join (it starts once the running one ended and the gap passed). */
+  private queued: Promise<T> | undefined;
+  private running: Promise<T> | undefined;
+  private lastStart = -Infinity;
+
+  constructor(
+    private readonly render: () => Promise<T>,
+    private readonly gapMs: number,
+  ) {}
+
+  next(): Promise<T> {
+    this.queued ??= this.schedule();
+    return this.queued;
+  }
+
+  private async schedule(): Promise<T> {
+    await this.running?.catch(() => undefined);
+    const wait = this.lastStart + this.gapMs - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    this.queued = undefined;
+    this.lastStart = performance.now();
+    this.running = this.render();
+    return this.running;
+  }
+}
+
 export interface MetricsOptions {
   /** Log lines the process's log destination dropped so far (a serving process only). */
   logDrops?: () => number;
@@ -99,6 +140,7 @@ async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promis
     return m !== null && timingSafeEqual(createHash('sha256').update(m[1]).digest(), tokenHash);
   };
 
+  const exposition = new PacedRender(() => registry.metrics(), METRICS_MIN_GAP_MS);
   app.get('/metrics', async (req, reply) => {
     if (!authorised(req.headers.authorization)) {
       return reply
@@ -108,7 +150,7 @@ async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promis
         .send('GET /metrics needs the METRICS_TOKEN: send "Authorization: Bearer <token>".\n');
     }
     reply.header('content-type', registry.contentType).header('cache-control', 'no-store');
-    return registry.metrics();
+    return exposition.next();
   });
 }
 
