@@ -110,14 +110,17 @@ async function dropStaleTestDatabases(url) {
 }
 
 // On the server: a database with every migration applied that test databases are created from
-// (CREATE DATABASE … TEMPLATE), made once per set of migrations; older ones are dropped.
+// (CREATE DATABASE … TEMPLATE), made once per set of migrations; this checkout's older ones are dropped.
+// Named after the checkout too: two checkouts sharing one server (another branch, a bench worktree) each
+// keep their own instead of dropping the other's while its tests create databases from it.
 async function postgresTemplate(url) {
-  const name = `pingd_tpl_${migrationsHash()}`;
+  const checkout = createHash('sha1').update(root).digest('hex').slice(0, 8);
+  const name = `pingd_tpl_${checkout}_${migrationsHash()}`;
   const { default: pg } = await import('pg');
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {
-    const { rows } = await admin.query("select datname from pg_database where datname like 'pingd_tpl_%'");
+    const { rows } = await admin.query('select datname from pg_database where datname like $1', [`pingd_tpl_${checkout}_%`]);
     if (rows.some((r) => r.datname === name)) return name;
     for (const { datname } of rows) await admin.query(`drop database if exists ${datname} with (force)`);
     await admin.query(`create database ${name}`);
