@@ -1,5 +1,5 @@
 # pingd container image: build the TypeScript in one stage, run the compiled JavaScript with production
-# dependencies only in a small one, as the unprivileged `node` user. See README "Docker".
+# dependencies only in a small one, as the unprivileged `node` user. See docs/guides/deployment.md.
 
 # Node LTS on Alpine (musl): every dependency is plain JavaScript or WebAssembly (PGlite), nothing native.
 ARG NODE_IMAGE=node:22-alpine
@@ -16,7 +16,7 @@ RUN npm run build
 FROM ${NODE_IMAGE}
 # MALLOC_ARENA_MAX: glibc gives each thread that allocates (brotli in libuv's pool, the embedded database's
 # thread) an arena of its own that it keeps: after 10 minutes at 200 pings/s nine such arenas held 185 MB of
-# the embedded process; with two, the second held 58 MB (README "Scaling"). MALLOC_MMAP_THRESHOLD_: blocks of
+# the embedded process; with two, the second held 58 MB (docs/performance.md, "Scaling"). MALLOC_MMAP_THRESHOLD_: blocks of
 # 128 KiB and more (compressed chunks on their way to the database) are mapped and unmapped one by one, where
 # glibc otherwise raises that threshold as such blocks are freed and keeps them in its heaps (soak at 200
 # pings/s on the embedded database: 324 -> 302 MB peak, 266-292 MB sampled). musl (the alpine images) has no

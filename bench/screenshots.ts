@@ -1,4 +1,4 @@
-// Owns `npm run screenshots`: the README's pictures of the three pages (docs/screenshots/*.png), taken in
+// Owns `npm run screenshots`: the README's and docs' pictures of the three pages (docs/screenshots/*.png), taken in
 // headless Chromium from a pingd on a fresh embedded database. The pings, refusals and lookups are real
 // (sent over HTTP to that pingd); the statistics of the hours before the run are added through the
 // statistics repository so the charts show a day's shape, and the captions say so.

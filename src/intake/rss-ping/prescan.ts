@@ -6,7 +6,7 @@
 // bound what a hostile one costs.
 import { forbiddenMarkup as forbiddenXml } from '../../platform/xml/forbidden.js';
 
-/** Element nesting, counted from <rss_ping> (1), <payload> (2) and down through the payload: README "Limits". */
+/** Element nesting, counted from <rss_ping> (1), <payload> (2) and down through the payload: docs/design/hostile-input.md, "Limits". */
 export const MAX_DEPTH = 100;
 /** Elements in the whole request, payload included: a one-item feed has tens, a long XHTML entry a few hundred. */
 export const MAX_ELEMENTS = 1000;

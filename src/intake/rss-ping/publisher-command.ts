@@ -67,7 +67,7 @@ export async function publisherCommand(values: Record<string, unknown>, position
   const given = values.password as string | undefined;
   if (sub === 'add') {
     if (!config.RSSPING_SECRET) {
-      deps.err('pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see README).');
+      deps.err('pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see docs/reference/rss-ping.md).');
       return EXIT.CONFIG;
     }
     if (given !== undefined && (given.length < MIN_PASSWORD_LENGTH || given.length > MAX_PASSWORD_LENGTH)) {

@@ -40,7 +40,7 @@ export const MAX_ELEMENT_DEPTH = 100;
 const parser = new XMLParser({
   ...UNTRUSTED_XML,
   // fast-xml-parser refuses only when an element is opened beyond maxNestedTags + 1 levels (measured:
-  // 100 let 101 levels through, while the README promises 100).
+  // 100 let 101 levels through, while the docs promise 100).
   maxNestedTags: MAX_ELEMENT_DEPTH - 1,
   ignoreAttributes: true,
   trimValues: false,

@@ -12,7 +12,7 @@ import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from '../../publishing/re
 import { FEEDS_OPTIONS, FEEDS_USAGE, feedsCommand } from '../../verification/feeds-command.js';
 import { RELAY_OPTIONS, RELAY_USAGE, relayCommand } from '../../push/relay/relay-command.js';
 
-/** 0 ok, 1 failure, 2 usage error, 75 busy: try again later, 78 configuration error (README "Command line"). */
+/** 0 ok, 1 failure, 2 usage error, 75 busy: try again later, 78 configuration error (docs/reference/cli.md). */
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, BUSY: 75, CONFIG: 78 } as const;
 
 /** Where a command writes: one line per call, the newline added (console.log and console.error, or a capture). */
@@ -99,7 +99,7 @@ export const DB_COMMANDS: Record<string, Command> = {
 export function helpText(commands: Record<string, Command>): string {
   const lines = ['Usage: pingd <command> [options]', '', 'Commands:'];
   for (const [name, c] of Object.entries(commands)) lines.push(`  ${name.padEnd(10)} ${c.summary}`);
-  lines.push('', 'Run `pingd <command> --help` for a command. Configuration comes from the environment (see README).');
+  lines.push('', 'Run `pingd <command> --help` for a command. Configuration comes from the environment (docs/reference/configuration.md).');
   return lines.join('\n');
 }
 

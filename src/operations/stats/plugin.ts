@@ -141,7 +141,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
         pingQueue: app.pings.pending,
         queues: [
           { name: 'verification', depth: verify.depth, oldestAgeSeconds: Math.round(verify.oldestAgeSec) },
-          { name: 'relay', depth: relay.depth, oldestAgeSeconds: Math.round(relay.oldestAgeSec) },
+          { name: 'relay', depth: relay.depth, oldestAgeSeconds: Math.round(relay.oldestAgeSec), dropped: relay.dropped, suppressed: relay.suppressed },
         ],
       },
       recent: recent.map((p) => ({ id: p.id, receivedAt: p.receivedAt.toISOString(), method: p.method, name: p.name, url: p.url })),

@@ -50,7 +50,17 @@ export const StatsReply = Type.Object({
     ready: Type.Boolean(),
     reason: Type.Optional(Type.String()),
     pingQueue: Type.Integer(),
-    queues: Type.Array(Type.Object({ name: Type.String(), depth: Type.Integer(), oldestAgeSeconds: Type.Number() })),
+    queues: Type.Array(
+      Type.Object({
+        name: Type.String(),
+        depth: Type.Integer(),
+        oldestAgeSeconds: Type.Number(),
+        /** relay: waiting weblogs dropped because a target's queue held RELAY_QUEUE_MAX (the stalest first), in total. */
+        dropped: Type.Optional(Type.Integer()),
+        /** relay: pings not relayed to a target because the weblog was relayed to it within RELAY_LOOP_WINDOW, in total. */
+        suppressed: Type.Optional(Type.Integer()),
+      }),
+    ),
   }),
   recent: Type.Array(Type.Object({ id: Type.Integer(), receivedAt: Type.String(), method: Type.String(), name: Type.String(), url: Type.String() })),
   uptimeSeconds: Type.Integer(),

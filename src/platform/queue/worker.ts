@@ -23,7 +23,7 @@ export interface WorkerOptions<J> {
    * while intake is busy the worker claims nothing (but at least once every YIELD_MAX_MS), so a burst of
    * pings is not slowed by its own verifications; they catch up when it ends. Measured: a claim per second
    * under a burst still rewrote every waiting job of a busy host once (deferral), which doubled the
-   * database's cost per ping (README, Verification).
+   * database's cost per ping (docs/design/verification.md).
    */
   intakeBusy?(): boolean;
 }

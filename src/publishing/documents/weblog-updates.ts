@@ -28,7 +28,7 @@ export interface WeblogEntry {
 /**
  * One <weblog/> element. `when` is the number of SECONDS to subtract from the root's `updated` to get the
  * ping's time, as weblogs.com defined it and consumers parse it (the specification's prose says minutes;
- * see README).
+ * docs/reference/documents.md).
  */
 export function weblogElement(e: WeblogEntry, updatedMs: number): string {
   return weblogElementFrom(weblogStart(e), e.atMs, updatedMs);

@@ -43,26 +43,98 @@ const SOURCE = {
 
 // One statement per page: the newest ping of each weblog (a relay of its own, by the marker in its
 // User-Agent, is never relayed again) becomes one job per target, folded into the job already waiting for
-// that target and weblog; a weblog relayed to a target lately is due one PING_MIN_INTERVAL after that.
+// that target and weblog (the job keeps relaying the weblog's newest ping); a weblog relayed to a target
+// lately is due one PING_MIN_INTERVAL after that.
+// Loops the marker misses (a forwarder that passes our relay back without it: A → forwarder → A) end at
+// the second hop: a weblog relayed to a target within the loop window ($6 s) is not relayed to it again,
+// and a ping folded into a job that is being sent (its lease runs) rides on that send (its seq is kept, so
+// the send's outcome finishes the job: the echo of a forwarder that passes the ping on before it answers
+// comes back while the relay is in flight). Both are counted per target as suppressed. A job that starts
+// waiting is counted as queued (a new job has seq 0 and no running lease: a fold sets seq >= 1 or keeps a
+// running lease), the count the bound is kept with.
 const derive = (rule: RelayRule) => `
 with src as (${SOURCE[rule]}),
 newest as (
   select distinct on (url) * from src where user_agent is null or strpos(user_agent, $4) = 0 order by url, pos desc
 ),
+cand as (
+  select t.target, n.url, n.name, n.changes_url, n.rss_url, n.tags, n.ping_id,
+         (select max(d.finished_at) from relay_jobs d
+           where d.target = t.target and d.weblog_url = n.url and d.state in ('delivered', 'refused')) as last,
+         exists (select 1 from relay_jobs p where p.target = t.target and p.weblog_url = n.url and p.state = 'pending') as waiting
+    from newest n cross join unnest($3::text[]) as t(target)
+),
 ins as (
   insert into relay_jobs as j (target, weblog_url, name, changes_url, rss_url, tags, ping_id, due_at)
-  select t.target, n.url, n.name, n.changes_url, n.rss_url, n.tags, n.ping_id,
-         greatest(now(), (select max(d.finished_at) from relay_jobs d
-                           where d.target = t.target and d.weblog_url = n.url and d.state in ('delivered', 'refused')) + make_interval(secs => $5::int))
-    from newest n cross join unnest($3::text[]) as t(target)
+  select c.target, c.url, c.name, c.changes_url, c.rss_url, c.tags, c.ping_id, greatest(now(), c.last + make_interval(secs => $5::int))
+    from cand c where c.last is null or c.last <= now() - make_interval(secs => $6::int)
   on conflict (target, weblog_url) where state = 'pending' do update
     set name = excluded.name, changes_url = excluded.changes_url, rss_url = excluded.rss_url, tags = excluded.tags,
-        ping_id = excluded.ping_id, seq = j.seq + 1
+        ping_id = excluded.ping_id, seq = case when j.leased_until > now() then j.seq else j.seq + 1 end
+  returning j.id, j.target, j.weblog_url, coalesce(j.leased_until > now(), false) as sending, j.seq
+),
+-- New jobs of weblogs that had one waiting when this statement began: that job was finished meanwhile (its
+-- outcome committed after this statement's snapshot, so last did not see it). Checked again by RECHECK.
+racy as (
+  select i.id from ins i join cand c on c.target = i.target and c.url = i.weblog_url where i.seq = 0 and not i.sending and c.waiting
+),
+counts as (
+  select target, count(*) filter (where seq = 0 and not sending) as queued, count(*) filter (where sending) as suppressed from ins group by target
+  union all
+  select target, 0, count(*) from cand where last > now() - make_interval(secs => $6::int) group by target
+),
+per as (select target, sum(queued)::bigint as queued, sum(suppressed)::bigint as suppressed from counts group by target),
+tally as (
+  insert into relay_queues as q (target, queued, suppressed) select target, queued, suppressed from per
+  on conflict (target) do update set queued = q.queued + excluded.queued, suppressed = q.suppressed + excluded.suppressed
   returning 1
+),
+cur as (
+  update relay_cursor set position = coalesce((select max(pos) from src), position), derived_at = now()
+   where id = 1
+  returning position
 )
-update relay_cursor set position = coalesce((select max(pos) from src), position), derived_at = now()
- where id = 1
-returning position, (select count(*) from src)::int as read, (select count(*) from ins)::int as queued`;
+select (select position from cur) as position, (select count(*) from src)::int as read, (select count(*) from ins)::int as queued,
+       coalesce((select json_object_agg(target, suppressed) from per where suppressed > 0), '{}') as suppressed,
+       coalesce((select array_agg(id) from racy), '{}') as racy`;
+
+// The derivation's new jobs whose weblog had a job waiting when it began (racy), seen again by a statement
+// of its own (a newer snapshot, on PostgreSQL's READ COMMITTED): one whose weblog was relayed to the target
+// within the loop window after all (an echo that came while the relay's outcome was being written) is
+// taken back, and counted as suppressed instead of queued. The jobs are this transaction's own, unseen by others.
+const RECHECK = `
+with late as (
+  delete from relay_jobs j where j.id = any($1::bigint[]) and j.state = 'pending'
+     and exists (select 1 from relay_jobs d where d.target = j.target and d.weblog_url = j.weblog_url and d.state in ('delivered', 'refused')
+                   and d.finished_at > now() - make_interval(secs => $2::int))
+  returning j.target
+),
+n as (select target, count(*)::bigint as n from late group by target)
+update relay_queues q set queued = q.queued - n.n, suppressed = q.suppressed + n.n from n where q.target = n.target
+returning q.target, n.n::int as n`;
+
+// The bound, after each page in the same transaction: a target with more than $2 weblogs waiting loses the
+// stalest (its newest ping oldest) until it has $2, each counted as dropped. Jobs being sent (a running
+// lease) are kept; ones another transaction holds are skipped (dropped by the next page). `settled` is
+// read without a lock: an outcome written meanwhile makes the count look higher by its jobs, and as many
+// more may be dropped, never fewer.
+const TRIM = `
+with over as (
+  select q.target, q.queued - q.dropped - t.settled - $2::bigint as excess
+    from relay_queues q join relay_targets t on t.url = q.target
+   where q.target = any($1::text[]) and q.queued - q.dropped - t.settled > $2::bigint
+),
+victims as (
+  select v.id from over cross join lateral (
+    select j.id from relay_jobs j
+     where j.target = over.target and j.state = 'pending' and (j.leased_until is null or j.leased_until <= now())
+     order by j.ping_id limit over.excess for update skip locked
+  ) v
+),
+gone as (delete from relay_jobs j using victims v where j.id = v.id returning j.target),
+n as (select target, count(*)::bigint as n from gone group by target),
+upd as (update relay_queues q set dropped = q.dropped + n.n from n where q.target = n.target returning q.target, n.n)
+select target, n::int as n from upd`;
 
 export interface DerivedPage {
   /** Source rows read (a full page: call again). */
@@ -70,30 +142,50 @@ export interface DerivedPage {
   /** Jobs queued or folded into waiting ones. */
   queued: number;
   position: number;
+  /** Per target, pings not relayed: the weblog was relayed to it within the loop window (or is being sent). */
+  suppressed: Record<string, number>;
+  /** Per target, waiting weblogs dropped at the bound (the stalest first). */
+  dropped: Record<string, number>;
 }
 
 /**
- * Turns the next page of pings after the cursor into jobs for `targets` and moves the cursor past them, in
- * one transaction: a crash before the commit leaves both as they were, so no ping is lost or queued twice.
- * The cursor row is locked first (skipping it when another instance holds it: that one is deriving).
+ * Turns the next page of pings after the cursor into jobs for `targets`, keeps each target's queue within
+ * `queueMax` weblogs, and moves the cursor past the page, in one transaction: a crash before the commit
+ * leaves all as it was, so no ping is lost or queued twice. The cursor row is locked first (skipping it
+ * when another instance holds it: that one is deriving).
  */
 export async function deriveJobs(
   db: Db,
-  o: { rule: RelayRule; targets: readonly string[]; marker: string; minIntervalSec: number; pageSize: number },
+  o: { rule: RelayRule; targets: readonly string[]; marker: string; minIntervalSec: number; loopWindowSec: number; queueMax: number; pageSize: number },
 ): Promise<DerivedPage | null> {
   return withContext('deriving relay jobs', () =>
     db.transaction(async (tx) => {
       const [c] = await tx.query<{ position: number; rule: RelayRule }>('select position, rule from relay_cursor where id = 1 for update skip locked');
       if (!c || c.rule !== o.rule) return null;
-      const [r] = await tx.query<{ position: number; read: number; queued: number }>(
+      const [r] = await tx.query<{ position: number; read: number; queued: number; suppressed: Record<string, number | string> | string; racy: (number | string)[] }>(
         derive(o.rule),
-        [Number(c.position), o.pageSize, o.targets, o.marker, o.minIntervalSec],
+        [Number(c.position), o.pageSize, o.targets, o.marker, o.minIntervalSec, o.loopWindowSec],
         { name: `pingd_relay_derive_${o.rule}` },
       );
-      return { read: Number(r.read), queued: Number(r.queued), position: Number(r.position) };
+      const suppressed = numbers(typeof r.suppressed === 'string' ? (JSON.parse(r.suppressed) as Record<string, number>) : r.suppressed);
+      if (r.racy.length > 0) {
+        for (const x of await tx.query<{ target: string; n: number }>(RECHECK, [r.racy, o.loopWindowSec], { name: 'pingd_relay_recheck' })) {
+          suppressed[x.target] = (suppressed[x.target] ?? 0) + Number(x.n);
+        }
+      }
+      const trimmed = await tx.query<{ target: string; n: number }>(TRIM, [o.targets, o.queueMax], { name: 'pingd_relay_trim' });
+      return {
+        read: Number(r.read),
+        queued: Number(r.queued),
+        position: Number(r.position),
+        suppressed,
+        dropped: Object.fromEntries(trimmed.map((x) => [x.target, Number(x.n)])),
+      };
     }),
   );
 }
+
+const numbers = (o: Record<string, number | string>): Record<string, number> => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Number(v)]));
 
 export interface RelayJob {
   id: number;
@@ -217,11 +309,12 @@ export interface TargetUpdate {
   pingOnly: boolean;
 }
 
-// Jobs: delivered/refused become history (unless a newer ping was folded in meanwhile: then it waits one
-// PING_MIN_INTERVAL); failed ones wait for retry_at, or are dead letters after `maxAttempts`; deferred ones
-// give their claim back. Targets: counts, the breaker (after `breakerAfter` failures in a row it opens for
-// `breakerPauseSec`, each failed probe opens it again, any answer closes it), last error. The jobs CTE
-// runs although nothing reads it (PostgreSQL runs every data-modifying CTE).
+// Jobs: delivered/refused become history (unless a newer ping was folded in meanwhile, after the lease
+// ran out: then it waits $7 s, the longer of PING_MIN_INTERVAL and the loop window); failed ones wait for
+// retry_at, or are dead letters after `maxAttempts`; deferred ones give their claim back. Targets: counts,
+// the breaker (after `breakerAfter` failures in a row it opens for `breakerPauseSec`, each failed probe
+// opens it again, any answer closes it), last error, and the jobs that left the queue (settled: the
+// bound's count of waiting weblogs is queued - dropped - settled).
 const RECORD = `
 with o as (
   select * from unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::timestamptz[]) as o(id, seq, outcome, error, retry_at)
@@ -237,13 +330,15 @@ jobs as (
     leased_until = null,
     last_error = case when o.outcome = 'failed' then o.error else j.last_error end
   from o where j.id = o.id and j.state = 'pending'
-  returning j.id
+  returning j.target, j.state
 ),
+s as (select target, count(*) filter (where state <> 'pending')::bigint as n from jobs group by target),
 a as (
   select * from unnest($8::text[], $9::int[], $10::int[], $11::int[], $12::text[], $13::timestamptz[], $14::boolean[])
     as a(target, delivered, refused, failed, last_error, open_until, ping_only)
 )
 update relay_targets r set
+  settled = r.settled + coalesce((select s.n from s where s.target = a.target), 0),
   delivered = r.delivered + a.delivered,
   refused = r.refused + a.refused,
   failed = r.failed + a.failed,
@@ -257,9 +352,20 @@ update relay_targets r set
   ping_only = r.ping_only or a.ping_only
 from a where r.url = a.target`;
 
-/** Records a batch of outcomes (and what they say of their targets) in one statement. */
-export async function recordOutcomes(q: Queryable, rows: readonly OutcomeRow[], targets: readonly TargetUpdate[], o: { maxAttempts: number; minIntervalSec: number; breakerAfter: number; breakerPauseSec: number }): Promise<void> {
-  if (rows.length === 0 && targets.length === 0) return;
+/**
+ * Records a batch of outcomes (and what they say of their targets) in one statement. `minIntervalSec`:
+ * how long a job folded into after its send waits (the longer of PING_MIN_INTERVAL and the loop window).
+ */
+export async function recordOutcomes(q: Queryable, rows: readonly OutcomeRow[], given: readonly TargetUpdate[], o: { maxAttempts: number; minIntervalSec: number; breakerAfter: number; breakerPauseSec: number }): Promise<void> {
+  if (rows.length === 0 && given.length === 0) return;
+  // A job leaves the queue only with a request's outcome, whose target is counted here: the jobs' target
+  // must have a row in `a` for `settled` (an attempt with no counts is still an attempt).
+  const targets = [...given];
+  for (const r of rows) {
+    if (r.outcome !== 'deferred' && !targets.some((t) => t.target === r.target)) {
+      targets.push({ target: r.target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false });
+    }
+  }
   await withContext(`recording ${rows.length} relay outcomes`, () =>
     q.query(
       RECORD,
@@ -286,12 +392,18 @@ export async function recordOutcomes(q: Queryable, rows: readonly OutcomeRow[], 
   );
 }
 
-/** Waiting jobs (depth) and the age of the oldest, in seconds. */
-export async function queueStats(q: Queryable): Promise<{ depth: number; oldestAgeSec: number }> {
+/**
+ * Waiting jobs (depth) and the age of the oldest, in seconds; and, over every target, the waiting weblogs
+ * dropped at the bound and the pings suppressed by the loop window (totals since the counts began).
+ */
+export async function queueStats(q: Queryable): Promise<{ depth: number; oldestAgeSec: number; dropped: number; suppressed: number }> {
   return withContext('reading the relay queue', async () => {
-    const [r] = await q.query<{ depth: number; age: number | null }>(
-      `select count(*)::int as depth, extract(epoch from now() - min(created_at))::float8 as age from relay_jobs where state = 'pending'`,
+    const [r] = await q.query<{ depth: number; age: number | null; dropped: number; suppressed: number }>(
+      `select count(*)::int as depth, extract(epoch from now() - min(created_at))::float8 as age,
+              (select coalesce(sum(dropped), 0) from relay_queues)::float8 as dropped,
+              (select coalesce(sum(suppressed), 0) from relay_queues)::float8 as suppressed
+         from relay_jobs where state = 'pending'`,
     );
-    return { depth: Number(r.depth), oldestAgeSec: Math.max(0, Number(r.age ?? 0)) };
+    return { depth: Number(r.depth), oldestAgeSec: Math.max(0, Number(r.age ?? 0)), dropped: Number(r.dropped), suppressed: Number(r.suppressed) };
   });
 }

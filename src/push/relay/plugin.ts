@@ -1,6 +1,7 @@
 // Owns the relay as a Fastify resource (`app.relay`): the targets from RELAY_TARGETS / RELAY_FILE, this
 // instance's deriver (woken by accepted pings) and worker over the outbox (stopped on close before the
 // database, its last outcomes written), and the relay's metrics. With no targets it does nothing at all.
+import { redactUrl } from '../../platform/redact.js';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter } from 'prom-client';
@@ -10,7 +11,7 @@ import { QueueWorker } from '../../platform/queue/worker.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
 import { claimJobs, ensureCursor, queueStats, type RelayJob, type RelayRule } from './job-repository.js';
-import { syncTargets } from './target-repository.js';
+import { reconcileQueues, syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
 import { loadTargets, type RelayTarget } from './targets.js';
@@ -60,8 +61,12 @@ export const RELAY_OUTCOMES = ['delivered', 'refused', 'failed', 'dead', 'deferr
 async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const { targets, self } = loadTargets(config);
+  // A target as it may be shown (metrics labels, log lines): RELAY_TARGETS is secret in the config table,
+  // and a target's user, password or query token must not reach an open /metrics or a log shipper.
+  const labels = new Map<string, string>();
+  const shown = (url: string): string => labels.get(url) ?? (labels.set(url, redactUrl(url)), labels.get(url)!);
   const timing: RelayTiming = { ...DEFAULT_RELAY_TIMING };
-  for (const url of self) app.log.warn({ target: url }, 'relay: a target is this server itself (PUBLIC_URL); it is left out');
+  for (const url of self) app.log.warn({ target: redactUrl(url) }, 'relay: a target is this server itself (PUBLIC_URL); it is left out');
   if (targets.length === 0) {
     app.decorate('relay', { targets, relay: undefined, worker: undefined, timing });
     return;
@@ -75,7 +80,14 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     labelNames: ['target', 'outcome'] as const,
     registers: [app.metrics],
   });
-  for (const t of targets) for (const o of RELAY_OUTCOMES) relays.inc({ target: t.url, outcome: o }, 0);
+  for (const t of targets) for (const o of RELAY_OUTCOMES) relays.inc({ target: shown(t.url), outcome: o }, 0);
+  const skipped = new Counter({
+    name: 'pingd_relay_skipped_total',
+    help: "Relays not sent, by target and reason (dropped: a waiting weblog dropped because the target's queue held RELAY_QUEUE_MAX, the stalest first; suppressed: a ping of a weblog relayed to the target within RELAY_LOOP_WINDOW), as this instance derived them.",
+    labelNames: ['target', 'reason'] as const,
+    registers: [app.metrics],
+  });
+  for (const t of targets) for (const r of ['dropped', 'suppressed']) skipped.inc({ target: shown(t.url), reason: r }, 0);
   queueGauge(app.metrics, 'pingd_relay_queue', 'Relay jobs', () => queueStats(app.db));
 
   const sender = new RelaySender({
@@ -84,6 +96,8 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     timeoutMs: config.FETCH_TIMEOUT_MS,
   });
   const intake = new RateMeter();
+  /** Per target, weblogs dropped since the last warning about it. */
+  const drops = new Map<string, { n: number; at: number }>();
   let worker: QueueWorker<RelayJob> | undefined;
   // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
   // job of an instance that died is claimed again once it runs out.
@@ -95,6 +109,8 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     targets,
     maxAttempts: config.RELAY_MAX_ATTEMPTS,
     minIntervalSec: config.PING_MIN_INTERVAL,
+    loopWindowSec: config.RELAY_LOOP_WINDOW,
+    queueMax: config.RELAY_QUEUE_MAX,
     concurrency: config.RELAY_CONCURRENCY,
     hand,
     leaseMs: leaseSec * 1000,
@@ -103,11 +119,22 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     intakeBusy: () => intake.perSecond() >= YIELD_RATE,
     onQueued: () => worker?.wake(),
     onEvent: ({ job, outcome, result }) => {
-      relays.inc({ target: job.target, outcome });
-      const line = { job: job.id, ping: job.pingId, target: job.target, weblog: job.weblogUrl, attempt: job.attempts, method: result?.method, outcome };
+      relays.inc({ target: shown(job.target), outcome });
+      const line = { job: job.id, ping: job.pingId, target: shown(job.target), weblog: job.weblogUrl, attempt: job.attempts, method: result?.method, outcome };
       if (outcome === 'dead') app.log.warn({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay: out of attempts; a dead letter (`pingd relay retry`)');
       else if (outcome === 'failed') app.log.info({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay failed; retried later');
       else if (outcome !== 'deferred') app.log.debug({ ...line, message: result?.outcome !== 'failed' ? result?.message : undefined }, 'relayed');
+    },
+    onSkipped: (target, reason, n) => {
+      skipped.inc({ target: shown(target), reason }, n);
+      if (reason === 'suppressed') return void app.log.debug({ target: shown(target), suppressed: n }, 'relay: pings of weblogs relayed within RELAY_LOOP_WINDOW were not relayed again');
+      // A full queue drops on every page while it lasts: said once a minute per target, with the count.
+      const d = drops.get(target) ?? { n: 0, at: 0 };
+      d.n += n;
+      drops.set(target, d);
+      if (performance.now() - d.at < 60_000) return;
+      app.log.warn({ target: shown(target), dropped: d.n, max: config.RELAY_QUEUE_MAX }, "relay: the target's queue is full (RELAY_QUEUE_MAX); its stalest waiting weblogs were dropped");
+      drops.set(target, { n: 0, at: performance.now() });
     },
     onError: (err, what) => app.log.warn({ err: { message: err.message } }, `relay: ${what} failed`),
   });
@@ -134,11 +161,12 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     // loopback or intranet ping server) fails every time until FETCH_ALLOW_ADDRESSES names it.
     void refusedTargets(targets.map((t) => t.url), app.fetcher.policy).then((refused) => {
       for (const r of refused) {
-        app.log.warn({ target: r.url, address: r.address, range: r.range }, `relay: target ${r.url} is at ${r.address} (${r.range}), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=${r.address})`);
+        app.log.warn({ target: shown(r.url), address: r.address, range: r.range }, `relay: target ${shown(r.url)} is at ${r.address} (${r.range}), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=${r.address})`);
       }
     });
     await syncTargets(app.db, targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })));
     await ensureCursor(app.db, rule);
+    await reconcileQueues(app.db, targets.map((t) => t.url));
     relay.start();
     worker?.start();
   });

@@ -1,6 +1,7 @@
-// Owns `pingd relay`: `status` (per target: delivered / refused / failed counts, dead letters, the queue,
-// breaker state, last error) and `retry <target>` (dead letters back in the queue), for a person or, with
-// --json, a script.
+// Owns `pingd relay`: `status` (per target: delivered / refused / failed counts, dead letters, the queue
+// with what its bound dropped and the loop window suppressed, breaker state, last error) and
+// `retry <target>` (dead letters back in the queue), for a person or, with --json, a script.
+import { redactUrl } from '../../platform/redact.js';
 import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';
 import { DEFAULT_RELAY_TIMING } from './relay.js';
@@ -14,7 +15,9 @@ export const RELAY_USAGE = `pingd relay status [--json]
 pingd relay retry <target URL>
 
   status   per target: relays delivered, refused (flerror 1) and failed (attempts, retried), dead letters
-           (out of attempts), jobs waiting and the oldest, the circuit breaker, the last error
+           (out of attempts), jobs waiting and the oldest, waiting weblogs dropped because the queue held
+           RELAY_QUEUE_MAX (the stalest first), pings suppressed because the weblog was relayed within
+           RELAY_LOOP_WINDOW, the circuit breaker, the last error
   retry    puts the target's dead letters back in the queue (due now) and closes its breaker
 
 Exit codes: 0 done, 1 failure (database unavailable, unknown target), 2 usage error.`;
@@ -35,10 +38,11 @@ export function formatStatus(rows: TargetStatus[], now = new Date()): string {
   if (rows.length === 0) return 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)';
   const out: string[] = [];
   for (const r of rows) {
-    out.push(r.url);
+    // Shown without the user, password or query token a target URL may carry (RELAY_TARGETS is secret).
+    out.push(redactUrl(r.url));
     out.push(`  delivered ${r.delivered}   refused ${r.refused}   failed attempts ${r.failed}   dead letters ${r.dead}`);
     const age = r.oldestPendingAt ? ` (oldest ${Math.max(0, Math.round((now.getTime() - r.oldestPendingAt.getTime()) / 1000))} s)` : '';
-    out.push(`  waiting   ${r.pending}${age}`);
+    out.push(`  waiting   ${r.pending}${age}   dropped ${r.dropped} (queue full)   suppressed ${r.suppressed} (relayed within the loop window)`);
     const breaker = r.breaker === 'open' ? `open until ${iso(r.openUntil)}` : r.breaker === 'probing' ? `probing (${r.failures} failures in a row)` : 'closed';
     out.push(`  breaker   ${breaker}${r.pingOnly ? '   method: weblogUpdates.ping (extendedPing was refused)' : ''}`);
     out.push(`  last      attempt ${iso(r.lastAttemptAt)}, success ${iso(r.lastSuccessAt)}${r.lastError ? `, error: ${r.lastError}` : ''}`);
@@ -60,7 +64,7 @@ export async function relayCommand(values: Record<string, unknown>, positionals:
   try {
     if (sub === 'status') {
       const rows = await targetStatus(db, DEFAULT_RELAY_TIMING.breakerAfter);
-      deps.out(values.json ? JSON.stringify(rows, null, 2) : formatStatus(rows));
+      deps.out(values.json ? JSON.stringify(rows.map((r) => ({ ...r, url: redactUrl(r.url) })), null, 2) : formatStatus(rows));
       return deps.EXIT.OK;
     }
     const target = rest[0];
@@ -69,7 +73,7 @@ export async function relayCommand(values: Record<string, unknown>, positionals:
       return deps.EXIT.FAILURE;
     }
     const n = await retryDead(db, target);
-    deps.out(values.json ? JSON.stringify({ target, requeued: n }) : `${n} dead letters of ${target} queued again`);
+    deps.out(values.json ? JSON.stringify({ target: redactUrl(target), requeued: n }) : `${n} dead letters of ${redactUrl(target)} queued again`);
     return deps.EXIT.OK;
   } finally {
     await db.close();

@@ -51,6 +51,10 @@ export interface RelayOptions {
   targets: readonly RelayTarget[];
   maxAttempts: number;
   minIntervalSec: number;
+  /** RELAY_LOOP_WINDOW: a weblog relayed to a target this recently is not relayed to it again. */
+  loopWindowSec: number;
+  /** RELAY_QUEUE_MAX: weblogs one target may have waiting; beyond it the stalest are dropped. */
+  queueMax: number;
   /** Requests in flight at once in this instance (RELAY_CONCURRENCY). */
   concurrency: number;
   /** Jobs the worker holds at once (claimed, waiting for their turn or a slot, or in flight). */
@@ -63,6 +67,8 @@ export interface RelayOptions {
   /** Told after derived jobs were committed (the worker claims them). */
   onQueued(): void;
   onEvent(e: RelayEvent): void;
+  /** Told after a derivation dropped waiting weblogs at the bound or suppressed pings by the loop window. */
+  onSkipped(target: string, reason: 'dropped' | 'suppressed', n: number): void;
   onError(err: Error, what: string): void;
 }
 
@@ -155,12 +161,22 @@ export class Relay {
       this.lastDerive = performance.now();
       let page;
       try {
-        page = await deriveJobs(this.db, { rule: this.opts.rule, targets, marker: RELAY_MARKER, minIntervalSec: this.opts.minIntervalSec, pageSize: DERIVE_PAGE });
+        page = await deriveJobs(this.db, {
+          rule: this.opts.rule,
+          targets,
+          marker: RELAY_MARKER,
+          minIntervalSec: this.opts.minIntervalSec,
+          loopWindowSec: this.opts.loopWindowSec,
+          queueMax: this.opts.queueMax,
+          pageSize: DERIVE_PAGE,
+        });
       } catch (err) {
         this.opts.onError(err as Error, 'deriving relay jobs');
         return;
       }
       if (!page) return;
+      for (const [target, n] of Object.entries(page.dropped)) this.opts.onSkipped(target, 'dropped', n);
+      for (const [target, n] of Object.entries(page.suppressed)) this.opts.onSkipped(target, 'suppressed', n);
       if (page.queued > 0) this.opts.onQueued();
       if (page.read < DERIVE_PAGE) return;
       // A backlog: page after page, spaced while intake is busy.
@@ -270,7 +286,8 @@ export class Relay {
       try {
         await recordOutcomes(this.db, rows, updates, {
           maxAttempts: this.opts.maxAttempts,
-          minIntervalSec: this.opts.minIntervalSec,
+          // A ping folded into a job after its lease ran out, while it was being sent: within the loop window.
+          minIntervalSec: Math.max(this.opts.minIntervalSec, this.opts.loopWindowSec),
           breakerAfter: this.opts.timing.breakerAfter,
           breakerPauseSec: this.opts.timing.breakerPauseMs / 1000,
         });

@@ -1,7 +1,8 @@
 // Owns the SQL of the relay's targets and its operator commands: making the configured targets' rows
-// exist with their spacing, the per-target status (`pingd relay status`), putting dead letters back in the
-// queue (`pingd relay retry`), and deleting finished jobs for retention. Plain values in, plain rows out.
-import type { Queryable } from '../../platform/db/database.js';
+// exist with their spacing (and their queue counts true), the per-target status (`pingd relay status`),
+// putting dead letters back in the queue (`pingd relay retry`), and deleting finished jobs for retention.
+// Plain values in, plain rows out.
+import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 
 /** Creates the targets' rows (or updates their spacing): `gapMs` = 60000 / the target's rate per minute. */
@@ -16,6 +17,28 @@ export async function syncTargets(q: Queryable, targets: readonly { url: string;
   );
 }
 
+/**
+ * Sets each target's count of jobs queued so that queued - dropped - settled is the jobs it has waiting,
+ * from the rows (at start: the counts are kept exact by the statements that change them, this repairs any
+ * hand edit of relay_jobs). Under the cursor's lock, so no derivation runs meanwhile; an outcome written
+ * meanwhile moves a job from waiting to settled, which leaves the sum as true as it was.
+ */
+export async function reconcileQueues(db: Db, targets: readonly string[]): Promise<void> {
+  if (targets.length === 0) return;
+  await withContext('counting the relay queues', () =>
+    db.transaction(async (tx) => {
+      await tx.query('select 1 from relay_cursor where id = 1 for update');
+      await tx.query(
+        `insert into relay_queues as q (target, queued)
+         select t.url, (select count(*) from relay_jobs j where j.target = t.url and j.state = 'pending') + t.settled
+           from relay_targets t where t.url = any($1::text[])
+         on conflict (target) do update set queued = excluded.queued + q.dropped`,
+        [targets],
+      );
+    }),
+  );
+}
+
 export interface TargetStatus {
   url: string;
   delivered: number;
@@ -26,6 +49,10 @@ export interface TargetStatus {
   dead: number;
   pending: number;
   oldestPendingAt: Date | null;
+  /** Waiting weblogs dropped because the queue was full (RELAY_QUEUE_MAX; the stalest first). */
+  dropped: number;
+  /** Pings not relayed to the target: the weblog was relayed to it within RELAY_LOOP_WINDOW. */
+  suppressed: number;
   /** closed: sending; open: paused until openUntil (failures or Retry-After); probing: the next job tests it. */
   breaker: 'closed' | 'open' | 'probing';
   failures: number;
@@ -46,6 +73,8 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       dead: number;
       pending: number;
       oldest: Date | null;
+      dropped: number | null;
+      suppressed: number | null;
       failures: number;
       open_until: Date | null;
       is_open: boolean;
@@ -58,8 +87,9 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
               t.last_error, t.last_attempt_at, t.last_success_at,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'dead')::int as dead,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'pending')::int as pending,
-              (select min(created_at) from relay_jobs j where j.target = t.url and j.state = 'pending') as oldest
-         from relay_targets t order by t.url`,
+              (select min(created_at) from relay_jobs j where j.target = t.url and j.state = 'pending') as oldest,
+              q.dropped, q.suppressed
+         from relay_targets t left join relay_queues q on q.target = t.url order by t.url`,
     );
     return rows.map((r) => ({
       url: r.url,
@@ -69,6 +99,8 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       dead: Number(r.dead),
       pending: Number(r.pending),
       oldestPendingAt: r.oldest ? new Date(r.oldest) : null,
+      dropped: Number(r.dropped ?? 0),
+      suppressed: Number(r.suppressed ?? 0),
       breaker: r.is_open ? 'open' : Number(r.failures) >= breakerAfter ? 'probing' : 'closed',
       failures: Number(r.failures),
       openUntil: r.open_until ? new Date(r.open_until) : null,
@@ -102,6 +134,11 @@ export async function retryDead(q: Queryable, target: string): Promise<number> {
        ),
        reset as (
          update relay_targets set failures = 0, open_until = null, next_at = least(next_at, now()) where url = $1 returning 1
+       ),
+       -- Waiting again: counted as queued, as a derived job is (the bound counts them).
+       tally as (
+         insert into relay_queues as q (target, queued) select $1, count(*) from requeued
+         on conflict (target) do update set queued = q.queued + excluded.queued returning 1
        )
        select (select count(*) from requeued)::int as n, (select count(*) from reset)::int as t`,
       [target],
