@@ -232,7 +232,8 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
     tables(all, s),
     '',
     ...(cases.some((c) => !isFeedCase(c)) ? [method(s), ''] : []),
-    ...(cases.some(isFeedCase) ? [feedMethod(), ''] : []),
+    ...(cases.some((c) => FEED_CASES.includes(c as never)) ? [feedMethod(), ''] : []),
+    ...cases.filter(isFeedCase).flatMap((c) => (c.method ? [`**${c.id}**: ${c.method}`, ''] : [])),
   ].join('\n');
   console.log(md);
   if (opts.write) {

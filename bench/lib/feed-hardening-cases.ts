@@ -589,13 +589,13 @@ export const isFeedCase = (c: Case): c is FeedCase => 'figure' in c;
 
 /** The feed classes' table (one row per class and backend) and their details. */
 export function feedTables(all: { c: Case; backend: string; r?: CaseResult; error?: string }[]): string {
-  const out = ['| fetched-feed class | backend | hostile feed | headline figure | value | outcome |', '| --- | --- | --- | --- | --- | --- |'];
+  const out = ['| class | backend | attack | headline figure | value | outcome |', '| --- | --- | --- | --- | --- | --- |'];
   for (const { c, backend, r, error } of all) {
     const fc = c as FeedCase;
     if (!r) out.push(`| ${c.title} | ${backend} | failed: ${error} | ${fc.figure} | | |`);
     else out.push(`| ${c.title} | ${backend} | ${r.label} | ${fc.figure} | ${(r as FeedCaseResult).headline} | ${r.outcome} |`);
   }
-  out.push('', '| fetched-feed class | backend | detail | figure | outcome |', '| --- | --- | --- | --- | --- |');
+  out.push('', '| class | backend | detail | figure | outcome |', '| --- | --- | --- | --- | --- |');
   for (const { c, backend, r } of all) for (const d of (r as FeedCaseResult | undefined)?.details ?? []) out.push(`| ${c.id} | ${backend} | ${d.what} | ${d.figure} | ${d.outcome} |`);
   return out.join('\n');
 }

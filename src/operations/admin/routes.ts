@@ -1,14 +1,14 @@
 // Owns the operator API's routes under /api/admin/, every one behind the operator's authorization (the
 // admin socket, or ADMIN_TOKEN over HTTP: platform/admin-auth.ts): POST /api/admin/cli runs a `pingd`
 // command in the server, on its own database and configuration, one at a time; GET
-// /api/admin/websub/subscriptions is the hub's subscriptions list.
+// /api/admin/websub/subscriptions is the hub's subscriptions list, in pages.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../../platform/config.js';
 import { adminOnly } from '../../platform/admin-auth.js';
 import { ApiError } from '../../platform/http-schema.js';
 import { inBackground } from '../../platform/db/database.js';
-import { subscriptionsAnswer, SubscriptionList } from '../../push/websub/routes.js';
+import { PageQuery, sendSubscriptions, SubscriptionList } from '../../push/websub/routes.js';
 import { DB_COMMANDS, parseInvocation, runInvocation, type CommandContext } from './commands.js';
 
 /** The answers' messages (tests compare them whole). */
@@ -23,7 +23,7 @@ const CliRequest = Type.Object(
   { additionalProperties: false },
 );
 const CliAnswer = Type.Object({
-  /** The command's exit code, as `pingd` itself would exit (README "Command line"). */
+  /** The command's exit code, as `pingd` itself would exit (docs/reference/cli.md). */
   code: Type.Integer(),
   stdout: Type.String(),
   stderr: Type.String(),
@@ -88,7 +88,10 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRouteOptions)
     },
   );
 
-  app.get('/api/admin/websub/subscriptions', { schema: { response: { 200: SubscriptionList, 401: ApiError } } }, async (_req, reply) =>
-    reply.header('cache-control', 'no-store').send(await subscriptionsAnswer(app.db)),
+  // The same pages as GET /api/websub/subscriptions (?limit=, ?after= the previous page's `next`).
+  app.get<{ Querystring: Static<typeof PageQuery> }>(
+    '/api/admin/websub/subscriptions',
+    { schema: { querystring: PageQuery, response: { 200: SubscriptionList, 400: ApiError, 401: ApiError } } },
+    async (req, reply) => sendSubscriptions(app.db, req.query, reply),
   );
 }

@@ -74,6 +74,13 @@ export interface PostOptions {
   timeoutMs?: number;
   /** Most bytes of the answer read (default 4 KiB); the rest is dropped. */
   maxBytes?: number;
+  /**
+   * What an answer longer than `maxBytes` is: 'truncate' (default) reads the first `maxBytes` and succeeds;
+   * 'fail' drops the connection at the cap (or at once, for a longer Content-Length) and fails with
+   * FETCH_TOO_LARGE, so a caller that counts only a complete answer as a success (WebSub deliveries) never
+   * takes a flood of bytes for one.
+   */
+  oversize?: 'truncate' | 'fail';
 }
 
 export interface FetchResult {
@@ -125,7 +132,8 @@ export class SafeFetcher {
    * POSTs a body to a URL (WebSub content distribution). The same address checks and pinned connection as
    * get(); no redirect is followed (a 3xx comes back as it is: WebSub §7 counts only a 2xx as received, so
    * a subscriber cannot move a delivery elsewhere), and at most `maxBytes` of the answer are read (what a
-   * subscriber says back does not matter; the rest is dropped, not an error).
+   * subscriber says back does not matter; the rest is dropped, not an error, unless `oversize` is 'fail').
+   * Either way an answer cut off by the deadline is a FETCH_TIMEOUT, never a short success.
    */
   async post(url: string, o: PostOptions): Promise<FetchResult> {
     const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
@@ -134,7 +142,7 @@ export class SafeFetcher {
       const addresses = await this.resolve(target, signal, timeoutMs);
       const headers = { ...(o.headers ?? {}), 'user-agent': this.opts.userAgent, 'content-type': o.contentType, 'content-length': String(o.body.length) };
       const res = await request(target, addresses, headers, signal, { method: 'POST', body: o.body });
-      const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES, signal, timeoutMs, target.href);
+      const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES, signal, timeoutMs, target.href, o.oversize ?? 'truncate');
       return { url: target.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: [], hops: [], address: res.socket?.remoteAddress ?? addresses[0] };
     });
   }
@@ -288,15 +296,25 @@ function cutOff(signal: AbortSignal, timeoutMs: number, url: string): FetchError
   return signal.aborted ? new FetchError('FETCH_TIMEOUT', `the answer was cut off: not complete within ${timeoutMs} ms`, url) : undefined;
 }
 
-/** The first `maxBytes` of an answer; the connection is dropped after them (its size is the peer's business). */
-async function readSome(res: IncomingMessage, maxBytes: number, signal: AbortSignal, timeoutMs: number, url: string): Promise<Buffer> {
+/**
+ * The first `maxBytes` of an answer; the connection is dropped after them. 'truncate': its size is the
+ * peer's business, and the first bytes are the answer. 'fail': an answer over the cap is FETCH_TOO_LARGE.
+ */
+async function readSome(res: IncomingMessage, maxBytes: number, signal: AbortSignal, timeoutMs: number, url: string, oversize: 'truncate' | 'fail'): Promise<Buffer> {
+  const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
+  const declared = Number(res.headers['content-length']);
+  if (oversize === 'fail' && Number.isFinite(declared) && declared > maxBytes) {
+    res.destroy();
+    throw tooLarge();
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of res as AsyncIterable<Buffer>) {
     chunks.push(chunk);
     size += chunk.length;
-    if (size >= maxBytes) {
+    if (oversize === 'fail' ? size > maxBytes : size >= maxBytes) {
       res.destroy();
+      if (oversize === 'fail') throw tooLarge();
       return Buffer.concat(chunks).subarray(0, maxBytes);
     }
   }

@@ -1,7 +1,9 @@
 // Owns running the hub's tasks: the verification of intent (WebSub §5.3) and the denial (§5.2) as GETs to
 // the callback, content distribution (§7) as a signed POST of the topic's current rendering, each as a
 // polite client (the aggregator-behaviour guide's manners, shared with verification: at most 2 requests in
-// flight per host here, the database's per-host slots across instances, Retry-After on 429/503). The
+// flight per host here, the database's per-host slots across instances, Retry-After on 429/503), and each
+// bounded for the hub's own sake: WEBSUB_HOST_CONCURRENCY requests in flight per callback host, an answer
+// complete within WEBSUB_ANSWER_TIMEOUT_MS and at most WEBSUB_ANSWER_MAX_BYTES long (else a failure). The
 // decisions are outcomes.ts's; this module does the I/O around them.
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
@@ -9,7 +11,8 @@ import type { FetchError, FetchResult, SafeFetcher } from '../../platform/fetch/
 import type { PoliteClient } from '../../verification/polite.js';
 import { retryAfter } from '../../verification/manners.js';
 import { websubLinks } from '../../platform/public-url.js';
-import { hubBase, withParams } from './request.js';
+import { callbackHost, hubBase, withParams } from './request.js';
+import { HostSlots } from './host-slots.js';
 import { signature } from './signature.js';
 import { isDelivered, isTransient, isUnreachable, judgeEcho, retryDelayMs, type DeliveryOutcome, type HubTiming, type VerificationOutcome } from './outcomes.js';
 import { deferTask, dropTask, finishTask, hasSubscribers, queueDeliveries, retryTask, type DeliveryTask, type IntentTask, type Task } from './task-repository.js';
@@ -21,7 +24,12 @@ export interface Content {
 }
 
 export interface HubOptions {
+  /** WEBSUB_ANSWER_TIMEOUT_MS: the whole request, its answer read to the end. */
   timeoutMs: number;
+  /** WEBSUB_ANSWER_MAX_BYTES: a longer answer is a failure. */
+  answerMaxBytes: number;
+  /** WEBSUB_HOST_CONCURRENCY. */
+  hostConcurrency: number;
   publicUrl: string | undefined;
   timing: HubTiming;
   onVerification(outcome: VerificationOutcome): void;
@@ -29,8 +37,6 @@ export interface HubOptions {
   log: { debug(obj: object, msg?: string): void; info(obj: object, msg?: string): void };
 }
 
-/** Most bytes of a callback's answer read: a challenge is short, and a delivery's answer is not read. */
-const ANSWER_BYTES = 4096;
 /** A read of the topic older than the rendering queued (another instance's cached pointer): look again then. */
 const STALE_READ_WAIT_MS = 1000;
 /** Our own bound on requests in flight was reached: try again then. */
@@ -42,13 +48,22 @@ type Polite = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | 
 type Ran = 'done' | 'deferred';
 
 export class Hub {
+  private readonly slots: HostSlots;
+
   constructor(
     private readonly db: Db,
     private readonly fetcher: SafeFetcher,
     private readonly hosts: PoliteClient,
     private readonly content: Content,
     private readonly opts: HubOptions,
-  ) {}
+  ) {
+    this.slots = new HostSlots(opts.hostConcurrency);
+  }
+
+  /** Callback hosts with WEBSUB_HOST_CONCURRENCY requests in flight here: the worker claims none of their tasks. */
+  busyHosts(): string[] {
+    return this.slots.busy();
+  }
 
   /** Queues a delivery of the document's current rendering to each of its subscribers; returns how many. */
   async published(path: string): Promise<number> {
@@ -59,8 +74,17 @@ export class Hub {
   }
 
   async run(task: Task): Promise<Ran> {
-    if (task.kind === 'deliver') return this.deliver(task);
-    return this.intent(task);
+    const host = task.host ?? (task.kind !== 'deliver' ? callbackHost(task.callback) : task.subscription ? callbackHost(task.subscription.callback) : null);
+    const release = host === null ? () => undefined : this.slots.tryEnter(host);
+    // Claimed in the same batch as another task of its host: back to the queue as it was, and the next
+    // claims pass the host over while its request is in flight.
+    if (!release) return this.defer(task.id, Date.now());
+    try {
+      if (task.kind === 'deliver') return await this.deliver(task);
+      return await this.intent(task);
+    } finally {
+      release();
+    }
   }
 
   private async intent(task: IntentTask): Promise<Ran> {
@@ -77,7 +101,8 @@ export class Hub {
         : { 'hub.mode': task.mode, 'hub.topic': task.topic, 'hub.challenge': challenge, ...(task.mode === 'subscribe' ? { 'hub.lease_seconds': String(task.leaseSeconds) } : {}) };
     const url = withParams(task.callback, params);
     // No redirect is followed: the callback itself must answer (a 3xx confirms nothing).
-    const got = await this.polite(url, () => this.fetcher.get(url, { maxRedirects: 0, maxBytes: ANSWER_BYTES, timeoutMs: this.opts.timeoutMs }));
+    // A longer answer (FETCH_TOO_LARGE) or one not complete in time (FETCH_TIMEOUT) echoes nothing.
+    const got = await this.polite(url, () => this.fetcher.get(url, { maxRedirects: 0, maxBytes: this.opts.answerMaxBytes, timeoutMs: this.opts.timeoutMs }));
     if (got.kind === 'busy') return this.defer(task.id, got.at);
 
     let verdict: 'confirmed' | 'retry' | 'not_confirmed' | 'unreachable';
@@ -108,7 +133,14 @@ export class Hub {
     if (verdict === 'confirmed') {
       await this.db.transaction(async (tx) => {
         if (task.mode === 'subscribe') {
-          await storeSubscription(tx, { topic: task.topic, path: task.path ?? new URL(task.topic).pathname, callback: task.callback, secret: task.secret, leaseSeconds: task.leaseSeconds ?? 0 });
+          await storeSubscription(tx, {
+            topic: task.topic,
+            path: task.path ?? new URL(task.topic).pathname,
+            callback: task.callback,
+            secret: task.secret,
+            leaseSeconds: task.leaseSeconds ?? 0,
+            callbackHost: callbackHost(task.callback),
+          });
         } else await removeSubscription(tx, task.topic, task.callback);
         await finishTask(tx, task.id, task.seq);
       });
@@ -135,8 +167,11 @@ export class Hub {
     }
     const headers: Record<string, string> = { link: websubLinks(hubBase(this.opts.publicUrl, sub.topic), sub.topic) };
     if (sub.secret) headers['x-hub-signature'] = signature(sub.secret, current.body);
+    // Received means a 2xx (WebSub §7) answered in full, in time and short: §7 asks subscribers to answer as
+    // soon as they have the message, so an answer dripping past the deadline or flooding past the cap is a
+    // failed delivery, retried, and the subscription turns failing like any other that does not answer.
     const got = await this.polite(sub.callback, () =>
-      this.fetcher.post(sub.callback, { body: current.body, contentType: current.contentType, headers, timeoutMs: this.opts.timeoutMs, maxBytes: ANSWER_BYTES }),
+      this.fetcher.post(sub.callback, { body: current.body, contentType: current.contentType, headers, timeoutMs: this.opts.timeoutMs, maxBytes: this.opts.answerMaxBytes, oversize: 'fail' }),
     );
     if (got.kind === 'busy') return this.defer(task.id, got.at);
 

@@ -11,7 +11,9 @@ import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
 import { websubRoutes } from './routes.js';
 import { claimTasks, type Task } from './task-repository.js';
-import { subscriptionCounts, sweepExpired } from './subscription-repository.js';
+import { countForCap, subscriptionCounts, sweepExpired } from './subscription-repository.js';
+import { SubscriptionTally } from './subscription-tally.js';
+import { REFUSAL_STATUS, type Refusal } from './refusals.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -56,6 +58,13 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     registers: [app.metrics],
   });
   for (const o of DELIVERY_OUTCOMES) deliveries.inc({ outcome: o }, 0);
+  const refusals = new Counter({
+    name: 'pingd_websub_refusals_total',
+    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS).',
+    labelNames: ['reason'] as const,
+    registers: [app.metrics],
+  });
+  for (const r of Object.keys(REFUSAL_STATUS) as Refusal[]) refusals.inc({ reason: r }, 0);
   new Gauge({
     name: 'pingd_websub_subscriptions',
     help: 'WebSub subscriptions by state (active, failing; pending: waiting for the verification of intent), read at scrape time.',
@@ -74,7 +83,9 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
 
   const hub = new Hub(app.db, app.fetcher, app.verification.hosts, app.publications, {
-    timeoutMs: config.FETCH_TIMEOUT_MS,
+    timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
+    answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
+    hostConcurrency: config.WEBSUB_HOST_CONCURRENCY,
     publicUrl: config.PUBLIC_URL,
     timing,
     onVerification: (o) => verifications.inc({ outcome: o }),
@@ -83,11 +94,11 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
   // Long enough for one request with its deadline and a few statements; the task of an instance that
   // died is claimed again once it runs out.
-  const leaseSec = Math.ceil((2 * config.FETCH_TIMEOUT_MS) / 1000) + 10;
+  const leaseSec = Math.ceil((2 * Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS)) / 1000) + 10;
   const worker = new QueueWorker<Task>({
     concurrency: config.WEBSUB_CONCURRENCY,
     pollMs: POLL_MS,
-    claim: (limit) => claimTasks(app.db, limit, leaseSec),
+    claim: (limit) => claimTasks(app.db, limit, leaseSec, hub.busyHosts(), config.WEBSUB_HOST_CONCURRENCY),
     run: (task) => hub.run(task),
     onError: (err, task) => app.log.warn({ err: { message: err.message }, task: task?.id }, 'websub task failed; it is retried after its lease'),
   });
@@ -112,8 +123,10 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     publicUrl: config.PUBLIC_URL,
     port: config.PORT,
     lease: { min: config.WEBSUB_LEASE_MIN, max: config.WEBSUB_LEASE_MAX, default: config.WEBSUB_LEASE_DEFAULT },
-    maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS,
+    limits: { maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS, maxPerHost: config.WEBSUB_MAX_PER_HOST, maxPending: config.WEBSUB_MAX_PENDING },
+    tally: new SubscriptionTally(() => countForCap(app.db), config.WEBSUB_MAX_SUBSCRIPTIONS),
     queued: () => worker.wake(),
+    refused: (r) => refusals.inc({ reason: r }),
     log: app.log,
     adminToken: config.ADMIN_TOKEN,
   });
@@ -134,7 +147,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     clearTimeout(sweeper);
     sweeper = undefined;
     // Requests still running after one deadline are left to their leases (claimed again after a restart).
-    await worker.close(config.FETCH_TIMEOUT_MS);
+    await worker.close(Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS));
   });
 }
 

@@ -1,6 +1,7 @@
 // Owns the decisions about a subscription request, as pure functions (WebSub §5.1, §5.2): whether the form
 // is well-formed (else a one-line reason for the 400), whether its topic is one of ours (else a denial),
-// the lease granted, and the URLs the hub writes (the callback with the hub.* parameters, the hub's own).
+// the lease granted, the URLs the hub writes (the callback with the hub.* parameters, the hub's own), and
+// the host a callback is counted under.
 
 export type Mode = 'subscribe' | 'unsubscribe';
 
@@ -100,4 +101,13 @@ export function withParams(callback: string, params: Record<string, string>): st
 /** The base of a delivery's Link rel="hub": PUBLIC_URL, else the topic's own origin. */
 export function hubBase(publicUrl: string | undefined, topic: string): string {
   return publicUrl ?? new URL(topic).origin;
+}
+
+/**
+ * The host a callback's bounds are counted under (WEBSUB_MAX_PER_HOST, WEBSUB_MAX_PENDING, the worker's
+ * requests in flight): its name or address literal, lower case, without the port, so one machine answering
+ * on many ports is one host.
+ */
+export function callbackHost(callback: string): string {
+  return new URL(callback).hostname.toLowerCase();
 }

@@ -1,6 +1,7 @@
 // Owns the SQL of WebSub subscriptions (websub_subscriptions): storing or renewing one the callback
 // confirmed, removing one, recording each delivery's result (failures in a row, failing, last success),
-// the sweep of expired leases, the operator's list and the counts by state. Plain values in, plain rows out.
+// the sweep of expired leases, the operator's list (keyset pages), the counts by state and the count the
+// subscription cap is checked against. Plain values in, plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 
@@ -12,18 +13,20 @@ export interface NewSubscription {
   callback: string;
   secret: string | null;
   leaseSeconds: number;
+  /** The callback's host (request.ts, callbackHost). */
+  callbackHost: string;
 }
 
 /** Stores a confirmed subscription, or renews it: a new lease from now and the new secret (WebSub §5.3). */
 export async function storeSubscription(q: Queryable, s: NewSubscription): Promise<void> {
   await withContext(`storing the WebSub subscription of ${s.callback}`, () =>
     q.query(
-      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at)
-       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int))
+      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, callback_host)
+       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int), $6)
        on conflict (topic, callback) do update
          set path = excluded.path, secret = excluded.secret, lease_seconds = excluded.lease_seconds,
-             expires_at = excluded.expires_at, renewed_at = now()`,
-      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds],
+             expires_at = excluded.expires_at, renewed_at = now(), callback_host = excluded.callback_host`,
+      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds, s.callbackHost],
     ),
   );
 }
@@ -78,6 +81,8 @@ export async function sweepExpired(q: Queryable): Promise<number> {
 }
 
 export interface SubscriptionView {
+  /** The keyset of the operator's list: pages follow the order subscriptions were first stored. */
+  id: number;
   topic: string;
   callback: string;
   state: SubscriptionState;
@@ -88,10 +93,16 @@ export interface SubscriptionView {
   lastSuccessAt: Date | null;
 }
 
-/** Unexpired subscriptions, by topic and callback (never the secret). */
-export async function listSubscriptions(q: Queryable): Promise<SubscriptionView[]> {
+/**
+ * One page of unexpired subscriptions (never the secret): the first `limit` after the subscription `afterId`
+ * (none: from the start), in the order they were first stored (id). A page is one range of the primary key,
+ * whatever the hub holds; a subscription stored while an operator pages through comes last, so nothing is
+ * skipped or shown twice.
+ */
+export async function listSubscriptions(q: Queryable, afterId: number | null, limit: number): Promise<SubscriptionView[]> {
   return withContext('listing WebSub subscriptions', async () => {
     const rows = await q.query<{
+      id: number;
       topic: string;
       callback: string;
       state: SubscriptionState;
@@ -101,10 +112,12 @@ export async function listSubscriptions(q: Queryable): Promise<SubscriptionView[
       last_error: string | null;
       last_success_at: Date | null;
     }>(
-      `select topic, callback, state, expires_at, failures, last_status, last_error, last_success_at
-         from websub_subscriptions where expires_at > now() order by topic, callback`,
+      `select id, topic, callback, state, expires_at, failures, last_status, last_error, last_success_at
+         from websub_subscriptions where id > $1 and expires_at > now() order by id limit $2`,
+      [afterId ?? 0, limit],
     );
     return rows.map((r) => ({
+      id: Number(r.id),
       topic: r.topic,
       callback: r.callback,
       state: r.state,
@@ -126,5 +139,22 @@ export async function subscriptionCounts(q: Queryable): Promise<{ active: number
               (select count(*) from websub_tasks where kind = 'verify' and mode = 'subscribe')::int as pending`,
     );
     return { active: Number(r.active), failing: Number(r.failing), pending: Number(r.pending) };
+  });
+}
+
+/**
+ * Active and pending subscriptions, as WEBSUB_MAX_SUBSCRIPTIONS counts them: unexpired subscriptions and
+ * subscribes waiting for their verification of a pair not stored. A scan of every subscription (15 ms at
+ * 10,000, measured): read at most once a second (subscription-tally.ts), never per request.
+ */
+export async function countForCap(q: Queryable): Promise<number> {
+  return withContext('counting WebSub subscriptions for the cap', async () => {
+    const [r] = await q.query<{ n: number }>(
+      `select ((select count(*) from websub_subscriptions where expires_at > now())
+             + (select count(*) from websub_tasks t
+                 where t.kind = 'verify' and t.mode = 'subscribe'
+                   and not exists (select 1 from websub_subscriptions s where s.topic = t.topic and s.callback = t.callback and s.expires_at > now())))::int as n`,
+    );
+    return Number(r.n);
   });
 }

@@ -48,7 +48,7 @@ test('the operator routes answer 401 without the token or with a wrong one, 200 
     assert.equal(ok.statusCode, 200, `${r.method} ${r.url}: ${ok.body}`);
     assert.equal(ok.headers['cache-control'], 'no-store');
     if (r.url === '/api/admin/cli') assert.deepEqual(ok.json(), { code: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
-    else assert.deepEqual(ok.json(), { subscriptions: [] });
+    else assert.deepEqual(ok.json(), { next: null, subscriptions: [] });
   }
   // Loopback is no authorization: a real connection from 127.0.0.1 needs the token too.
   const url = await t.listen();

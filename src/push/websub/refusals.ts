@@ -1,0 +1,54 @@
+// Owns the hub's refusals of a well-formed subscription request (WebSub §5.1: "an appropriate HTTP error
+// response code (4xx or 5xx)"), as data: each refusal's status, its Retry-After and its one-line reason.
+// Which refusal applies is decided where the facts are counted (task-repository.ts, queueIntent, in the
+// statement that queues the intent); this is what the subscriber hears.
+
+export type Refusal = 'not_subscribed' | 'host_pending' | 'client_pending' | 'host_full' | 'full';
+
+export interface HubLimits {
+  /** WEBSUB_MAX_SUBSCRIPTIONS: active and pending subscriptions in all. */
+  maxSubscriptions: number;
+  /** WEBSUB_MAX_PER_HOST: active and pending subscriptions with callbacks on one host. */
+  maxPerHost: number;
+  /** WEBSUB_MAX_PENDING: intents waiting for their request, per callback host and per client. */
+  maxPending: number;
+}
+
+export const REFUSAL_STATUS: Record<Refusal, number> = {
+  // Nothing to do: well-formed, but there is no subscription to end (RFC 9110 §15.5.21).
+  not_subscribed: 422,
+  // Too many requests waiting for their verification: a rate, not a lack of room.
+  host_pending: 429,
+  client_pending: 429,
+  // No room: subscriptions end with their lease and are swept, so room comes back.
+  host_full: 503,
+  full: 503,
+};
+
+/**
+ * When a refused subscriber may try again. Waiting intents are done within a minute unless their callback
+ * fails (then within the retries' few minutes); subscriptions end with their lease and are swept within
+ * the hour.
+ */
+export const REFUSAL_RETRY_AFTER_SEC: Record<Refusal, number | null> = {
+  not_subscribed: null,
+  host_pending: 60,
+  client_pending: 60,
+  host_full: 3600,
+  full: 3600,
+};
+
+export function refusalReason(r: Refusal, limits: HubLimits, host: string): string {
+  switch (r) {
+    case 'not_subscribed':
+      return 'hub.callback has no subscription to hub.topic: there is nothing to unsubscribe';
+    case 'host_pending':
+      return `at most ${limits.maxPending} requests for callbacks on ${host} may wait for their verification at once; try again later`;
+    case 'client_pending':
+      return `at most ${limits.maxPending} requests from one client may wait for their verification at once; try again later`;
+    case 'host_full':
+      return `this hub keeps at most ${limits.maxPerHost} subscriptions with callbacks on one host and has no room for another on ${host}; try again later`;
+    case 'full':
+      return `this hub keeps at most ${limits.maxSubscriptions} subscriptions and has no room for another; try again later`;
+  }
+}
