@@ -5,7 +5,7 @@
 // pingd and PostgreSQL. After the intake runs it checks that every acknowledged ping is a stored row.
 //
 //   npm run bench                  all scenarios, results printed
-//   npm run bench -- --write       also bench/results/<date>.md and the README's performance section
+//   npm run bench -- --write       also bench/results/<date>.md and the latest table in docs/performance.md
 //   BENCH_SCENARIOS=ping BENCH_BACKENDS=postgres BENCH_PROFILE=1 npm run bench
 //
 // Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres: a database is
@@ -32,7 +32,7 @@ import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
 import { snapshot, diff } from './lib/cpu.js';
 import { pingSpec, extendedPingSpec, pingSiteFormSpec, pingOnHostsSpec, documentSpec, sample } from './lib/scenarios.js';
 import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
-import { loadTable, renderTable, writeResultsFile, updateReadme, type Row, type RenderRow } from './lib/report.js';
+import { loadTable, renderTable, writeResultsFile, updatePerformancePage, PERFORMANCE_PAGE, type Row, type RenderRow } from './lib/report.js';
 import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
 import { runWeb } from './web.js';
@@ -530,7 +530,7 @@ async function main(): Promise<number> {
   if (OPTS.write) {
     const file = writeResultsFile(ROOT, started.toISOString().slice(0, 10), `${md}\n`);
     log(`results written to ${file}`);
-    if (!updateReadme(ROOT, md)) log('README.md has no bench results markers: not updated');
+    if (!updatePerformancePage(ROOT, md)) log(`${PERFORMANCE_PAGE} has no bench results markers: not updated`);
   }
   if (!(await hardening())) ok = false;
   if (!(await web())) ok = false;

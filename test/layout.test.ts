@@ -1,4 +1,4 @@
-// The code layout the README's "Code layout" section describes, checked against the code: imports point
+// The code layout docs/design/architecture.md's "Code layout" section describes, checked against the code: imports point
 // down (platform ← jobs; intake ← verification ← publishing ← operations), and the map names every folder of src/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -56,10 +56,12 @@ test('imports point down the layers: the platform imports no job, intake no publ
   assert.deepEqual(wrong, []);
 });
 
-test('the README\'s code layout names every folder of src/', () => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Code layout'));
-  assert.ok(section.length > 100, 'README has a "Code layout" section');
+test('the code layout in docs/design/architecture.md names every folder of src/', () => {
+  const page = readFileSync(join(root, 'docs', 'design', 'architecture.md'), 'utf8');
+  const at = page.indexOf('## Code layout');
+  assert.ok(at >= 0, 'docs/design/architecture.md has a "Code layout" section');
+  const section = page.slice(at);
+  assert.ok(section.length > 100, 'docs/design/architecture.md has a "Code layout" section');
   const folders = new Set<string>();
   for (const f of files(src)) {
     const d = dirname(relative(src, f)).split('\\').join('/');
@@ -67,6 +69,6 @@ test('the README\'s code layout names every folder of src/', () => {
   }
   for (const d of folders) {
     const named = section.includes(`\`src/${d}/\``) || (!d.includes('/') && section.includes(`\`src/${d}/\` (files)`));
-    assert.ok(named, `src/${d}/ is missing from the README's code layout`);
+    assert.ok(named, `src/${d}/ is missing from the code layout in docs/design/architecture.md`);
   }
 });

@@ -1,5 +1,5 @@
 // Owns presenting a benchmark run: the results table (markdown, readable in a terminal too), the results
-// file bench/results/<date>.md, and the latest table in the README's performance section.
+// file bench/results/<date>.md, and the latest table in docs/performance.md.
 import { readFileSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -70,12 +70,15 @@ export function writeResultsFile(root: string, date: string, markdown: string): 
   return path;
 }
 
+/** The page whose latest-results table `npm run bench -- --write` replaces. */
+export const PERFORMANCE_PAGE = join('docs', 'performance.md');
+
 /**
- * Replaces the latest results between the markers inside the README's performance section; leaves the
- * rest of the README alone. Returns false when the markers are missing.
+ * Replaces the latest results between the markers in docs/performance.md; leaves the rest of the page
+ * alone. Returns false when the markers are missing.
  */
-export function updateReadme(root: string, markdown: string): boolean {
-  const path = join(root, 'README.md');
+export function updatePerformancePage(root: string, markdown: string): boolean {
+  const path = join(root, PERFORMANCE_PAGE);
   const text = readFileSync(path, 'utf8');
   const a = text.indexOf(RESULTS_START);
   const b = text.indexOf(RESULTS_END);

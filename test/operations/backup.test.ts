@@ -1,5 +1,5 @@
-// The README's PostgreSQL backup, run as written: pg_dump -Fc while pingd runs, then pg_restore into an
-// empty database, and pingd started on the copy with every row. Regression for the README's restore
+// The PostgreSQL backup of docs/guides/operations.md, run as written: pg_dump -Fc while pingd runs, then
+// pg_restore into an empty database, and pingd started on the copy with every row. Regression for the guide's restore
 // with `pg_restore --clean --if-exists` over the old database, which exits 1 on the day partitions'
 // constraints. On the embedded database the backup is a copy of DATA_DIR (nothing to run here).
 import { test } from 'node:test';
@@ -27,7 +27,7 @@ if (BACKEND === 'postgres') test('pg_dump, then pg_restore into an empty databas
     try {
       const r = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['Backup', weblog]) });
       assert.equal(readReply(r.statusCode, r.body).flerror, false);
-      // While pingd runs, as the README says.
+      // While pingd runs, as the guide says.
       await run('pg_dump', ['-Fc', '-f', join(dir, 'pingd.dump'), source.config.DATABASE_URL!]);
     } finally {
       await t.app.close();

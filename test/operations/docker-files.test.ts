@@ -1,6 +1,6 @@
 // What can be checked of the Docker packaging without a Docker engine: the compose file parses and wires
-// the services as documented, and the Dockerfile installs, copies and starts what the README and
-// package.json say.
+// the services as documented, and the Dockerfile installs, copies and starts what the deployment guide
+// (docs/guides/deployment.md) and package.json say.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync, readdirSync } from 'node:fs';
@@ -39,12 +39,12 @@ for (const i of dockerfile) {
 }
 const runtime = stages.at(-1)!;
 const pkg = JSON.parse(read('package.json'));
-const readme = read('README.md');
+const guide = read('docs/guides/deployment.md');
 const dockerSection = (() => {
-  const start = readme.indexOf('<!-- section:docker -->');
-  assert.ok(start >= 0, 'README has the docker section marker');
-  const next = readme.indexOf('\n## ', readme.indexOf('\n## ', start) + 1);
-  return readme.slice(start, next < 0 ? undefined : next);
+  const start = guide.indexOf('<!-- section:docker -->');
+  assert.ok(start >= 0, 'docs/guides/deployment.md has the docker section marker');
+  const next = guide.indexOf('\n## ', guide.indexOf('\n## ', start) + 1);
+  return guide.slice(start, next < 0 ? undefined : next);
 })();
 
 test('the Dockerfile is multi-stage on an official Node LTS image, runs as node, listens on 0.0.0.0:8080', () => {
@@ -87,9 +87,9 @@ test('the runtime installs production dependencies only and starts the command n
   assert.deepEqual(argv, ['node', 'bin/pingd.js', 'serve']);
   assert.equal(runtime.filter((i) => i.op === 'ENTRYPOINT').length, 0, 'no wrapper script in front of node');
 
-  // The README tells the same story.
-  assert.ok(dockerSection.includes('npm ci --omit=dev --ignore-scripts'), 'README names the install command');
-  assert.ok(dockerSection.includes(`\`${argv.join(' ')}\``), 'README names the start command');
+  // The deployment guide tells the same story.
+  assert.ok(dockerSection.includes('npm ci --omit=dev --ignore-scripts'), 'the deployment guide names the install command');
+  assert.ok(dockerSection.includes(`\`${argv.join(' ')}\``), 'the deployment guide names the start command');
   assert.ok(dockerSection.includes('docker compose up -d'));
 });
 

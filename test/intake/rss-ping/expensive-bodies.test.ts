@@ -1,7 +1,7 @@
-// Regressions: rss_pings that cost a lot before any check (README, "Abuse and hostile input", "Limits").
+// Regressions: rss_pings that cost a lot before any check (docs/design/hostile-input.md, "Limits").
 // ~210 KB of attributes or empty elements took ~250 ms of parsing, even for a weblog the throttle refuses
 // anyway; element nesting was refused beyond 64 levels inside the payload and 101 outside it, where the
-// README says 100. Speed itself is measured by benchmarks, not here: these tests pin the answers.
+// documentation says 100. Speed itself is measured by benchmarks, not here: these tests pin the answers.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';

@@ -1,5 +1,5 @@
 // The command line's side of the admin socket, against a stand-in server: the server's answers become the
-// exit codes the README lists (409 busy → 75, 400 → 2), a stale socket means "run it here", and a server
+// exit codes docs/reference/cli.md lists (409 busy → 75, 400 → 2), a stale socket means "run it here", and a server
 // that dies after taking the request is a failure, never a second run.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // Regression: a relay target the address policy refuses (a loopback or intranet ping server, which the
-// README itself suggests relaying to) failed each relay with an info line that did not name
+// relay reference itself suggests relaying to) failed each relay with an info line that did not name
 // FETCH_ALLOW_ADDRESSES, and nothing warned at start.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
