@@ -14,6 +14,7 @@ import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
 import { requestIdGenerator, setRequestIdHeader } from './platform/request-id.js';
 import { EarlyAnswers, closeTricklingRequests, httpServerFactory } from './platform/http-server.js';
+import { rootErrorHandler } from './platform/error-handler.js';
 
 /**
  * How long a request still sending its body at shutdown may go on: a ping's body (BODY_LIMIT, 64 KiB)
@@ -83,6 +84,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   });
   app.decorate('config', config);
   app.decorate('earlyAnswers', early);
+  // One root handler for what no scope formats itself; registered before the plugins, which inherit it.
+  app.setErrorHandler(rootErrorHandler);
   // Requests still sending their body when the shutdown starts get a short grace, then are cut off.
   app.addHook('preClose', (done) => {
     void closeTricklingRequests(app.server, TRICKLE_GRACE_MS).then((n) => n && app.log.warn({ requests: n }, 'shutdown: closed requests still sending their body'));
