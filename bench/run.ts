@@ -434,7 +434,7 @@ async function renders(): Promise<{ rows: RenderRow[]; raw: string } | undefined
 }
 
 async function environment(): Promise<string> {
-  let pgVersion = 'unreachable';
+  let pgVersion: string;
   try {
     const c = new pg.Client({ connectionString: OPTS.databaseUrl });
     await c.connect();

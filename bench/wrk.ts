@@ -95,7 +95,7 @@ const COPIED = ['content-type', 'content-encoding', 'etag', 'last-modified', 'ca
 /** Waits until PATH is rendered holding at least `entries` weblogs; returns its ETag (gzip). */
 async function waitRendered(url: string, entries: number, timeoutMs = 60_000): Promise<string> {
   const until = Date.now() + timeoutMs;
-  let last = '';
+  let last: string;
   for (;;) {
     const s = await sample(url, documentSpec(PATH, { 'accept-encoding': 'gzip' }, 200));
     if (s.status === 200 && s.headers.etag) {

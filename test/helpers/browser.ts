@@ -16,7 +16,7 @@ export async function launchBrowser(): Promise<Browser> {
   try {
     return await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 30_000 });
   } catch (err) {
-    throw new Error(`Chromium at ${CHROMIUM} did not start: ${(err as Error).message.split('\n')[0]}. ${how}`);
+    throw new Error(`Chromium at ${CHROMIUM} did not start: ${(err as Error).message.split('\n')[0]}. ${how}`, { cause: err });
   }
 }
 

@@ -32,7 +32,6 @@ process.on('uncaughtException', onException);
 
 const KNOWN_FAULTS = new Set<number>([FAULT.PARSE_ERROR, FAULT.UNSUPPORTED_ENCODING, FAULT.INVALID_REQUEST, FAULT.METHOD_NOT_FOUND, FAULT.INVALID_PARAMS]);
 // Characters that must never reach storage or published XML (XML 1.0 Char production, minus what we strip).
-// eslint-disable-next-line no-control-regex
 const NOT_XML_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 const seeds = seedBodies();

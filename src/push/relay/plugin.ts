@@ -98,6 +98,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   const intake = new RateMeter();
   /** Per target, weblogs dropped since the last warning about it. */
   const drops = new Map<string, { n: number; at: number }>();
+  // eslint-disable-next-line prefer-const -- assigned below, after the Relay that wakes it is made
   let worker: QueueWorker<RelayJob> | undefined;
   // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
   // job of an instance that died is claimed again once it runs out.

@@ -1,0 +1,24 @@
+// The linter's rules: typescript-eslint's recommended set over src/, test/, bench/ and scripts/, and a
+// line length of 160 for code (comments, strings and URLs may run longer: a cited sentence stays whole).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'src/web/assets/vendor/**', 'data/**', 'coverage/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts', '**/*.js', '**/*.mjs'],
+    languageOptions: { ecmaVersion: 2023, sourceType: 'module', globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', performance: 'readonly', fetch: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly', structuredClone: 'readonly', queueMicrotask: 'readonly', URLSearchParams: 'readonly', Response: 'readonly', Request: 'readonly', Headers: 'readonly', globalThis: 'readonly', document: 'readonly', window: 'readonly', EventSource: 'readonly' } },
+    rules: {
+      'max-len': ['error', { code: 140, ignoreComments: true, ignoreStrings: true, ignoreTemplateLiterals: true, ignoreUrls: true, ignoreRegExpLiterals: true }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      // Matching control characters is the point where it is done: XML 1.0 forbids them in documents.
+      'no-control-regex': 'off',
+    },
+  },
+  // Tests and benchmarks read JSON answers whose shape the assertions check.
+  { files: ['test/**', 'bench/**'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+  // The status page's script runs in the browser, beside uPlot's.
+  { files: ['src/web/assets/**/*.js'], languageOptions: { sourceType: 'script', globals: { getComputedStyle: 'readonly', uPlot: 'readonly' } }, rules: { 'no-useless-assignment': 'off', 'no-var': 'off' } },
+);
