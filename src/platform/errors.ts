@@ -10,6 +10,7 @@ export const ERROR_STATUS = {
   DB_UNAVAILABLE: 503,
   DB_LOCKED: 503,
   DB_QUERY_FAILED: 503,
+  DISK_FULL: 503, // the database's disk is full: writes are refused until space is freed
   READY_TIMEOUT: 503,
   // Intake
   PING_INVALID: 400,

@@ -1,6 +1,6 @@
 // Owns what a refused ping is, whatever protocol brought it: the reasons, the one table that maps each to
 // the HTTP status every adapter answers with (XML-RPC alone answers 200 with flerror 1, as its clients
-// expect), and the wording of the throttle refusal.
+// expect), and the wording of the throttle and disk-full refusals.
 
 /** Why intake refused a ping (the `outcome` label of pingd_pings_total). */
 export type RefusalReason = 'invalid' | 'throttled' | 'unavailable' | 'blocked' | 'rate_limited';
@@ -36,5 +36,21 @@ export function throttleRefusal(url: string, lastPingAt: Date | null, minInterva
     reason: 'throttled',
     retryAfterSec,
     message: `${url} was pinged less than ${minIntervalSec} seconds ago; please ping again after ${new Date(next).toISOString().replace(/\.\d{3}Z$/, 'Z')} (in ${retryAfterSec} seconds).`,
+  };
+}
+
+/** Retry-After of the disk-full refusal: freeing space is an operator's work, minutes rather than seconds. */
+export const DISK_FULL_RETRY_AFTER_SEC = 60;
+
+/**
+ * The refusal of every ping while the database's disk is full (GET /readyz says "disk full"): the same
+ * answer from every protocol, before any work, rather than a batch tried and failed per ping.
+ */
+export function diskFullRefusal(): Refused {
+  return {
+    ok: false,
+    reason: 'unavailable',
+    retryAfterSec: DISK_FULL_RETRY_AFTER_SEC,
+    message: "The ping could not be stored: the server's disk is full; please ping again later.",
   };
 }

@@ -1,19 +1,21 @@
-// Owns liveness and readiness (GET /healthz, GET /readyz). (The X-Request-Id header: src/platform/request-id.ts, its
-// hook attached to every route by app.ts.)
-// Liveness says the process answers; readiness says this instance can take pings right now: the database
-// answers, every migration this code ships is applied, and the process is not shutting down.
+// Owns liveness and readiness (GET /healthz, GET /readyz), and refusing pings while the database's disk
+// is full. (The X-Request-Id header: src/platform/request-id.ts, its hook attached to every route by app.ts.)
+// Liveness says the process answers; readiness says this instance can take pings right now: its disk has
+// room, the database answers, every migration this code ships is applied, and it is not shutting down.
 import fp from 'fastify-plugin';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { diskOf } from '../../platform/db/database.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { PingdError } from '../../platform/errors.js';
+import { diskFullRefusal } from '../../intake/ping/refusals.js';
 
 /** A readiness probe must answer before the orchestrator's own timeout (Docker's HEALTHCHECK: 5 s). */
 export const READY_TIMEOUT_MS = 3000;
 
 export type Readiness =
   | { ready: true; database: 'postgres' | 'pglite' }
-  | { ready: false; reason: 'shutting down' | 'database unreachable' | 'migrations pending'; pending?: string[]; error?: string };
+  | { ready: false; reason: 'shutting down' | 'disk full' | 'database unreachable' | 'migrations pending'; pending?: string[]; error?: string };
 
 class ReadinessTimeout extends PingdError<'READY_TIMEOUT'> {
   constructor(message: string) {
@@ -29,14 +31,21 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** GET /healthz: the process answers. */
-const Healthz = Type.Object({ status: Type.Literal('ok'), uptimeSeconds: Type.Integer() });
+/**
+ * GET /healthz: the process answers (200). `degraded` with a reason: it answers, but refuses pings until an
+ * operator acts (the disk is full); a restart would not help, and it recovers by itself once space is freed.
+ */
+const Healthz = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  reason: Type.Optional(Type.Literal('disk full')),
+  uptimeSeconds: Type.Integer(),
+});
 /** GET /readyz when this instance can take pings. */
 const ReadyOk = Type.Object({ status: Type.Literal('ok'), database: Type.Union([Type.Literal('postgres'), Type.Literal('pglite')]) });
 /** GET /readyz when it cannot, and why (the driver's own message stays in the log). */
 const ReadyNot = Type.Object({
   status: Type.Literal('unavailable'),
-  reason: Type.Union([Type.Literal('shutting down'), Type.Literal('database unreachable'), Type.Literal('migrations pending')]),
+  reason: Type.Union([Type.Literal('shutting down'), Type.Literal('disk full'), Type.Literal('database unreachable'), Type.Literal('migrations pending')]),
   pending: Type.Optional(Type.Array(Type.String())),
 });
 
@@ -51,6 +60,8 @@ async function healthPlugin(app: FastifyInstance): Promise<void> {
 
   const check = async (): Promise<Readiness> => {
     if (closing) return { ready: false, reason: 'shutting down' };
+    // Before asking the database: with its disk full it may not be running at all (disk-guard.ts).
+    if (diskOf(app.db).full) return { ready: false, reason: 'disk full' };
     let pending: string[];
     try {
       pending = await withTimeout(pendingMigrations(app.db), Math.min(READY_TIMEOUT_MS, app.config.DB_TIMEOUT_MS));
@@ -63,9 +74,19 @@ async function healthPlugin(app: FastifyInstance): Promise<void> {
 
   app.decorate('readiness', check);
 
+  // Every protocol's pings pass intake's screens (app.pings, registered after this plugin): while the disk
+  // is full they are refused at once with that reason, not tried in a batch that fails as "database
+  // unavailable" (or, before the disk guard, waited out as "did not answer in time").
+  app.addHook('onReady', async () => {
+    if (!app.hasDecorator('pings')) return;
+    app.pings.addScreen({ client: () => (diskOf(app.db).full ? diskFullRefusal() : undefined) });
+  });
+
   app.get('/healthz', { schema: { response: { 200: Healthz } } }, async (_req, reply) => {
     reply.header('cache-control', 'no-store');
-    return { status: 'ok', uptimeSeconds: Math.round(process.uptime()) };
+    const uptimeSeconds = Math.round(process.uptime());
+    if (diskOf(app.db).full) return { status: 'degraded', reason: 'disk full', uptimeSeconds };
+    return { status: 'ok', uptimeSeconds };
   });
 
   app.get('/readyz', { schema: { response: { 200: ReadyOk, 503: ReadyNot } } }, async (req, reply) => {

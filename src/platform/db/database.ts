@@ -1,10 +1,11 @@
 // Owns the connection to PostgreSQL: one small interface (db-interface.ts) over a real server (pg Pool, here)
 // and the embedded PGlite (pglite-database.ts), so that repositories and migrations run the same SQL on both.
 import pg from 'pg';
-import { DatabaseError, type Db, type Queryable } from './db-interface.js';
+import { DatabaseError, type Db, type DiskState, type Queryable } from './db-interface.js';
+import { SERVER_DISK_FULL_HOLD_MS, isDiskFullError } from './disk-guard.js';
 import { openPglite } from './pglite-database.js';
 
-export { DatabaseError, type Db, type PoolStats, type Queryable } from './db-interface.js';
+export { DatabaseError, diskOf, type Db, type DiskState, type PoolStats, type Queryable } from './db-interface.js';
 export { inBackground, isAlive } from './pglite-database.js';
 
 /** How long a lost LISTEN connection waits before reconnecting. */
@@ -39,10 +40,16 @@ export interface DbOptions {
   embeddedCacheMb?: number;
   /** Called with errors raised outside any query (an idle connection dropped by the server). */
   onBackgroundError?: (err: Error) => void;
+  /** DISK_MIN_FREE_MB, for the embedded database (disk-guard.ts); undefined: 0, only a failed write counts. */
+  diskMinFreeMb?: number;
+  /** Told when the embedded database's disk becomes full and when space is back. */
+  onDiskChange?: (state: DiskState) => void;
 }
 
 export async function openDatabase(opts: DbOptions): Promise<Db> {
-  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts) : openPglite(opts.dataDir, opts.embeddedCacheMb);
+  return opts.databaseUrl
+    ? openPostgres(opts.databaseUrl, opts)
+    : openPglite(opts.dataDir, { cacheMb: opts.embeddedCacheMb, minFreeMb: opts.diskMinFreeMb, onDiskChange: opts.onDiskChange, onError: opts.onBackgroundError });
 }
 
 // int8 (count(*), bigserial) fits a JS number for any realistic ping count; parse it as one so both
@@ -68,13 +75,29 @@ function openPostgres(url: string, opts: DbOptions): Db {
   // Without a listener an idle client's error (server restarted) would crash the process.
   pool.on('error', (err) => opts.onBackgroundError?.(err));
 
+  // The server's disk is its own business (disk-guard.ts): pingd knows it is full only from SQLSTATE
+  // 53100, and says so for SERVER_DISK_FULL_HOLD_MS after the last one, so that pings are refused with
+  // that reason rather than each tried and failed.
+  let disk: DiskState = { full: false };
+  let diskFullUntil = 0;
+  const checked = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isDiskFullError(err)) throw err;
+      const now = Date.now();
+      if (now >= diskFullUntil) disk = { full: true, cause: 'write_failed', freeBytes: null, since: now };
+      diskFullUntil = now + SERVER_DISK_FULL_HOLD_MS;
+      throw new DatabaseError(`the PostgreSQL server's disk is full: ${(err as Error).message}`, 'DISK_FULL', { cause: err });
+    }
+  };
   const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
     async query<T>(sql: string, params?: unknown[], opts?: { name?: string }) {
-      const r = opts?.name ? await c.query({ name: opts.name, text: sql, values: params as unknown[] }) : await c.query(sql, params as unknown[]);
+      const r = await checked(() => (opts?.name ? c.query({ name: opts.name, text: sql, values: params as unknown[] }) : c.query(sql, params as unknown[])));
       return r.rows as T[];
     },
     async exec(sql: string) {
-      await c.query(sql);
+      await checked(() => c.query(sql));
     },
   });
   const base = wrap(pool);
@@ -137,6 +160,10 @@ function openPostgres(url: string, opts: DbOptions): Db {
     },
     poolStats() {
       return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+    },
+    disk() {
+      if (disk.full && Date.now() >= diskFullUntil) disk = { full: false };
+      return disk;
     },
     async notify(channel, payload) {
       await pool.query('select pg_notify($1, $2)', [channel, payload]);

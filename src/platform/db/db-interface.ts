@@ -1,5 +1,5 @@
 // Owns what every caller sees of the database, whichever backend: statements, transactions, locks,
-// notifications, pool figures, and the error a backend raises when it cannot serve.
+// notifications, pool figures, the state of its disk, and the error a backend raises when it cannot serve.
 import { PingdError } from '../errors.js';
 
 export interface Queryable {
@@ -39,11 +39,40 @@ export interface Db extends Queryable {
    * `onReconnect` (notifications sent meanwhile are gone: the listener should look for itself).
    */
   listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
+  /**
+   * Whether the database's disk is full now, so that writes are refused (see DiskState). Both backends
+   * have it; optional only so that a wrapper of a Db (a test's statement recorder) need not forward it:
+   * absent reads as not full (diskOf).
+   */
+  disk?(): DiskState;
   close(): Promise<void>;
 }
 
-export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED'> {
-  constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED', options?: { cause?: unknown }) {
+/**
+ * The database's disk as pingd sees it. `full`: writes are refused (DatabaseError DISK_FULL) until space
+ * comes back; reads go on while the engine still runs. The embedded database watches the free space of
+ * DATA_DIR itself (disk-guard.ts); PostgreSQL's disk is the server's, known only from its errors
+ * (SQLSTATE 53100 disk_full).
+ */
+export type DiskState =
+  | { full: false }
+  | {
+      full: true;
+      /** low_space: below DISK_MIN_FREE_MB; write_failed: a write failed for lack of space. */
+      cause: 'low_space' | 'write_failed';
+      /** Bytes free for the database's files when last looked at; null: not known (PostgreSQL). */
+      freeBytes: number | null;
+      /** Since when (epoch ms). */
+      since: number;
+    };
+
+export class DatabaseError extends PingdError<'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED' | 'DISK_FULL'> {
+  constructor(message: string, code: 'DB_UNAVAILABLE' | 'DB_LOCKED' | 'DB_QUERY_FAILED' | 'DISK_FULL', options?: { cause?: unknown }) {
     super(code, message, options);
   }
+}
+
+/** The disk's state of `db`, not full when it cannot tell. */
+export function diskOf(db: Pick<Db, 'disk'>): DiskState {
+  return db.disk?.() ?? { full: false };
 }

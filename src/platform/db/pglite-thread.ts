@@ -73,7 +73,7 @@ function workerError(e: WorkerError): Error {
   return Object.assign(new Error(e.message), e);
 }
 
-type Request = WorkerRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
+export type Request = WorkerRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
 export type Answer = WorkerReply & { ok: true };
 
 /**
@@ -215,6 +215,16 @@ export class EngineThread {
 
   async terminate(): Promise<void> {
     this.gone ??= new Error('terminated');
+    await this.worker.terminate();
+  }
+
+  /**
+   * Ends the thread at once, whatever it is doing, and fails every statement waiting or to come with
+   * `err`. Terminating stops a statement that is still running too (V8 interrupts the engine's
+   * WebAssembly): what the disk guard needs for an engine that spins after a failed WAL write.
+   */
+  async abort(err: Error): Promise<void> {
+    this.fail(err);
     await this.worker.terminate();
   }
 }

@@ -1,5 +1,5 @@
 // Owns the database as a Fastify resource: opens it (embedded or server), applies migrations at start,
-// and closes it last on shutdown.
+// logs when its disk fills up and when space is back, and closes it last on shutdown.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { openDatabase, type Db } from './database.js';
@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 import { redactUrl } from '../redact.js';
 import { DatabaseError } from './db-interface.js';
+import { REOPEN_MIN_FREE_BYTES } from './disk-guard.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -44,6 +45,13 @@ async function dbPlugin(app: FastifyInstance, opts: DbPluginOptions): Promise<vo
     timeoutMs: config.DB_TIMEOUT_MS,
     embeddedCacheMb: config.EMBEDDED_CACHE_MB,
     onBackgroundError: (err) => app.log.warn({ err: { message: err.message } }, 'database connection error'),
+    diskMinFreeMb: config.DISK_MIN_FREE_MB,
+    onDiskChange: (disk) => {
+      const dataDir = resolve(config.DATA_DIR);
+      if (!disk.full) app.log.info({ dataDir }, 'the disk holding the embedded database has space again: pings are accepted again');
+      else if (disk.cause === 'low_space') app.log.error({ dataDir, freeMb: disk.freeBytes === null ? null : Math.floor(disk.freeBytes / 1048576), minFreeMb: config.DISK_MIN_FREE_MB }, `the disk holding the embedded database is full (below DISK_MIN_FREE_MB=${config.DISK_MIN_FREE_MB}): pings are refused and the database only reads until space is freed`);
+      else app.log.error({ dataDir, freeMb: disk.freeBytes === null ? null : Math.floor(disk.freeBytes / 1048576) }, `a write to the embedded database failed for lack of space: pings are refused and the database is stopped until at least ${Math.max(config.DISK_MIN_FREE_MB, REOPEN_MIN_FREE_BYTES / 1048576)} MiB are free, then opened again`);
+    },
   }).catch((err: unknown) => {
     throw named(config, err);
   });
