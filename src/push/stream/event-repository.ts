@@ -1,6 +1,7 @@
 // Owns the SQL of the live stream: reading the events after a position (accepted pings and settled
-// verifications, merged in position order), stamping settled verifications with their positions, the
-// latest position, and the retention horizon. Plain values in, plain rows out.
+// verifications, merged in position order), a replay's read of one window of positions with the
+// connection's filter in the query, stamping settled verifications with their positions, the latest
+// position, and the retention horizon. Plain values in, plain rows out.
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 import { EVENT_ORDER_LOCK } from '../../intake/ping/ping-repository.js';
@@ -63,23 +64,97 @@ const EVENTS_AFTER = {
 
 export type ReleaseRule = keyof typeof EVENTS_AFTER;
 
+const eventRow = (r: RawRow): EventRow => ({
+  type: r.type,
+  pos: Number(r.pos),
+  pingId: Number(r.ping_id),
+  name: r.name,
+  url: r.url,
+  changesUrl: r.changes_url,
+  rssUrl: r.rss_url,
+  tags: r.tags,
+  method: r.method,
+  receivedAt: new Date(r.received_at),
+  outcome: r.outcome,
+  newItems: r.new_items as EventRow['newItems'],
+});
+
 export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number, limit: number): Promise<EventRow[]> {
   return withContext(`reading stream events after ${after}`, async () => {
     const rows = await q.query<RawRow>(EVENTS_AFTER[rule], [after, limit], { name: `pingd_stream_events_${rule}` });
-    return rows.map((r) => ({
-      type: r.type,
-      pos: Number(r.pos),
-      pingId: Number(r.ping_id),
-      name: r.name,
-      url: r.url,
-      changesUrl: r.changes_url,
-      rssUrl: r.rss_url,
-      tags: r.tags,
-      method: r.method,
-      receivedAt: new Date(r.received_at),
-      outcome: r.outcome,
-      newItems: r.new_items as EventRow['newItems'],
-    }));
+    return rows.map(eventRow);
+  });
+}
+
+/** What a replaying connection asks for, as the query can test it. */
+export interface ReplayFilter {
+  ping: boolean;
+  verified: boolean;
+  /** A host name in lower case (ASCII: international names arrive in punycode, as URLs are stored). */
+  host: string | null;
+  /** A tag in lower case. */
+  tag: string | null;
+}
+
+/**
+ * The filters as SQL. Each keeps every row the connection's own filter (events.ts `matches`, applied again
+ * to what comes back) would take, and drops nearly all the others where they are cheapest to drop, before
+ * the row is fetched, sent and formatted. Host: the name appears in the URL (stored URLs are WHATWG
+ * serialisations, host in lower case). Tag: an ASCII tag lower-cased as JavaScript does (translate() does
+ * not depend on the database's locale, lower() does), or any tag with a non-ASCII character (lower-cased
+ * by the connection's filter: JavaScript folds some of them to ASCII, such as the Kelvin sign to "k").
+ */
+const hostIn = (url: string, param: string) => `strpos(lower(${url}), ${param}) > 0`;
+const tagIn = (tags: string, param: string) =>
+  `exists (select 1 from unnest(${tags}) t where octet_length(t) <> char_length(t) or translate(t, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ${param})`;
+
+const replayStatements = new Map<string, { sql: string; name: string }>();
+
+/** The statement of one filter shape: only the branches the filter takes, its tests in their WHERE. */
+function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; name: string } {
+  const key = `${rule}_${f.ping ? 'p' : ''}${f.verified ? 'v' : ''}${f.host !== null ? 'h' : ''}${f.tag !== null ? 't' : ''}`;
+  const known = replayStatements.get(key);
+  if (known) return known;
+  const host = f.host !== null ? '$3' : null;
+  const tag = f.tag !== null ? (host ? '$4' : '$3') : null;
+  const tests = (url: string, tags: string) => `${host ? ` and ${hostIn(url, host)}` : ''}${tag ? ` and ${tagIn(tags, tag)}` : ''}`;
+  const branches: string[] = [];
+  if (f.ping) {
+    branches.push(
+      rule === 'listed'
+        ? `select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}`
+        : `select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
+             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p
+            where v.release_id > $1 and v.release_id <= $2${tests('p.url', 'p.tags')}`,
+    );
+  }
+  if (f.verified) {
+    branches.push(`select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
+          p.tags, null::text as method, v.received_at, v.outcome, v.new_items
+     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
+    where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}`);
+  }
+  const made = { sql: `select * from (${branches.map((b) => `(${b})`).join(' union all ')}) e order by pos`, name: `pingd_stream_replay_${key}` };
+  replayStatements.set(key, made);
+  return made;
+}
+
+/**
+ * A replay's read: the events at positions in (after, upto] that may pass the filter, in position order.
+ * Each branch walks its own index over that window, so a read costs at most the window's rows, however
+ * long the tables and whatever the filter (one that matches nothing costs the index walk and the test of
+ * each row, not their transfer). Every position up to `upto` must already be committed (the caller's
+ * bound), so that nothing in the window becomes visible later.
+ */
+export async function replayEvents(q: Queryable, rule: ReleaseRule, after: number, upto: number, f: ReplayFilter): Promise<EventRow[]> {
+  if (!f.ping && !f.verified) return [];
+  return withContext(`reading stream events ${after + 1}–${upto} for a replay`, async () => {
+    const { sql, name } = replayStatement(rule, f);
+    const params: unknown[] = [after, upto];
+    if (f.host !== null) params.push(f.host);
+    if (f.tag !== null) params.push(f.tag);
+    const rows = await q.query<RawRow>(sql, params, { name });
+    return rows.map(eventRow);
   });
 }
 

@@ -39,7 +39,16 @@ function hostOf(url: string): string {
 export function toStreamEvent(r: EventRow): StreamEvent {
   const data =
     r.type === 'ping'
-      ? { id: r.pingId, name: r.name, url: r.url, changesUrl: r.changesUrl, rssUrl: r.rssUrl, tags: r.tags ?? [], method: r.method, receivedAt: r.receivedAt.toISOString() }
+      ? {
+          id: r.pingId,
+          name: r.name,
+          url: r.url,
+          changesUrl: r.changesUrl,
+          rssUrl: r.rssUrl,
+          tags: r.tags ?? [],
+          method: r.method,
+          receivedAt: r.receivedAt.toISOString(),
+        }
       : { id: r.pingId, url: r.url, outcome: r.outcome, newItems: r.newItems ?? [] };
   return {
     pos: r.pos,

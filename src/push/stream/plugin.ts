@@ -45,16 +45,31 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   const eventsRead = new Counter({ name: 'pingd_stream_events_read_total', help: 'Events the stream hub read from the database for its live connections.', registers: [app.metrics] });
   const dropped = new Counter({
     name: 'pingd_stream_disconnects_total',
-    help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS, 503).',
+    help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
   dropped.inc({ reason: 'slow' }, 0);
   dropped.inc({ reason: 'refused' }, 0);
+  const replayRead = new Counter({
+    name: 'pingd_stream_replay_read_total',
+    help: 'What stream replays read from the database: rows returned, positions covered (STREAM_REPLAY_ROWS_PER_SECOND paces them).',
+    labelNames: ['what'] as const,
+    registers: [app.metrics],
+  });
+  replayRead.inc({ what: 'rows' }, 0);
+  replayRead.inc({ what: 'positions' }, 0);
   const hub = new StreamHub({
     db: app.db,
     rule: config.VERIFY_PINGS === 'require' ? 'require' : 'listed',
+    replayPage: config.STREAM_REPLAY_PAGE,
+    replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
+    replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
     onRead: (n) => eventsRead.inc(n),
+    onReplayRead: (rows, positions) => {
+      replayRead.inc({ what: 'rows' }, rows);
+      replayRead.inc({ what: 'positions' }, positions);
+    },
     onError: (err) => app.log.warn({ err: { message: err.message } }, 'stream read failed; retried on the next event or poll'),
   });
   new Gauge({
@@ -63,6 +78,16 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     registers: [app.metrics],
     collect() {
       this.set(hub.size);
+    },
+  });
+  new Gauge({
+    name: 'pingd_stream_replays',
+    help: 'Stream connections catching up from the database: all of them (replaying), those waiting for their next read\'s turn (waiting).',
+    labelNames: ['state'] as const,
+    registers: [app.metrics],
+    collect() {
+      this.set({ state: 'replaying' }, hub.replaying);
+      this.set({ state: 'waiting' }, hub.replayWaiting);
     },
   });
 

@@ -1,7 +1,8 @@
 // Owns GET /stream: a request's resume point and filters checked (400 with the reason), the refusals that
 // ask a client to come back (the connection cap, the database away, shutdown: a 200 stream that ends at
 // once), the SSE response (@fastify/sse: Accept negotiation, headers, the keep-alive comment, the
-// connection's lifecycle), and its handover to the hub.
+// connection's lifecycle), its place among STREAM_MAX_CLIENTS from admission to close, and its handover
+// to the hub.
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Type, type Static } from '@sinclair/typebox';
@@ -91,18 +92,25 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
     const parsed = parseStreamRequest(req.query, lastEventId);
     if (!parsed.ok) return reject(reply, 400, parsed.message);
     if (opts.isClosing()) return refuse(reply, 'shutting_down', 'The server is shutting down; reconnect in a moment.', lastEventId);
-    if (hub.size >= opts.maxClients) {
+    // The place is taken before anything here yields, and given back when the response closes, whichever
+    // way: refused below, the client gone, cut off as too slow, ended on shutdown.
+    const place = hub.admit(opts.maxClients);
+    if (place === null) {
       opts.onRefused();
       return refuse(reply, 'max_clients', `This server already serves ${opts.maxClients} streams; reconnect later.`, lastEventId);
     }
+    reply.raw.once('close', place);
 
     let start: Start;
     try {
       start = await hub.start(parsed.from);
     } catch (err) {
+      place();
       req.log.warn({ err: { message: (err as Error).message } }, 'stream start failed');
       return refuse(reply, 'database_unavailable', 'The database is unavailable; reconnect in a moment.', lastEventId);
     }
+    // The client went away while the stream started: nothing to serve (its close has given the place back).
+    if (reply.raw.destroyed) return reply;
     reply.sse.keepAlive();
     // Events must leave as they happen: nothing here compresses or buffers the response.
     reply.sse.sendHeaders(200);
@@ -115,7 +123,7 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
     });
     sink.write(retryFrame(opts.retryMs) + (start.reset ?? ''));
     try {
-      await hub.attach(sub, start.from);
+      await hub.attach(sub, start);
     } catch (err) {
       // The database failed mid-replay: end the response; the client reconnects with its Last-Event-ID.
       req.log.warn({ err: { message: (err as Error).message } }, 'stream replay failed');

@@ -24,7 +24,14 @@ after(async () => {
 });
 
 async function app(mode: 'mark' | 'require'): Promise<TestApp> {
-  const t = await startApp({ VERIFY_PINGS: mode, FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, VERIFY_FEED_INTERVAL: 0, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false });
+  const t = await startApp({
+    VERIFY_PINGS: mode,
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    VERIFY_FEED_INTERVAL: 0,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+  });
   apps.push(t);
   await t.listen();
   return t;
