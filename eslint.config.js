@@ -1,5 +1,5 @@
-// The linter's rules: typescript-eslint's recommended set over src/, test/, bench/ and scripts/, and a
-// line length of 160 for code (comments, strings and URLs may run longer: a cited sentence stays whole).
+// The linter's rules: typescript-eslint's recommended set over src/, test/, bench/ and scripts/, and a line
+// length of 140 for code, prettier's printWidth (`npm run format`); comments, strings and URLs may run longer.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

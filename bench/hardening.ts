@@ -59,7 +59,8 @@ function settings(): Settings {
 /** BENCH_PINGD_<VAR> as <VAR>, except BENCH_PINGD_ROOT (which checkout, not a pingd setting). */
 function userPingdEnv(): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
+  for (const [k, v] of Object.entries(env))
+    if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
   return out;
 }
 
@@ -94,7 +95,11 @@ function queryCounter(proc: ChildProcess): QueryCount {
 async function cli(args: string[], pingdEnv: Record<string, string>): Promise<void> {
   const inherited: Record<string, string | undefined> = { ...env };
   for (const { name } of describeConfig()) delete inherited[name];
-  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), ...args], { cwd: PINGD_ROOT, env: { ...inherited, LOG_LEVEL: 'warn', ...pingdEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), ...args], {
+    cwd: PINGD_ROOT,
+    env: { ...inherited, LOG_LEVEL: 'warn', ...pingdEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   track(p);
   let err = '';
   p.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -125,7 +130,8 @@ async function runCase(c: Case, backend: 'postgres' | 'pglite', s: Settings, dat
   }
 }
 
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const f2 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 1 ? n.toFixed(2) : f1(n));
 
 interface Measured {
@@ -150,21 +156,34 @@ function tables(measured: Measured[], s: Settings): string {
     }
     const cost = r.cost;
     const few = (n: number) => (n < 20 ? ` (${n} answered)` : '');
-    const hz = r.idle && r.attack ? `${f1(r.idle.p50)} / ${f1(r.idle.p99)} → **${f1(r.attack.p50)} / ${f1(r.attack.p99)}**${few(r.attack.n)}` : '–';
+    const hz =
+      r.idle && r.attack ? `${f1(r.idle.p50)} / ${f1(r.idle.p99)} → **${f1(r.attack.p50)} / ${f1(r.attack.p99)}**${few(r.attack.n)}` : '–';
     const mem = r.memory ? `${f1(r.memory.before)} → **${f1(r.memory.after)}** (${f1(r.memory.peak)})` : '–';
-    const fl = r.memory ? `${r.memory.flood.sent.toLocaleString('en-US')} in ${f1(r.memory.flood.seconds)} s${Number.isFinite(r.memory.after) ? '' : ', **pingd died**'}` : '–';
+    const fl = r.memory
+      ? `${r.memory.flood.sent.toLocaleString('en-US')} in ${f1(r.memory.flood.seconds)} s${Number.isFinite(r.memory.after) ? '' : ', **pingd died**'}`
+      : '–';
     out.push(
       `| ${c.title} | ${backend} | ${r.label} | **${cost ? `${f1(cost.p50)}** (${f1(cost.max)})` : '–**'} | ${f1(cost?.cpuMs)} | ${f2(cost?.queries)} | ${hz} | ${mem} | ${fl} | ${r.outcome} |`,
     );
   }
   const shapes = all.filter((m) => m.c.id === 'rssping' && m.r?.details);
   if (shapes.length) {
-    out.push('', '| rss_ping body | backend | ms/request p50 (max) | pingd CPU ms/request | answers |', '| --- | --- | ---: | ---: | --- |');
-    for (const m of shapes) for (const d of m.r!.details!) out.push(`| ${d.what} | ${m.backend} | ${f1(d.cost?.p50)} (${f1(d.cost?.max)}) | ${f1(d.cost?.cpuMs)} | ${d.answers} |`);
+    out.push(
+      '',
+      '| rss_ping body | backend | ms/request p50 (max) | pingd CPU ms/request | answers |',
+      '| --- | --- | ---: | ---: | --- |',
+    );
+    for (const m of shapes)
+      for (const d of m.r!.details!)
+        out.push(`| ${d.what} | ${m.backend} | ${f1(d.cost?.p50)} (${f1(d.cost?.max)}) | ${f1(d.cost?.cpuMs)} | ${d.answers} |`);
   }
   const kinds = all.filter((m) => m.c.id === 'variants' && m.r?.details);
   if (kinds.length) {
-    out.push('', `| spellings of one site, after its canonical URL (PING_MIN_INTERVAL 300 s) | backend | accepted of ${s.variants} | answers |`, '| --- | --- | ---: | --- |');
+    out.push(
+      '',
+      `| spellings of one site, after its canonical URL (PING_MIN_INTERVAL 300 s) | backend | accepted of ${s.variants} | answers |`,
+      '| --- | --- | ---: | --- |',
+    );
     for (const m of kinds) for (const d of m.r!.details!) out.push(`| ${d.what} | ${m.backend} | **${d.accepted}** | ${d.answers} |`);
   }
   if (feeds.length) out.push('', feedTables(feeds));
@@ -207,7 +226,9 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;
   const started = new Date();
-  const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load0 = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   log(`hardening: pingd of ${measured}`);
   const all: Measured[] = [];
   for (const backend of opts.backends) {

@@ -62,10 +62,19 @@ export async function runMulti(o: DirectOptions): Promise<boolean> {
     seconds: envNumber('BENCH_MULTI_SECONDS', 30),
   };
   const started = new Date();
-  const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load0 = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
   const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src', 'migrations']);
-  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.replace(/^\s*\S+\s+/, '')).join(', ')}` : ''}`;
+  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${
+    dirty
+      ? `, with uncommitted changes in ${dirty
+          .split('\n')
+          .map((l) => l.replace(/^\s*\S+\s+/, ''))
+          .join(', ')}`
+      : ''
+  }`;
   log(`multi: pingd of ${measured}; load ${load0}`);
   const stale = await dropStaleScenarioDatabases(o.databaseUrl, 'multi');
   if (stale.length) log(`multi: dropped ${stale.length} database(s) left by killed runs`);
@@ -73,7 +82,9 @@ export async function runMulti(o: DirectOptions): Promise<boolean> {
   const errors: string[] = [];
   for (const n of [1, s.instances]) {
     try {
-      results.push(await runSetup({ adminUrl: o.databaseUrl, instances: n, connections: s.connections, seconds: s.seconds, proxyHost: '127.0.0.90' }));
+      results.push(
+        await runSetup({ adminUrl: o.databaseUrl, instances: n, connections: s.connections, seconds: s.seconds, proxyHost: '127.0.0.90' }),
+      );
     } catch (err) {
       log(`multi: ${n} pingd failed: ${(err as Error).stack ?? err}`);
       errors.push(`${n} pingd: ${(err as Error).message.split('\n')[0].slice(0, 300)}`);
@@ -85,7 +96,9 @@ export async function runMulti(o: DirectOptions): Promise<boolean> {
     '',
     `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. ${s.connections} connections, ${s.seconds} s per setup, each on a fresh database; renderer on in every instance (RENDER_CRON default), VERIFY_PINGS=off.`,
+      .join(
+        ' ',
+      )}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. ${s.connections} connections, ${s.seconds} s per setup, each on a fresh database; renderer on in every instance (RENDER_CRON default), VERIFY_PINGS=off.`,
     '',
     ...table(results),
     '',

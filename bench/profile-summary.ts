@@ -26,7 +26,12 @@ export function moduleOf(url: string): string {
   }
   const src = url.indexOf('/src/');
   if (src >= 0 && !url.startsWith('node:')) return url.slice(src + 1);
-  if (url.startsWith('node:')) return url.replace(/^node:internal\/(?:deps\/)?/, 'node:').split('/').slice(0, 2).join('/');
+  if (url.startsWith('node:'))
+    return url
+      .replace(/^node:internal\/(?:deps\/)?/, 'node:')
+      .split('/')
+      .slice(0, 2)
+      .join('/');
   return url;
 }
 
@@ -51,7 +56,8 @@ export function callers(p: Profile, fn: string, depth = 4, top = 15): string {
     chains.set(k, (chains.get(k) ?? 0) + us);
   }
   const lines = [`callers of ${fn} (${(all / 1000).toFixed(0)} ms self):`];
-  for (const [k, us] of [...chains].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${k}`);
+  for (const [k, us] of [...chains].sort((a, b) => b[1] - a[1]).slice(0, top))
+    lines.push(`  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${k}`);
   return lines.join('\n');
 }
 
@@ -88,7 +94,11 @@ export function summarize(p: Profile, top = 25, inclusive: string[] = []): strin
     }
   }
   const pct = (us: number) => `${((100 * us) / busy).toFixed(1).padStart(5)}%`;
-  const lines = [`profile: ${(total / 1e6).toFixed(1)} s sampled, busy ${(busy / 1e6).toFixed(1)} s (${((100 * busy) / total).toFixed(0)}%); shares are of busy time`, '', 'self time by module:'];
+  const lines = [
+    `profile: ${(total / 1e6).toFixed(1)} s sampled, busy ${(busy / 1e6).toFixed(1)} s (${((100 * busy) / total).toFixed(0)}%); shares are of busy time`,
+    '',
+    'self time by module:',
+  ];
   for (const [k, us] of [...mod].sort((a, b) => b[1] - a[1]).slice(0, 20)) lines.push(`  ${pct(us)}  ${k}`);
   lines.push('', 'self time by function:');
   for (const [k, us] of [...fn].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${pct(us)}  ${k}`);

@@ -138,7 +138,8 @@ async function renderCase(t: Target, id: CaseId): Promise<void> {
     }
     const ms = performance.now() - started;
     const peak = process.resourceUsage().maxRSS * 1024;
-    const label = c.kind === 'changes' ? `changes.xml, ${c.weblogs / 1000}k weblogs in the hour` : `hourly archive, ${ARCHIVE_PINGS / 1e6}M pings`;
+    const label =
+      c.kind === 'changes' ? `changes.xml, ${c.weblogs / 1000}k weblogs in the hour` : `hourly archive, ${ARCHIVE_PINGS / 1e6}M pings`;
     emit({
       case: `${label} (${t.backend})`,
       ms: Math.round(ms),
@@ -166,7 +167,13 @@ function rawRequest(port: number, headers: Record<string, string>): Promise<{ st
       const head = all.subarray(0, sep).toString('latin1');
       resolve({ status: Number(head.split(' ')[1]), total: all.length, body: all.length - sep - 4, head });
     });
-    const lines = ['GET /changes.xml HTTP/1.1', 'Host: bench', 'Connection: close', 'User-Agent: crawler/1.0', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+    const lines = [
+      'GET /changes.xml HTTP/1.1',
+      'Host: bench',
+      'Connection: close',
+      'User-Agent: crawler/1.0',
+      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ];
     s.write(`${lines.join('\r\n')}\r\n\r\n`);
   });
 }
@@ -175,7 +182,10 @@ async function bytesCase(t: Target, id: CaseId): Promise<void> {
   const c = CASES[id];
   const { buildApp } = await import('../src/app.js');
   // Verification off: the seeded weblogs' hosts are not ours to fetch (and not on loopback).
-  const config = loadConfig({ LOG_LEVEL: 'silent', VERIFY_PINGS: 'off' }, { DATABASE_URL: t.url, DATA_DIR: t.dir ?? './data', RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PORT: 0 });
+  const config = loadConfig(
+    { LOG_LEVEL: 'silent', VERIFY_PINGS: 'off' },
+    { DATABASE_URL: t.url, DATA_DIR: t.dir ?? './data', RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PORT: 0 },
+  );
   const app = await buildApp({ config, logger: false });
   try {
     await app.renderer.tick({ now: new Date(c.at), liveOnly: true });
@@ -199,7 +209,11 @@ async function bytesCase(t: Target, id: CaseId): Promise<void> {
     for (const [what, h] of rows) {
       if ('If-None-Match' in h && h['If-None-Match'] === '') h['If-None-Match'] = current;
       const r = await rawRequest(port, h);
-      emit({ case: `bytes per poll, ${c.weblogs / 1000}k weblogs/h (+${newPerMinute} in the minute), ${what} (${t.backend})`, bytes: r.total, note: `HTTP ${r.status}: ${r.total} bytes on the wire (${r.body} body)` });
+      emit({
+        case: `bytes per poll, ${c.weblogs / 1000}k weblogs/h (+${newPerMinute} in the minute), ${what} (${t.backend})`,
+        bytes: r.total,
+        note: `HTTP ${r.status}: ${r.total} bytes on the wire (${r.body} body)`,
+      });
     }
   } finally {
     await app.close();

@@ -35,7 +35,12 @@ function newDb(backend: 'postgres' | 'pglite'): Promise<BenchDatabase> {
 const BASE_ENV = { FETCH_ALLOW_ADDRESSES: '127.0.0.43/32', VERIFY_PINGS: 'off' };
 
 /** Intake pings/s (and p50 latency, pingd CPU per ping) of one fresh server with `relayEnv`; also the relays the target saw meanwhile. */
-async function intakeRun(backend: 'postgres' | 'pglite', relayEnv: Record<string, string>, target: Target, connections: number): Promise<{ rps: number; p50: number; cpuUs: number; relayed: number }> {
+async function intakeRun(
+  backend: 'postgres' | 'pglite',
+  relayEnv: Record<string, string>,
+  target: Target,
+  connections: number,
+): Promise<{ rps: number; p50: number; cpuUs: number; relayed: number }> {
   const db = await newDb(backend);
   const pingd = await startPingd({ env: { ...BASE_ENV, ...db.env, ...relayEnv } });
   try {
@@ -56,7 +61,11 @@ async function intakeRun(backend: 'postgres' | 'pglite', relayEnv: Record<string
  * queue up), then the time from the end of intake to the N-th call at the target, and pingd's CPU per relay
  * over that stretch.
  */
-async function relayRun(backend: 'postgres' | 'pglite', concurrency: number, target: Target): Promise<{ perSec: number; seconds: number; during: number; cpuUs: number }> {
+async function relayRun(
+  backend: 'postgres' | 'pglite',
+  concurrency: number,
+  target: Target,
+): Promise<{ perSec: number; seconds: number; during: number; cpuUs: number }> {
   const db = await newDb(backend);
   target.calls.length = 0;
   // The target's own limit (2 in flight by default) raised with the instance's.
@@ -94,20 +103,28 @@ async function main(): Promise<void> {
       // 64 connections: a burst (the relay yields to it); 2 connections: light load, below the yield
       // threshold, where the relay runs alongside intake.
       for (const connections of [OPTS.connections, 2]) {
-        log(`== ${backend}: intake (${connections} connections, ${OPTS.duration} s runs after ${OPTS.warmup} s warm-up, ${OPTS.rounds} rounds)`);
+        log(
+          `== ${backend}: intake (${connections} connections, ${OPTS.duration} s runs after ${OPTS.warmup} s warm-up, ${OPTS.rounds} rounds)`,
+        );
         const runs = new Map<string, { rps: number; p50: number; cpuUs: number; relayed: number }[]>(configs.map(([k]) => [k, []]));
         for (let round = 0; round < OPTS.rounds; round++) {
           for (const [name, relayEnv] of configs) {
             const r = await intakeRun(backend, relayEnv, target, connections);
             runs.get(name)!.push(r);
-            log(`  ${name}: ${r.rps.toFixed(0)} pings/s, p50 ${r.p50} ms, ${r.cpuUs.toFixed(0)} µs pingd CPU per ping (target saw ${r.relayed} relays during the run)`);
+            log(
+              `  ${name}: ${r.rps.toFixed(0)} pings/s, p50 ${r.p50} ms, ${r.cpuUs.toFixed(0)} µs pingd CPU per ping (target saw ${r.relayed} relays during the run)`,
+            );
           }
         }
-        const med = (k: string, f: (x: { rps: number; p50: number; cpuUs: number; relayed: number }) => number) => median(runs.get(k)!.map(f));
+        const med = (k: string, f: (x: { rps: number; p50: number; cpuUs: number; relayed: number }) => number) =>
+          median(runs.get(k)!.map(f));
         const base = med('no target', (x) => x.rps);
         lines.push(
           `| ${backend} | intake, ${connections} connections (medians of ${OPTS.rounds}) | ${configs
-            .map(([k]) => `${k}: ${med(k, (x) => x.rps).toFixed(0)}/s (×${(med(k, (x) => x.rps) / base).toFixed(2)}), p50 ${med(k, (x) => x.p50)} ms, ${med(k, (x) => x.cpuUs).toFixed(0)} µs CPU/ping, ${med(k, (x) => x.relayed)} relays meanwhile`)
+            .map(
+              ([k]) =>
+                `${k}: ${med(k, (x) => x.rps).toFixed(0)}/s (×${(med(k, (x) => x.rps) / base).toFixed(2)}), p50 ${med(k, (x) => x.p50)} ms, ${med(k, (x) => x.cpuUs).toFixed(0)} µs CPU/ping, ${med(k, (x) => x.relayed)} relays meanwhile`,
+            )
             .join('; ')} |`,
         );
       }
@@ -115,7 +132,9 @@ async function main(): Promise<void> {
         log(`== ${backend}: relay throughput, ${c} in flight, ${OPTS.relayN} relays`);
         const r = await relayRun(backend, c, target);
         log(`  ${r.perSec.toFixed(0)} relays/s (${r.seconds.toFixed(1)} s), ${r.cpuUs.toFixed(0)} µs of pingd CPU per relay`);
-        lines.push(`| ${backend} | relays/s at the target, ${c} in flight | ${r.perSec.toFixed(0)} (the last ${OPTS.relayN - r.during} of ${OPTS.relayN} in ${r.seconds.toFixed(1)} s after intake; ${r.cpuUs.toFixed(0)} µs pingd CPU per relay) |`);
+        lines.push(
+          `| ${backend} | relays/s at the target, ${c} in flight | ${r.perSec.toFixed(0)} (the last ${OPTS.relayN - r.during} of ${OPTS.relayN} in ${r.seconds.toFixed(1)} s after intake; ${r.cpuUs.toFixed(0)} µs pingd CPU per relay) |`,
+        );
       }
     }
   } finally {

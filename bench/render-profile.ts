@@ -126,7 +126,9 @@ async function backendPids(url: string | undefined): Promise<number[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const r = await c.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database() and application_name = 'pingd'`);
+    const r = await c.query<{ pid: number }>(
+      `select pid from pg_stat_activity where datname = current_database() and application_name = 'pingd'`,
+    );
     return r.rows.map((x) => x.pid);
   } finally {
     await c.end();
@@ -165,16 +167,26 @@ function jobs(db: Db): Job[] {
   ];
 }
 
-const quietLog = { info: () => undefined, warn: (o: object, m?: string) => log(`warn: ${m} ${JSON.stringify(o)}`), error: (o: object, m?: string) => log(`error: ${m} ${JSON.stringify(o)}`) };
+const quietLog = {
+  info: () => undefined,
+  warn: (o: object, m?: string) => log(`warn: ${m} ${JSON.stringify(o)}`),
+  error: (o: object, m?: string) => log(`error: ${m} ${JSON.stringify(o)}`),
+};
 
 function emit(o: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(o)}\n`);
-  log(`  ${Object.entries(o).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(' ')}`);
+  log(
+    `  ${Object.entries(o)
+      .map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      .join(' ')}`,
+  );
 }
 
 /** A steady stream of pings (a new weblog each) from a process of its own; latencies by send time. */
 function startLoad(port: number): { stop: () => Promise<{ sentMs: number; ms: number; ok: boolean }[]> } {
-  const p = spawn(process.execPath, ['--import', 'tsx', 'bench/render-profile.ts', '--load', String(port)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', 'bench/render-profile.ts', '--load', String(port)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
   return {
@@ -198,14 +210,24 @@ async function loadMain(port: number): Promise<void> {
     new Promise<void>((resolve) => {
       const sent = Date.now();
       const body = `<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Load</string></value></param>\n<param><value><string>http://l${process.pid}-${n}.load.example.com/</string></value></param>\n</params></methodCall>\n`;
-      const req = http.request({ host: HOST, port, path: '/RPC2', method: 'POST', agent, headers: { 'content-type': 'text/xml', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => {
-          results.push({ sentMs: sent, ms: Date.now() - sent, ok: res.statusCode === 200 && text.includes('<boolean>0</boolean>') });
-          resolve();
-        });
-      });
+      const req = http.request(
+        {
+          host: HOST,
+          port,
+          path: '/RPC2',
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'text/xml', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () => {
+            results.push({ sentMs: sent, ms: Date.now() - sent, ok: res.statusCode === 200 && text.includes('<boolean>0</boolean>') });
+            resolve();
+          });
+        },
+      );
       req.on('error', () => (results.push({ sentMs: sent, ms: Date.now() - sent, ok: false }), resolve()));
       req.end(body);
     });
@@ -233,7 +255,13 @@ async function childMain(backend: Backend, target: string, size: number): Promis
   const { buildApp } = await import('../src/app.js');
   const config = loadConfig(
     { LOG_LEVEL: 'silent', VERIFY_PINGS: 'off' },
-    { DATABASE_URL: backend === 'postgres' ? target : undefined, DATA_DIR: backend === 'pglite' ? target : './data', RENDER_SCHEDULER: false, PORT: 0, HOST },
+    {
+      DATABASE_URL: backend === 'postgres' ? target : undefined,
+      DATA_DIR: backend === 'pglite' ? target : './data',
+      RENDER_SCHEDULER: false,
+      PORT: 0,
+      HOST,
+    },
   );
   const app = await buildApp({ config, logger: false });
   const counted: Counted = { n: 0, waitMs: 0 };
@@ -293,7 +321,17 @@ async function childMain(backend: Backend, target: string, size: number): Promis
         for (const w of windows) {
           const xs = res.filter((x) => x.sentMs >= w.from && x.sentMs <= w.to);
           const lat = xs.map((x) => x.ms);
-          emit({ backend, size, pass, pingsDuring: w.name, pings: xs.length, failed: xs.filter((x) => !x.ok).length, p50: pct(lat, 50), p99: pct(lat, 99), max: Math.max(...lat) });
+          emit({
+            backend,
+            size,
+            pass,
+            pingsDuring: w.name,
+            pings: xs.length,
+            failed: xs.filter((x) => !x.ok).length,
+            p50: pct(lat, 50),
+            p99: pct(lat, 99),
+            max: Math.max(...lat),
+          });
         }
       }
     }
@@ -309,7 +347,9 @@ async function childMain(backend: Backend, target: string, size: number): Promis
 function child(backend: Backend, target: string, size: number): Promise<number | null> {
   return new Promise((resolve) => {
     const extra = env.BENCH_RENDER_NODE_ARGS ? env.BENCH_RENDER_NODE_ARGS.split(' ') : [];
-    const p = spawn(process.execPath, [...extra, '--import', 'tsx', 'bench/render-profile.ts', '--child', backend, target, String(size)], { stdio: ['ignore', 'inherit', 'inherit'] });
+    const p = spawn(process.execPath, [...extra, '--import', 'tsx', 'bench/render-profile.ts', '--child', backend, target, String(size)], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     p.on('exit', (code) => resolve(code));
   });
 }
@@ -346,12 +386,19 @@ async function main(): Promise<void> {
         drop = async () => rmSync(dir, { recursive: true, force: true });
       }
       try {
-        const db = await openDatabase({ databaseUrl: backend === 'postgres' ? target : undefined, dataDir: target, poolMax: 2, timeoutMs: 600_000 });
+        const db = await openDatabase({
+          databaseUrl: backend === 'postgres' ? target : undefined,
+          dataDir: target,
+          poolMax: 2,
+          timeoutMs: 600_000,
+        });
         try {
           await migrate(db);
           const t = performance.now();
           await fill(db, size);
-          log(`${backend} ${size}: filled in ${Math.round(performance.now() - t)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+          log(
+            `${backend} ${size}: filled in ${Math.round(performance.now() - t)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+          );
         } finally {
           await db.close();
         }

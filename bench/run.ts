@@ -27,12 +27,32 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { envNumber } from './lib/env.js';
-import { ROOT, dropStaleDatabases, removeStaleDataDirs, track, startPingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
+import {
+  ROOT,
+  dropStaleDatabases,
+  removeStaleDataDirs,
+  track,
+  startPingd,
+  startBaseline,
+  setBaselineAnswer,
+  createPostgresDatabase,
+  createPgliteDatabase,
+  type Child,
+  type BenchDatabase,
+} from './lib/servers.js';
 import { runLoad, median, type LoadSpec, type LoadRun } from './lib/load.js';
 import { snapshot, diff } from './lib/cpu.js';
 import { pingSpec, extendedPingSpec, pingSiteFormSpec, pingOnHostsSpec, documentSpec, sample } from './lib/scenarios.js';
 import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
-import { loadTable, renderTable, writeResultsFile, updatePerformancePage, PERFORMANCE_PAGE, type Row, type RenderRow } from './lib/report.js';
+import {
+  loadTable,
+  renderTable,
+  writeResultsFile,
+  updatePerformancePage,
+  PERFORMANCE_PAGE,
+  type Row,
+  type RenderRow,
+} from './lib/report.js';
 import { summarize } from './profile-summary.js';
 import { runHardening } from './hardening.js';
 import { runWeb } from './web.js';
@@ -61,7 +81,8 @@ const OPTS = {
 /** pingd's environment: LOG_LEVEL=warn plus every BENCH_PINGD_<VAR> (BENCH_PINGD_ROOT says which checkout's pingd). */
 function pingdEnv(extra: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = { LOG_LEVEL: 'warn', ...extra };
-  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
+  for (const [k, v] of Object.entries(env))
+    if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
   return out;
 }
 
@@ -78,7 +99,12 @@ interface IntakeScenario {
 }
 
 const INTAKE: IntakeScenario[] = [
-  { id: 'ping', label: 'XML-RPC weblogUpdates.ping, distinct URLs', spec: pingSpec, target: { postgres: { ratio: 0.25, p99: 50 }, pglite: { ratio: 0.1 } } },
+  {
+    id: 'ping',
+    label: 'XML-RPC weblogUpdates.ping, distinct URLs',
+    spec: pingSpec,
+    target: { postgres: { ratio: 0.25, p99: 50 }, pglite: { ratio: 0.1 } },
+  },
   { id: 'extendedPing', label: 'XML-RPC extendedPing (WordPress bytes), distinct URLs', spec: extendedPingSpec },
   { id: 'pingSiteForm', label: 'GET /pingSiteForm, distinct URLs', spec: pingSiteFormSpec },
 ];
@@ -150,7 +176,15 @@ interface Measured {
  * the per-pair ratios. Intake runs are bounded by a request count (calibrated on the warm-up to last about
  * BENCH_DURATION) so that every answer is read and the acknowledgements counted are exact.
  */
-async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child, baseline: Child, db: BenchDatabase | undefined, countAcks: boolean): Promise<Measured> {
+async function measure(
+  id: string,
+  backend: string,
+  spec: LoadSpec,
+  pingd: Child,
+  baseline: Child,
+  db: BenchDatabase | undefined,
+  countAcks: boolean,
+): Promise<Measured> {
   const { connections, duration, runs, warmup } = OPTS;
   let acks = 0;
   let unsure = 0;
@@ -210,7 +244,9 @@ async function measure(id: string, backend: string, spec: LoadSpec, pingd: Child
     t.push(tr);
     b.push(br);
     ratios.push(tr.rps / br.rps);
-    log(`  ${id}/${backend} run ${i + 1}: pingd ${Math.round(tr.rps)} req/s (p99 ${tr.p99} ms), baseline ${Math.round(br.rps)} req/s, ratio ${(tr.rps / br.rps).toFixed(3)}`);
+    log(
+      `  ${id}/${backend} run ${i + 1}: pingd ${Math.round(tr.rps)} req/s (p99 ${tr.p99} ms), baseline ${Math.round(br.rps)} req/s, ratio ${(tr.rps / br.rps).toFixed(3)}`,
+    );
   }
   const failures = t.reduce((a, r) => a + r.bad + r.errors + r.timeouts, 0);
   return {
@@ -356,14 +392,26 @@ async function documents(baseline: Child): Promise<{ rows: Row[]; profile: strin
     log(`shortChanges.xml: ${OPTS.shortWeblogs + 50} weblogs, ${full.body.length} bytes gzip, etag ${current}`);
     const rows: Row[] = [];
     const cases: Record<string, { spec: LoadSpec; target?: number; label: string }> = {
-      'short-200-gzip': { spec: documentSpec(path, { 'accept-encoding': 'gzip' }, 200), target: 0.6, label: `GET ${path} 200 gzip (${Math.round(full.body.length / 1024)} KB)` },
-      'short-304': { spec: documentSpec(path, { 'accept-encoding': 'gzip', 'if-none-match': current }, 304), target: 0.85, label: `GET ${path} 304` },
-      'short-226': { spec: documentSpec(path, { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': base }, 226), label: `GET ${path} 226 delta (50 new)` },
+      'short-200-gzip': {
+        spec: documentSpec(path, { 'accept-encoding': 'gzip' }, 200),
+        target: 0.6,
+        label: `GET ${path} 200 gzip (${Math.round(full.body.length / 1024)} KB)`,
+      },
+      'short-304': {
+        spec: documentSpec(path, { 'accept-encoding': 'gzip', 'if-none-match': current }, 304),
+        target: 0.85,
+        label: `GET ${path} 304`,
+      },
+      'short-226': {
+        spec: documentSpec(path, { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': base }, 226),
+        label: `GET ${path} 226 delta (50 new)`,
+      },
     };
     for (const id of ids) {
       const c = cases[id];
       const probe = await sample(pingd.url, c.spec);
-      if (!c.spec.okStatus?.includes(probe.status)) log(`  warning: ${id} answered ${probe.status}, expected ${c.spec.okStatus?.join('/')}`);
+      if (!c.spec.okStatus?.includes(probe.status))
+        log(`  warning: ${id} answered ${probe.status}, expected ${c.spec.okStatus?.join('/')}`);
       const m = await measure(id, 'postgres', c.spec, pingd, baseline, db, false);
       m.row.scenario = `${id} (${probe.body.length < 1024 ? `${probe.body.length} B` : `${Math.round(probe.body.length / 1024)} KB`})`;
       if (c.target !== undefined) {
@@ -388,8 +436,16 @@ async function renders(): Promise<{ rows: RenderRow[]; raw: string } | undefined
   if (!existsSync(script)) return { rows: [], raw: 'bench/publish-render.ts does not exist yet: render scenarios skipped.' };
   const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     // PostgreSQL only unless asked: seeding a 1M-ping hour takes minutes per backend.
-    const childEnv = { BENCH_PUBLISH_BACKENDS: OPTS.backends.includes('postgres') ? 'postgres' : 'pglite', ...process.env, BENCH_DATABASE_URL: OPTS.databaseUrl };
-    const p = spawn(process.execPath, ['--import', 'tsx', '--import', new URL('./lib/orphan-guard.ts', import.meta.url).href, script], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const childEnv = {
+      BENCH_PUBLISH_BACKENDS: OPTS.backends.includes('postgres') ? 'postgres' : 'pglite',
+      ...process.env,
+      BENCH_DATABASE_URL: OPTS.databaseUrl,
+    };
+    const p = spawn(process.execPath, ['--import', 'tsx', '--import', new URL('./lib/orphan-guard.ts', import.meta.url).href, script], {
+      cwd: ROOT,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     track(p);
     let stdout = '';
     let stderr = '';
@@ -462,10 +518,14 @@ async function main(): Promise<number> {
   const started = new Date();
   const envLine = await environment();
   log(`pingd benchmark: ${envLine}`);
-  log(`${OPTS.connections} connections, warm-up ${OPTS.warmup} s, ${OPTS.runs} runs of ~${OPTS.duration} s each (pingd and baseline in turn)`);
+  log(
+    `${OPTS.connections} connections, warm-up ${OPTS.warmup} s, ${OPTS.runs} runs of ~${OPTS.duration} s each (pingd and baseline in turn)`,
+  );
   if (OPTS.backends.includes('postgres')) {
     if (envLine.includes('PostgreSQL unreachable')) {
-      console.error(`bench: PostgreSQL at BENCH_DATABASE_URL (${OPTS.databaseUrl.replace(/\/\/[^@/]*@/, '//…@')}) is unreachable; start one or set BENCH_BACKENDS=pglite to measure the embedded database only.`);
+      console.error(
+        `bench: PostgreSQL at BENCH_DATABASE_URL (${OPTS.databaseUrl.replace(/\/\/[^@/]*@/, '//…@')}) is unreachable; start one or set BENCH_BACKENDS=pglite to measure the embedded database only.`,
+      );
       return 2;
     }
     const stale = await dropStaleDatabases(OPTS.databaseUrl);
@@ -474,11 +534,18 @@ async function main(): Promise<number> {
   const staleDirs = removeStaleDataDirs();
   if (staleDirs.length) log(`removed data directories left by killed runs: ${staleDirs.join(', ')}`);
   // `hardening` (bench/hardening.ts) prints and writes its own tables; alone, nothing else runs or is written.
-  const hardening = () => (wanted('hardening') ? runHardening({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  const hardening = () =>
+    wanted('hardening')
+      ? runHardening({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })
+      : Promise.resolve(true);
   // `web` (bench/web.ts) likewise prints and writes its own tables.
-  const web = () => (wanted('web') ? runWeb({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  const web = () =>
+    wanted('web') ? runWeb({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true);
   // `wrk` (bench/wrk.ts) likewise; only when named (it installs wrk when missing).
-  const wrkBench = () => (OPTS.scenarios?.includes('wrk') ? runWrkBench({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true));
+  const wrkBench = () =>
+    OPTS.scenarios?.includes('wrk')
+      ? runWrkBench({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })
+      : Promise.resolve(true);
   if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk')) {
     const hardened = await hardening();
     const webOk = await web();
@@ -523,7 +590,9 @@ async function main(): Promise<number> {
   // The load table first: the render scenarios take minutes, and an interrupted run still shows it.
   if (rows.length) console.log([...head(new Date()), ...load].join('\n'));
   const render = await renders();
-  const renderPart = render ? [render.rows.length ? renderTable(render.rows) : '', render.raw ? '```\n' + render.raw + '\n```' : '', ''] : [];
+  const renderPart = render
+    ? [render.rows.length ? renderTable(render.rows) : '', render.raw ? '```\n' + render.raw + '\n```' : '', '']
+    : [];
   if (render) console.log(renderPart.join('\n'));
   const md = [...head(new Date()), ...load, ...renderPart].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
   for (const p of profiles) console.log(`\n${p}`);

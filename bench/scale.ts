@@ -26,16 +26,34 @@ import { ROOT, PINGD_ROOT, startPingd, type Child } from './lib/servers.js';
 import { writeResultsFile } from './lib/report.js';
 import { git } from './lib/git.js';
 import { isMain, runDirect, type DirectOptions } from './lib/run-direct.js';
-import { createScaleDatabase, dropStaleScaleDatabases, fillDatabase, migrateUpTo, pingdCommand, type Backend, type ScaleDb } from './lib/scale-db.js';
+import {
+  createScaleDatabase,
+  dropStaleScaleDatabases,
+  fillDatabase,
+  migrateUpTo,
+  pingdCommand,
+  type Backend,
+  type ScaleDb,
+} from './lib/scale-db.js';
 import type { FillSpec, FillTimings } from './lib/scale-fill.js';
 import { runProbe, type ProbeResult, type Sizes } from './lib/scale-probe.js';
-import { intakeDuringPrune, intakePairs, sequentialGets, type IntakeResult, type Lookup, type PruneUnderLoad } from './lib/scale-measure.js';
+import {
+  intakeDuringPrune,
+  intakePairs,
+  sequentialGets,
+  type IntakeResult,
+  type Lookup,
+  type PruneUnderLoad,
+} from './lib/scale-measure.js';
 import { listMigrations } from '../src/platform/db/migrate.js';
 import { median } from './lib/load.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const num = (name: string, def: number) => Math.round(envNumber(name, def));
-const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ');
 const STEPS = ['intake', 'render', 'lookup', 'retention', 'migrate', 'migrate011'] as const;
 type Step = (typeof STEPS)[number];
 const BIG_STEPS: Step[] = ['intake', 'render', 'lookup', 'retention', 'migrate'];
@@ -80,7 +98,9 @@ interface BackendResult {
   lookup?: { small: { hot: Lookup; few: Lookup }; big: { hot: Lookup; few: Lookup }; load: string; smallFill: FillTimings };
   retention?: PruneUnderLoad & { load: string; partitionsBefore: number; partitionsAfter: number };
   migrate?: { emptyMs: number; bigMs: number; load: string };
-  migrate011?: { pings: number; fill: FillTimings; ms: number; out: string; load: string; failed?: { ms: number; error: string } } | { skipped: string };
+  migrate011?:
+    | { pings: number; fill: FillTimings; ms: number; out: string; load: string; failed?: { ms: number; error: string } }
+    | { skipped: string };
   seconds: number;
 }
 
@@ -92,7 +112,9 @@ interface BackendResult {
 async function serve(db: ScaleDb, extra: Record<string, string> = {}): Promise<Child> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startPingd({ env: { RENDER_SCHEDULER: 'false', RETENTION_DAYS: '0', ARCHIVE_RETENTION_DAYS: '0', ...extra, ...db.env } });
+      return await startPingd({
+        env: { RENDER_SCHEDULER: 'false', RETENTION_DAYS: '0', ARCHIVE_RETENTION_DAYS: '0', ...extra, ...db.env },
+      });
     } catch (err) {
       if (attempt >= 5 || !/did not start in time/.test((err as Error).message)) throw err;
       log(`  pingd did not start (attempt ${attempt}): ${(err as Error).message.split('\n')[1] ?? ''}; again`);
@@ -104,16 +126,29 @@ function checkDisk(pings: number): void {
   const fs = statfsSync(ROOT);
   const free = fs.bavail * fs.bsize;
   const need = pings * BYTES_PER_PING;
-  if (need > free * 0.9) throw new Error(`${pings.toLocaleString('en-US')} pings need about ${(need / 2 ** 30).toFixed(0)} GiB; ${(free / 2 ** 30).toFixed(0)} GiB are free: set BENCH_SCALE_PINGS lower`);
+  if (need > free * 0.9)
+    throw new Error(
+      `${pings.toLocaleString('en-US')} pings need about ${(need / 2 ** 30).toFixed(0)} GiB; ${(free / 2 ** 30).toFixed(0)} GiB are free: set BENCH_SCALE_PINGS lower`,
+    );
 }
 
-async function renderPair(kind: 'changes' | 'archive', small: ScaleDb, smallAt: number, smallHour: number, big: ScaleDb, bigAt: number, bigHour: number): Promise<RenderPair> {
+async function renderPair(
+  kind: 'changes' | 'archive',
+  small: ScaleDb,
+  smallAt: number,
+  smallHour: number,
+  big: ScaleDb,
+  bigAt: number,
+  bigHour: number,
+): Promise<RenderPair> {
   const out: RenderPair = { small: [], big: [] };
   // Twice each, alternating: the first render of each also pays for reading the hour from disk.
   for (let i = 0; i < 2; i++) {
     out.small.push(await runProbe(kind, small.target, smallAt, smallHour));
     out.big.push(await runProbe(kind, big.target, bigAt, bigHour));
-    log(`    ${kind} run ${i + 1}: hours only ${out.small[i].ms} ms (peak ${out.small[i].peakMb} MB), big ${out.big[i].ms} ms (peak ${out.big[i].peakMb} MB)`);
+    log(
+      `    ${kind} run ${i + 1}: hours only ${out.small[i].ms} ms (peak ${out.small[i].peakMb} MB), big ${out.big[i].ms} ms (peak ${out.big[i].peakMb} MB)`,
+    );
   }
   return out;
 }
@@ -141,12 +176,25 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
       const big = await make('big');
       for (const d of [empty, small, big]) await pingdCommand(['migrate'], d.env);
       const at = Date.now();
-      const spec: FillSpec = { pings: s.pings, weblogs: s.weblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at, chunk: backend === 'pglite' ? 250_000 : 2_000_000 };
+      const spec: FillSpec = {
+        pings: s.pings,
+        weblogs: s.weblogs,
+        hourWeblogs: s.hourWeblogs,
+        archivePings: s.archivePings,
+        at,
+        chunk: backend === 'pglite' ? 250_000 : 2_000_000,
+      };
       log(`${backend}: filling ${s.pings.toLocaleString('en-US')} pings of ${s.weblogs.toLocaleString('en-US')} weblogs (load ${load()})…`);
       const loadAtFill = load();
       const fill = await fillDatabase(big, spec, log);
       log(`  filled in ${fill.seconds} s (${fill.insertRate.toLocaleString('en-US')} pings/s inserted; load ${load()})`);
-      const smallSpec: FillSpec = { pings: s.hourWeblogs + s.archivePings, weblogs: s.hourWeblogs, hourWeblogs: s.hourWeblogs, archivePings: s.archivePings, at };
+      const smallSpec: FillSpec = {
+        pings: s.hourWeblogs + s.archivePings,
+        weblogs: s.hourWeblogs,
+        hourWeblogs: s.hourWeblogs,
+        archivePings: s.archivePings,
+        at,
+      };
       const smallFill = await fillDatabase(small, smallSpec, () => undefined);
       const sizes = (await runProbe('sizes', big.target)).sizes!;
       Object.assign(r, { fill, smallFill, sizes, loadAtFill });
@@ -155,7 +203,10 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
         log(`  render (load ${load()})`);
         const l = load();
         r.changes = { ...(await renderPair('changes', small, at, 0, big, at, 0)), load: l };
-        r.archive = { ...(await renderPair('archive', small, at, smallFill.layout.archiveHour, big, at, fill.layout.archiveHour)), load: load() };
+        r.archive = {
+          ...(await renderPair('archive', small, at, smallFill.layout.archiveHour, big, at, fill.layout.archiveHour)),
+          load: load(),
+        };
       }
 
       if (s.steps.has('lookup') || s.steps.has('intake')) {
@@ -169,15 +220,31 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
           log(`  lookups (load ${load()})`);
           const l = load();
           const path = (u: string) => `/weblog?url=${encodeURIComponent(u)}`;
-          const small2 = { hot: await sequentialGets(ps.url, path(smallFill.hotWeblog.url), s.lookups), few: await sequentialGets(ps.url, path(smallFill.fewWeblog.url), s.lookups) };
-          const big2 = { hot: await sequentialGets(pb.url, path(fill.hotWeblog.url), s.lookups), few: await sequentialGets(pb.url, path(fill.fewWeblog.url), s.lookups) };
+          const small2 = {
+            hot: await sequentialGets(ps.url, path(smallFill.hotWeblog.url), s.lookups),
+            few: await sequentialGets(ps.url, path(smallFill.fewWeblog.url), s.lookups),
+          };
+          const big2 = {
+            hot: await sequentialGets(pb.url, path(fill.hotWeblog.url), s.lookups),
+            few: await sequentialGets(pb.url, path(fill.fewWeblog.url), s.lookups),
+          };
           r.lookup = { small: small2, big: big2, load: l, smallFill };
-          log(`    hot: hours only p99 ${small2.hot.p99.toFixed(1)} ms, big p99 ${big2.hot.p99.toFixed(1)} ms; few: ${small2.few.p99.toFixed(1)} / ${big2.few.p99.toFixed(1)} ms`);
+          log(
+            `    hot: hours only p99 ${small2.hot.p99.toFixed(1)} ms, big p99 ${big2.hot.p99.toFixed(1)} ms; few: ${small2.few.p99.toFixed(1)} / ${big2.few.p99.toFixed(1)} ms`,
+          );
         }
         if (s.steps.has('intake')) {
           log(`  intake, empty and big in turn (load ${load()})`);
           const l = load();
-          r.intake = { ...(await intakePairs(pe, pb, { runs: s.runs, seconds: s.duration, warmup: s.warmup, connections: 64, tag: `s${Date.now().toString(36)}` }, log)), load: l };
+          r.intake = {
+            ...(await intakePairs(
+              pe,
+              pb,
+              { runs: s.runs, seconds: s.duration, warmup: s.warmup, connections: 64, tag: `s${Date.now().toString(36)}` },
+              log,
+            )),
+            load: l,
+          };
         }
         await stopAll();
       }
@@ -197,7 +264,12 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
         }
         const l = load();
         servers.push(pb);
-        const pr = await intakeDuringPrune(pb, firesAt, { slice: 2, connections: 64, afterSlices: 3, timeoutSec: 1800, tag: `r${Date.now().toString(36)}` }, log);
+        const pr = await intakeDuringPrune(
+          pb,
+          firesAt,
+          { slice: 2, connections: 64, afterSlices: 3, timeoutSec: 1800, tag: `r${Date.now().toString(36)}` },
+          log,
+        );
         await stopAll();
         const after = (await runProbe('sizes', big.target)).sizes!;
         r.retention = { ...pr, load: l, partitionsBefore: before.partitions, partitionsAfter: after.partitions };
@@ -216,13 +288,25 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
     }
 
     if (s.steps.has('migrate011')) {
-      if (!listMigrations().some((m) => m.version === PARTITION_MIGRATION)) r.migrate011 = { skipped: `no migration ${PARTITION_MIGRATION} in migrations/` };
+      if (!listMigrations().some((m) => m.version === PARTITION_MIGRATION))
+        r.migrate011 = { skipped: `no migration ${PARTITION_MIGRATION} in migrations/` };
       else {
         const m = await make('m011');
         await migrateUpTo(m, PARTITION_MIGRATION - 1);
         const mw = Math.max(1000, Math.round(s.migratePings / 10));
         log(`  migration 011: filling ${s.migratePings.toLocaleString('en-US')} pings at the schema of migration 010 (load ${load()})`);
-        const mf = await fillDatabase(m, { pings: s.migratePings, weblogs: mw, hourWeblogs: Math.min(s.hourWeblogs, mw), archivePings: Math.min(s.archivePings, Math.round(s.migratePings / 10)), at: Date.now(), chunk: backend === 'pglite' ? 250_000 : 2_000_000 }, log);
+        const mf = await fillDatabase(
+          m,
+          {
+            pings: s.migratePings,
+            weblogs: mw,
+            hourWeblogs: Math.min(s.hourWeblogs, mw),
+            archivePings: Math.min(s.archivePings, Math.round(s.migratePings / 10)),
+            at: Date.now(),
+            chunk: backend === 'pglite' ? 250_000 : 2_000_000,
+          },
+          log,
+        );
         const l = load();
         // With pingd's defaults first: DB_TIMEOUT_MS (5 s) also bounds each statement of `pingd migrate`, and a
         // migration that runs longer fails (it is rolled back: the database is as before). Then, if it failed,
@@ -253,7 +337,8 @@ async function runBackend(backend: Backend, adminUrl: string): Promise<BackendRe
 // Report
 
 const f0 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : Math.round(n).toLocaleString('en-US'));
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const m = (n: number) => (n >= 1e6 ? `${+(n / 1e6).toFixed(1)}M` : `${+(n / 1e3).toFixed(0)}k`);
 const gib = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(0)} MiB`);
 const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : '–');
@@ -281,28 +366,48 @@ function bigLines(r: BackendResult, fill: FillTimings, size: Sizes): string[] {
   if (r.intake) {
     const i = r.intake;
     const pass = i.ratio >= 0.9;
-    lines.push(`| durable intake, pings/s (median of ${i.pairs.length} × ${s.duration} s, 64 connections; load ${i.load}) | ${f0(i.emptyRps)} | ${f0(i.bigRps)} | **${i.ratio.toFixed(2)}** (runs ${i.ratios.map((x) => x.toFixed(2)).join(', ')}) | ≥ 0.90 ${pass ? '✅' : '❌'} |`);
+    lines.push(
+      `| durable intake, pings/s (median of ${i.pairs.length} × ${s.duration} s, 64 connections; load ${i.load}) | ${f0(i.emptyRps)} | ${f0(i.bigRps)} | **${i.ratio.toFixed(2)}** (runs ${i.ratios.map((x) => x.toFixed(2)).join(', ')}) | ≥ 0.90 ${pass ? '✅' : '❌'} |`,
+    );
     lines.push(`| durable intake p99 ms | ${f1(i.emptyP99)} | ${f1(i.bigP99)} | ${ratio(i.bigP99, i.emptyP99)} | |`);
   }
   if (r.changes) {
     const c = r.changes;
     const pass = best(c.big) <= best(c.small) * 1.1;
-    lines.push(`| changes.xml render, ${f0(c.big[0].entries)} weblogs in the hour: ms, best of 2 (runs; a renderer's second tick; load ${c.load}) | ${f0(best(c.small))} (${c.small.map((x) => x.ms).join(', ')}) | ${f0(best(c.big))} (${c.big.map((x) => x.ms).join(', ')}) | **${ratio(best(c.big), best(c.small))}** | ≤ 1.10× ${pass ? '✅' : '❌'} |`);
+    lines.push(
+      `| changes.xml render, ${f0(c.big[0].entries)} weblogs in the hour: ms, best of 2 (runs; a renderer's second tick; load ${c.load}) | ${f0(best(c.small))} (${c.small.map((x) => x.ms).join(', ')}) | ${f0(best(c.big))} (${c.big.map((x) => x.ms).join(', ')}) | **${ratio(best(c.big), best(c.small))}** | ≤ 1.10× ${pass ? '✅' : '❌'} |`,
+    );
     const first = (xs: ProbeResult[]) => Math.min(...xs.map((x) => x.firstMs ?? Infinity));
-    if (r.backend === 'pglite') lines.push(`| changes.xml: a renderer's first tick, ms, best of 2 (with the ANALYZE of weblogs and pings it runs every 10 minutes on the embedded database) | ${f0(first(c.small))} | ${f0(first(c.big))} | ${ratio(first(c.big), first(c.small))} | |`);
-    lines.push(`| changes.xml render: peak RSS MB of the rendering process | ${f0(peak(c.small))} | ${f0(peak(c.big))} | ${ratio(peak(c.big), peak(c.small))} | |`);
+    if (r.backend === 'pglite')
+      lines.push(
+        `| changes.xml: a renderer's first tick, ms, best of 2 (with the ANALYZE of weblogs and pings it runs every 10 minutes on the embedded database) | ${f0(first(c.small))} | ${f0(first(c.big))} | ${ratio(first(c.big), first(c.small))} | |`,
+      );
+    lines.push(
+      `| changes.xml render: peak RSS MB of the rendering process | ${f0(peak(c.small))} | ${f0(peak(c.big))} | ${ratio(peak(c.big), peak(c.small))} | |`,
+    );
   }
   if (r.archive) {
     const a = r.archive;
-    lines.push(`| closed archive hour, ${f0(s.archivePings)} pings (${f0(a.big[0].entries)} entries): render ms, best of 2 (runs; load ${a.load}) | ${f0(best(a.small))} (${a.small.map((x) => x.ms).join(', ')}) | ${f0(best(a.big))} (${a.big.map((x) => x.ms).join(', ')}) | ${ratio(best(a.big), best(a.small))} | |`);
-    lines.push(`| closed archive hour: peak RSS MB of the rendering process${r.backend === 'pglite' ? ' (PGlite inside it)' : ''} | ${f0(peak(a.small))} | ${f0(peak(a.big))} | ${ratio(peak(a.big), peak(a.small))} | |`);
+    lines.push(
+      `| closed archive hour, ${f0(s.archivePings)} pings (${f0(a.big[0].entries)} entries): render ms, best of 2 (runs; load ${a.load}) | ${f0(best(a.small))} (${a.small.map((x) => x.ms).join(', ')}) | ${f0(best(a.big))} (${a.big.map((x) => x.ms).join(', ')}) | ${ratio(best(a.big), best(a.small))} | |`,
+    );
+    lines.push(
+      `| closed archive hour: peak RSS MB of the rendering process${r.backend === 'pglite' ? ' (PGlite inside it)' : ''} | ${f0(peak(a.small))} | ${f0(peak(a.big))} | ${ratio(peak(a.big), peak(a.small))} | |`,
+    );
   }
   if (r.lookup) {
     const l = r.lookup;
-    lines.push(`| GET /weblog?url= p50 / p99 ms, weblog with many pings (${f0(l.smallFill.hotWeblog.pings)} / ${f0(fill.hotWeblog.pings)}); ${s.lookups} one at a time, load ${l.load} | ${f1(l.small.hot.p50)} / ${f1(l.small.hot.p99)} | ${f1(l.big.hot.p50)} / **${f1(l.big.hot.p99)}** | ${ratio(l.big.hot.p99, l.small.hot.p99)} | |`);
-    lines.push(`| GET /weblog?url= p50 / p99 ms, weblog with few pings (${f0(l.smallFill.fewWeblog.pings)} / ${f0(fill.fewWeblog.pings)}) | ${f1(l.small.few.p50)} / ${f1(l.small.few.p99)} | ${f1(l.big.few.p50)} / **${f1(l.big.few.p99)}** | ${ratio(l.big.few.p99, l.small.few.p99)} | |`);
+    lines.push(
+      `| GET /weblog?url= p50 / p99 ms, weblog with many pings (${f0(l.smallFill.hotWeblog.pings)} / ${f0(fill.hotWeblog.pings)}); ${s.lookups} one at a time, load ${l.load} | ${f1(l.small.hot.p50)} / ${f1(l.small.hot.p99)} | ${f1(l.big.hot.p50)} / **${f1(l.big.hot.p99)}** | ${ratio(l.big.hot.p99, l.small.hot.p99)} | |`,
+    );
+    lines.push(
+      `| GET /weblog?url= p50 / p99 ms, weblog with few pings (${f0(l.smallFill.fewWeblog.pings)} / ${f0(fill.fewWeblog.pings)}) | ${f1(l.small.few.p50)} / ${f1(l.small.few.p99)} | ${f1(l.big.few.p50)} / **${f1(l.big.few.p99)}** | ${ratio(l.big.few.p99, l.small.few.p99)} | |`,
+    );
   }
-  if (r.migrate) lines.push(`| \`pingd migrate\` (nothing pending), wall ms of the command (load ${r.migrate.load}) | ${f0(r.migrate.emptyMs)} | ${f0(r.migrate.bigMs)} | ${ratio(r.migrate.bigMs, r.migrate.emptyMs)} | |`);
+  if (r.migrate)
+    lines.push(
+      `| \`pingd migrate\` (nothing pending), wall ms of the command (load ${r.migrate.load}) | ${f0(r.migrate.emptyMs)} | ${f0(r.migrate.bigMs)} | ${ratio(r.migrate.bigMs, r.migrate.emptyMs)} | |`,
+    );
   lines.push('');
   if (r.retention) {
     const t = r.retention;
@@ -328,8 +433,13 @@ function backendSection(r: BackendResult): string {
     if ('skipped' in r.migrate011) lines.push(`Migration 011 on a filled database: skipped (${r.migrate011.skipped}).`, '');
     else {
       const x = r.migrate011;
-      const first = x.failed ? `with pingd's defaults it **failed after ${f1(x.failed.ms / 1000)} s** ("${x.failed.error}": DB_TIMEOUT_MS, 5 s, bounds each statement of the migration too; rolled back), then with DB_TIMEOUT_MS=600000 ` : '';
-      lines.push(`Migration 011 (partitioned logs) on a database of ${m(x.fill.pings)} pings and ${m(x.fill.weblogs)} weblogs made at the schema of migration 010 (filled in ${f0(x.fill.seconds)} s): \`pingd migrate\` ${first}took **${f1(x.ms / 1000)} s** (load ${x.load}; "${x.out.replace(/\n/g, ' ')}").`, '');
+      const first = x.failed
+        ? `with pingd's defaults it **failed after ${f1(x.failed.ms / 1000)} s** ("${x.failed.error}": DB_TIMEOUT_MS, 5 s, bounds each statement of the migration too; rolled back), then with DB_TIMEOUT_MS=600000 `
+        : '';
+      lines.push(
+        `Migration 011 (partitioned logs) on a database of ${m(x.fill.pings)} pings and ${m(x.fill.weblogs)} weblogs made at the schema of migration 010 (filled in ${f0(x.fill.seconds)} s): \`pingd migrate\` ${first}took **${f1(x.ms / 1000)} s** (load ${x.load}; "${x.out.replace(/\n/g, ' ')}").`,
+        '',
+      );
     }
   }
   lines.push(`Wall time of this backend's part: ${f0(r.seconds)} s.`, '');

@@ -13,7 +13,10 @@ import { MINUTE_MS, minuteOf, type HostCount, type SeriesCount } from '../src/op
 
 const OUT = join(import.meta.dirname, '..', 'docs', 'screenshots');
 const dir = mkdtempSync(join(tmpdir(), 'pingd-shots-'));
-const app = await buildApp({ config: loadConfig({ LOG_LEVEL: 'warn', DATA_DIR: dir, VERIFY_PINGS: 'off', PING_HOST_BUDGET: '0' }), logger: false });
+const app = await buildApp({
+  config: loadConfig({ LOG_LEVEL: 'warn', DATA_DIR: dir, VERIFY_PINGS: 'off', PING_HOST_BUDGET: '0' }),
+  logger: false,
+});
 try {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
@@ -28,7 +31,11 @@ try {
     const hour = new Date(m).getUTCHours() + new Date(m).getUTCMinutes() / 60;
     const accepted = Math.round(40 + 30 * Math.sin(((hour - 9) / 24) * 2 * Math.PI) + 6 * Math.sin(m / 1_500_000));
     counts.push({ minute: m, series: 'accepted', n: accepted });
-    counts.push({ minute: m, series: 'refused:throttled', n: Math.round(accepted / 12) + (now - m < 130 * MINUTE_MS && now - m > 110 * MINUTE_MS ? 25 : 0) });
+    counts.push({
+      minute: m,
+      series: 'refused:throttled',
+      n: Math.round(accepted / 12) + (now - m < 130 * MINUTE_MS && now - m > 110 * MINUTE_MS ? 25 : 0),
+    });
     if ((m / MINUTE_MS) % 5 === 0) counts.push({ minute: m, series: 'refused:invalid', n: 2 });
     if (now - m < 60 * MINUTE_MS) {
       hosts.push({ minute: m, host: 'blogs.example.org', accepted: Math.round(accepted / 4), refused: 1 });
@@ -44,13 +51,38 @@ try {
       headers: { 'content-type': 'text/xml' },
       body: `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.${rss ? 'extendedPing' : 'ping'}</methodName><params><param><value>${name}</value></param><param><value>${url}</value></param>${rss ? `<param><value>${url}</value></param><param><value>${rss}</value></param>` : ''}</params></methodCall>`,
     }).then((r) => r.text());
-  const names = ['Scripting News', 'The Daily Bread', 'Notes from the Garden', 'A Developer Diary', 'Photo a Day', 'Cooking for Two', 'Field Recordings', 'Rust Weekly'];
-  for (let i = 0; i < 40; i++) await rpc(names[i % names.length] + (i >= names.length ? ` #${i}` : ''), `https://blog${i}.example.org/`, i % 3 === 0 ? `https://blog${i}.example.org/feed` : undefined);
+  const names = [
+    'Scripting News',
+    'The Daily Bread',
+    'Notes from the Garden',
+    'A Developer Diary',
+    'Photo a Day',
+    'Cooking for Two',
+    'Field Recordings',
+    'Rust Weekly',
+  ];
+  for (let i = 0; i < 40; i++)
+    await rpc(
+      names[i % names.length] + (i >= names.length ? ` #${i}` : ''),
+      `https://blog${i}.example.org/`,
+      i % 3 === 0 ? `https://blog${i}.example.org/feed` : undefined,
+    );
   await rpc('Scripting News', 'https://blog0.example.org/');
   await rpc('not a weblog', 'javascript:alert(1)');
   await app.renderer.tick();
 
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
   const shots: [string, string, number][] = [
     ['home', '/', 1000],
     ['weblog', `/weblog?url=${encodeURIComponent('https://blog0.example.org/')}`, 1000],

@@ -58,11 +58,14 @@ function settings() {
   return {
     rate: envNumber('BENCH_SOAK_RATE', 200),
     seconds: envNumber('BENCH_SOAK_SECONDS', 600),
-    steps: steps === '' || steps === 'none' ? [] : steps.split(',').map((s) => {
-      const n = Number(s.trim());
-      if (!Number.isFinite(n) || n <= 0) throw new Error(`BENCH_SOAK_STEPS must list positive rates, got ${JSON.stringify(steps)}`);
-      return n;
-    }),
+    steps:
+      steps === '' || steps === 'none'
+        ? []
+        : steps.split(',').map((s) => {
+            const n = Number(s.trim());
+            if (!Number.isFinite(n) || n <= 0) throw new Error(`BENCH_SOAK_STEPS must list positive rates, got ${JSON.stringify(steps)}`);
+            return n;
+          }),
     stepSeconds: envNumber('BENCH_SOAK_STEP_SECONDS', 120),
     connections: Math.round(envNumber('BENCH_SOAK_CONNECTIONS', 8)),
   };
@@ -80,10 +83,19 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
   const periodSec = renderPeriodSec();
   const bounds: Bounds = { shortAgeSec: 2 * periodSec, changesAgeSec: 60, embeddedRssMb: 300, minRateShare: 0.95 };
   const started = new Date();
-  const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load0 = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
   const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src', 'migrations']);
-  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.replace(/^\s*\S+\s+/, '')).join(', ')}` : ''}`;
+  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${
+    dirty
+      ? `, with uncommitted changes in ${dirty
+          .split('\n')
+          .map((l) => l.replace(/^\s*\S+\s+/, ''))
+          .join(', ')}`
+      : ''
+  }`;
   log(`soak: pingd of ${measured}; load ${load0}`);
   if (o.backends.includes('postgres')) {
     const stale = await dropStaleScenarioDatabases(o.databaseUrl, 'soak');
@@ -103,7 +115,14 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
       if (backend === 'postgres' && s.steps.length) {
         ramp = { held: seg.pass ? s.rate : null, brokeAt: seg.pass ? null : s.rate, ran: true };
         for (const rate of seg.pass ? s.steps : []) {
-          const step = await runSegment({ ...common, connections: stepConnections(rate, s.connections), label: `postgres step ${rate}/s`, backend, rate, seconds: s.stepSeconds });
+          const step = await runSegment({
+            ...common,
+            connections: stepConnections(rate, s.connections),
+            label: `postgres step ${rate}/s`,
+            backend,
+            rate,
+            seconds: s.stepSeconds,
+          });
           segments.push(step);
           if (!step.pass) {
             ramp.brokeAt = rate;
@@ -124,7 +143,9 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     '',
     `pingd: ${measured}. Machine: ${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${load0}, at end ${loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. pingd ${compiled ? 'compiled by tsc, run as `node dist/cli.js serve` (as `npm start` runs it)' : 'under tsx from src/'}. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off;${processTuning()} ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
+      .join(
+        ' ',
+      )}. Wall time ${Math.round((Date.now() - started.getTime()) / 1000)} s. pingd ${compiled ? 'compiled by tsc, run as `node dist/cli.js serve` (as `npm start` runs it)' : 'under tsx from src/'}. RENDER_CRON: pingd's default (every ${periodSec} s); VERIFY_PINGS=off;${processTuning()} ${s.connections} connections (ramp steps: ${s.steps.map((r) => stepConnections(r, s.connections)).join(', ')}).`,
     '',
     summaryMarkdown(segments, ramp, s.steps, errors),
     '',
@@ -149,8 +170,10 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
  * V8's heap), named in the report: RSS figures mean nothing without them.
  */
 function processTuning(): string {
-  const set = ['LD_PRELOAD', 'MALLOC_CONF', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'NODE_OPTIONS'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
-  return set.length ? ` pingd's environment: ${set.join(', ')};` : ' no malloc or V8 settings in pingd\'s environment;';
+  const set = ['LD_PRELOAD', 'MALLOC_CONF', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'NODE_OPTIONS']
+    .filter((k) => process.env[k])
+    .map((k) => `${k}=${process.env[k]}`);
+  return set.length ? ` pingd's environment: ${set.join(', ')};` : " no malloc or V8 settings in pingd's environment;";
 }
 
 // Run directly: node --import tsx bench/soak.ts [--write]

@@ -34,7 +34,9 @@ interface Clients {
 }
 
 function startClients(url: string, n: number): Clients {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/stream-clients.ts'), url, String(n)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/stream-clients.ts'), url, String(n)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const lines = createInterface({ input: proc.stdout! });
   let onReady: () => void = () => undefined;
   let onResult: (r: Record<string, number>) => void = () => undefined;
@@ -62,7 +64,16 @@ function memory(): { rss: number; heap: number } {
 
 /** Memory per idle connection, on the app built in this process. */
 async function idleMemory(backend: string, dbEnv: Record<string, string>): Promise<string> {
-  const app = await buildApp({ config: loadConfig({ ...dbEnv, LOG_LEVEL: 'silent', VERIFY_PINGS: 'off', RENDER_SCHEDULER: 'false', STREAM_MAX_CLIENTS: String(IDLE + 10) }), logger: false });
+  const app = await buildApp({
+    config: loadConfig({
+      ...dbEnv,
+      LOG_LEVEL: 'silent',
+      VERIFY_PINGS: 'off',
+      RENDER_SCHEDULER: 'false',
+      STREAM_MAX_CLIENTS: String(IDLE + 10),
+    }),
+    logger: false,
+  });
   try {
     await app.listen({ host: '127.0.0.1', port: 0 });
     const addr = app.server.address();

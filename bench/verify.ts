@@ -107,7 +107,12 @@ async function main(): Promise<void> {
   const cases: Case[] = [
     { name: `feed in the ping, no host gap`, withFeed: true, hostIntervalMs: 0, pings: N },
     { name: `autodiscovery (2 fetches), no host gap`, withFeed: false, hostIntervalMs: 0, pings: N },
-    { name: `feed in the ping, FETCH_HOST_INTERVAL_MS=1000 (${HOSTS} hosts)`, withFeed: true, hostIntervalMs: 1000, pings: Math.min(N, HOSTS * 10) },
+    {
+      name: `feed in the ping, FETCH_HOST_INTERVAL_MS=1000 (${HOSTS} hosts)`,
+      withFeed: true,
+      hostIntervalMs: 1000,
+      pings: Math.min(N, HOSTS * 10),
+    },
   ];
   const lines: string[] = [];
   try {

@@ -28,7 +28,17 @@ import { writeResultsFile } from './lib/report.js';
 const env = process.env;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const CHROMIUM = env.BENCH_CHROMIUM || '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps', '--disable-extensions'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+  '--disable-extensions',
+];
 const WIDTHS = [375, 1280];
 const SCHEMES = ['light', 'dark'] as const;
 
@@ -43,7 +53,8 @@ function axeSource(): string {
       path = undefined;
     }
   }
-  if (!path || !existsSync(path)) throw new Error('axe-core not found: `npm i --prefix /tmp/audit axe-core@4` and set BENCH_AXE_CORE=/tmp/audit/node_modules/axe-core');
+  if (!path || !existsSync(path))
+    throw new Error('axe-core not found: `npm i --prefix /tmp/audit axe-core@4` and set BENCH_AXE_CORE=/tmp/audit/node_modules/axe-core');
   return readFileSync(path, 'utf8');
 }
 
@@ -79,7 +90,9 @@ async function runAxe(browser: Browser, base: string, paths: string[], source: s
         // Evaluated through the devtools protocol: the pages' CSP (script-src 'self') would refuse a <script>.
         await page.evaluate(source);
         const violations = await page.evaluate(async () => {
-          const r = await (window as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: { target: string[] }[] }[] }> } }).axe.run();
+          const r = await (
+            window as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: { target: string[] }[] }[] }> } }
+          ).axe.run();
           return r.violations.map((v) => `${v.id} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`);
         });
         out.push({ page: path, width, scheme, violations });
@@ -101,7 +114,10 @@ interface Transfer {
 
 /** Every response of /status until its charts are drawn, as the browser received them. */
 async function statusTransfers(browser: Browser, base: string, acceptEncoding?: string): Promise<Transfer[]> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, ...(acceptEncoding ? { extraHTTPHeaders: { 'accept-encoding': acceptEncoding } } : {}) });
+  const context = await browser.newContext({
+    viewport: { width: 1280, height: 900 },
+    ...(acceptEncoding ? { extraHTTPHeaders: { 'accept-encoding': acceptEncoding } } : {}),
+  });
   const page = await context.newPage();
   const pending: Promise<Transfer>[] = [];
   page.on('response', (r) => {
@@ -110,7 +126,13 @@ async function statusTransfers(browser: Browser, base: string, acceptEncoding?: 
     pending.push(
       (async () => {
         const sizes = await r.request().sizes();
-        return { path: u.pathname + u.search, encoding: (await r.allHeaders())['content-encoding'] ?? 'identity', body: sizes.responseBodySize, total: sizes.responseBodySize + sizes.responseHeadersSize, decoded: (await r.body()).length };
+        return {
+          path: u.pathname + u.search,
+          encoding: (await r.allHeaders())['content-encoding'] ?? 'identity',
+          body: sizes.responseBodySize,
+          total: sizes.responseBodySize + sizes.responseHeadersSize,
+          decoded: (await r.body()).length,
+        };
       })(),
     );
   });
@@ -127,7 +149,10 @@ const CATEGORIES = ['performance', 'accessibility', 'best-practices', 'seo'] as 
 /** Lighthouse's four scores of one URL (its default: a mobile device, simulated throttling). */
 async function lighthouse(bin: string, url: string): Promise<{ scores: number[]; failed: string[] }> {
   const flags = `--headless=new ${ARGS.join(' ')}`;
-  const p = spawn(bin, [url, '--quiet', '--output=json', '--output-path=stdout', `--chrome-flags=${flags}`], { env: { ...env, CHROME_PATH: CHROMIUM }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(bin, [url, '--quiet', '--output=json', '--output-path=stdout', `--chrome-flags=${flags}`], {
+    env: { ...env, CHROME_PATH: CHROMIUM },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const chunks: Buffer[] = [];
   let err = '';
   p.stdout.on('data', (d: Buffer) => chunks.push(d));
@@ -139,7 +164,9 @@ async function lighthouse(bin: string, url: string): Promise<{ scores: number[];
     audits: Record<string, { score: number | null }>;
   };
   const scores = CATEGORIES.map((c) => Math.round(report.categories[c].score * 100));
-  const failed = CATEGORIES.flatMap((c) => report.categories[c].auditRefs.filter((a) => a.weight > 0 && (report.audits[a.id]?.score ?? 1) < 1).map((a) => a.id));
+  const failed = CATEGORIES.flatMap((c) =>
+    report.categories[c].auditRefs.filter((a) => a.weight > 0 && (report.audits[a.id]?.score ?? 1) < 1).map((a) => a.id),
+  );
   return { scores, failed };
 }
 
@@ -182,10 +209,19 @@ async function main(): Promise<boolean> {
     }
 
     const md: string[] = [`# Web pages audit, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`, ''];
-    md.push(`axe-core ${/axe v([\d.]+)/.exec(source)?.[1] ?? '?'} on ${paths.length} pages × ${WIDTHS.join(' and ')} px × light and dark: **${axe.reduce((n, r) => n + r.violations.length, 0)} violations**.`, '');
-    for (const r of axe.filter((x) => x.violations.length)) md.push(`- ${r.page} at ${r.width} px, ${r.scheme}: ${r.violations.join('; ')}`);
+    md.push(
+      `axe-core ${/axe v([\d.]+)/.exec(source)?.[1] ?? '?'} on ${paths.length} pages × ${WIDTHS.join(' and ')} px × light and dark: **${axe.reduce((n, r) => n + r.violations.length, 0)} violations**.`,
+      '',
+    );
+    for (const r of axe.filter((x) => x.violations.length))
+      md.push(`- ${r.page} at ${r.width} px, ${r.scheme}: ${r.violations.join('; ')}`);
     if (axe.some((x) => x.violations.length)) md.push('');
-    md.push('`/status` until both charts are drawn, headless Chromium (bytes of the body as sent / with headers; decoded):', '', '| resource | compressed | as sent | with headers | refusing compression | decoded |', '| --- | --- | ---: | ---: | ---: | ---: |');
+    md.push(
+      '`/status` until both charts are drawn, headless Chromium (bytes of the body as sent / with headers; decoded):',
+      '',
+      '| resource | compressed | as sent | with headers | refusing compression | decoded |',
+      '| --- | --- | ---: | ---: | ---: | ---: |',
+    );
     const byPath = new Map(identity.map((x) => [x.path.replace(/\.[0-9a-f]{12}\./, '.*.'), x]));
     let sum = 0;
     let sumTotal = 0;
@@ -196,17 +232,25 @@ async function main(): Promise<boolean> {
       sum += x.body;
       sumTotal += x.total;
       sumIdentity += id?.total ?? 0;
-      md.push(`| \`${key}\` | ${x.encoding} | ${x.body.toLocaleString('en')} | ${x.total.toLocaleString('en')} | ${id ? id.total.toLocaleString('en') : '–'} | ${x.decoded.toLocaleString('en')} |`);
+      md.push(
+        `| \`${key}\` | ${x.encoding} | ${x.body.toLocaleString('en')} | ${x.total.toLocaleString('en')} | ${id ? id.total.toLocaleString('en') : '–'} | ${x.decoded.toLocaleString('en')} |`,
+      );
     }
     md.push(`| all | | ${sum.toLocaleString('en')} | ${sumTotal.toLocaleString('en')} | ${sumIdentity.toLocaleString('en')} | |`, '');
     if (lh.length) {
-      md.push('Lighthouse (mobile, simulated throttling): performance / accessibility / best practices / SEO', '', '| page | scores | audits below 1 |', '| --- | --- | --- |');
+      md.push(
+        'Lighthouse (mobile, simulated throttling): performance / accessibility / best practices / SEO',
+        '',
+        '| page | scores | audits below 1 |',
+        '| --- | --- | --- |',
+      );
       for (const r of lh) md.push(`| \`${r.path.replace(/url=.*/, 'url=…')}\` | ${r.scores.join(' / ')} | ${r.failed.join(', ') || '–'} |`);
       md.push('');
     }
     const text = md.join('\n');
     console.log(text);
-    if (process.argv.includes('--write')) log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-web-audit`, text)}`);
+    if (process.argv.includes('--write'))
+      log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-web-audit`, text)}`);
     return axe.every((r) => r.violations.length === 0) && lh.every((r) => r.scores.every((s) => s === 100));
   } finally {
     await browser?.close();

@@ -22,7 +22,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { envNumber } from './lib/env.js';
-import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatabase, track, type Child, type BenchDatabase } from './lib/servers.js';
+import {
+  ROOT,
+  PINGD_ROOT,
+  startPingd,
+  createPostgresDatabase,
+  createPgliteDatabase,
+  track,
+  type Child,
+  type BenchDatabase,
+} from './lib/servers.js';
 import { runLoad, median, type LoadRun } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { cpuMicros } from './lib/cpu.js';
@@ -63,7 +72,8 @@ type Settings = ReturnType<typeof settings>;
 /** pingd's environment: the part's settings, then every BENCH_PINGD_<VAR> (except ROOT), then the database. */
 function pingdEnv(extra: Record<string, string>, db: BenchDatabase): Record<string, string> {
   const out: Record<string, string> = { ...extra };
-  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
+  for (const [k, v] of Object.entries(env))
+    if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
   return { ...out, ...db.env };
 }
 
@@ -97,7 +107,11 @@ function metric(text: string, name: string, labels?: string): number {
 async function migrate(pingdEnvVars: Record<string, string>): Promise<void> {
   const inherited: Record<string, string | undefined> = { ...env };
   for (const { name } of describeConfig()) delete inherited[name];
-  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), 'migrate'], { cwd: PINGD_ROOT, env: { ...inherited, LOG_LEVEL: 'warn', ...pingdEnvVars }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), 'migrate'], {
+    cwd: PINGD_ROOT,
+    env: { ...inherited, LOG_LEVEL: 'warn', ...pingdEnvVars },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   track(p);
   let err = '';
   p.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -107,7 +121,10 @@ async function migrate(pingdEnvVars: Record<string, string>): Promise<void> {
 
 /** The embedded database is filled in a child process: PGlite's heap stays out of the load generator. */
 async function fillPgliteChild(dir: string, pings: number, weblogs: number): Promise<FillTimings> {
-  const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/web-fill.ts'), dir, String(pings), String(weblogs)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/web-fill.ts'), dir, String(pings), String(weblogs)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   track(p);
   let out = '';
   let err = '';
@@ -173,7 +190,21 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
     // Bounded by time, not by a count: a with-run then lasts as long as a without-run, so that the page's
     // polls per run compare (nothing here counts acknowledgements, which is what a count bound is for).
     const duration = s.seconds;
-    const r: IntakeResult = { without: [], with: [], reader: [], ratios: [], readerRatios: [], loadMs: [], firstStatsMs: [], consoleErrors: [], statsFailures: 0, streamRequests: 0, pingd: { rss: NaN, peak: NaN }, browserRssMb: [], seconds: 0 };
+    const r: IntakeResult = {
+      without: [],
+      with: [],
+      reader: [],
+      ratios: [],
+      readerRatios: [],
+      loadMs: [],
+      firstStatsMs: [],
+      consoleErrors: [],
+      statsFailures: 0,
+      streamRequests: 0,
+      pingd: { rss: NaN, peak: NaN },
+      browserRssMb: [],
+      seconds: 0,
+    };
     const p = pingd;
 
     const runWithout = async (): Promise<IntakeRun> => {
@@ -218,7 +249,8 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
           lagMax: lags[lags.length - 1],
           behindMs,
           streamEvents: metric(m1, 'pingd_stream_events_read_total') - metric(m0, 'pingd_stream_events_read_total'),
-          slowDisconnects: metric(m1, 'pingd_stream_disconnects_total', 'reason="slow"') - metric(m0, 'pingd_stream_disconnects_total', 'reason="slow"'),
+          slowDisconnects:
+            metric(m1, 'pingd_stream_disconnects_total', 'reason="slow"') - metric(m0, 'pingd_stream_disconnects_total', 'reason="slow"'),
         };
       } finally {
         await browser.close();
@@ -229,7 +261,10 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
     // by a process of its own (bench/lib/stream-clients.ts), and /api/stats polled on the page's schedule
     // (1h every 5 s, 24h every 30 s, both at once first).
     const runReader = async (): Promise<IntakeRun> => {
-      const reader = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/stream-clients.ts'), p.url, '1'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+      const reader = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/stream-clients.ts'), p.url, '1'], {
+        cwd: ROOT,
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       track(reader);
       let out = '';
       reader.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -238,7 +273,11 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
         const until = Date.now() + 10_000;
         while (!out.includes('"ready"') && Date.now() < until && reader.exitCode === null) await sleep(20);
         const m0 = await metrics(p.url);
-        const poll = (w: string) => fetch(`${p.url}/api/stats?window=${w}`).then((x) => x.arrayBuffer(), () => undefined);
+        const poll = (w: string) =>
+          fetch(`${p.url}/api/stats?window=${w}`).then(
+            (x) => x.arrayBuffer(),
+            () => undefined,
+          );
         void poll('1h');
         void poll('24h');
         let polls = 2;
@@ -255,7 +294,8 @@ async function intakePart(backend: 'postgres' | 'pglite', s: Settings, databaseU
           pingdUs,
           statsRequests: polls,
           streamEvents: metric(m1, 'pingd_stream_events_read_total') - metric(m0, 'pingd_stream_events_read_total'),
-          slowDisconnects: metric(m1, 'pingd_stream_disconnects_total', 'reason="slow"') - metric(m0, 'pingd_stream_disconnects_total', 'reason="slow"'),
+          slowDisconnects:
+            metric(m1, 'pingd_stream_disconnects_total', 'reason="slow"') - metric(m0, 'pingd_stream_disconnects_total', 'reason="slow"'),
         };
       } finally {
         reader.stdin!.end();
@@ -337,7 +377,15 @@ function percentile(sorted: number[], q: number): number {
 
 function summarize(ms: number[], bytes: number, statuses: Map<number, number>, fresh?: number): Latency {
   const s = [...ms].sort((a, b) => a - b);
-  return { n: s.length, p50: percentile(s, 0.5), p99: percentile(s, 0.99), max: s[s.length - 1], bytes, fresh, statuses: [...statuses].map(([k, v]) => `${v}×${k}`).join(', ') };
+  return {
+    n: s.length,
+    p50: percentile(s, 0.5),
+    p99: percentile(s, 0.99),
+    max: s[s.length - 1],
+    bytes,
+    fresh,
+    statuses: [...statuses].map(([k, v]) => `${v}×${k}`).join(', '),
+  };
 }
 
 /** One GET, timed to the last byte. */
@@ -373,8 +421,13 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
     const vars = pingdEnv({ RENDER_SCHEDULER: 'false' }, db);
     await migrate(vars);
     log(`web/${backend}: filling ${pings.toLocaleString('en-US')} pings of ${s.weblogs.toLocaleString('en-US')} weblogs…`);
-    const fill = backend === 'postgres' ? await fillPostgres(db.env.DATABASE_URL, { pings, weblogs: s.weblogs }) : await fillPgliteChild(db.env.DATA_DIR, pings, s.weblogs);
-    log(`  filled in ${fill.seconds.toFixed(1)} s: ${fill.pings} pings, ${fill.weblogs} weblogs, ${fill.statsMinutes} stats_minutes rows, ${fill.statsHosts} stats_minute_hosts rows`);
+    const fill =
+      backend === 'postgres'
+        ? await fillPostgres(db.env.DATABASE_URL, { pings, weblogs: s.weblogs })
+        : await fillPgliteChild(db.env.DATA_DIR, pings, s.weblogs);
+    log(
+      `  filled in ${fill.seconds.toFixed(1)} s: ${fill.pings} pings, ${fill.weblogs} weblogs, ${fill.statsMinutes} stats_minutes rows, ${fill.statsHosts} stats_minute_hosts rows`,
+    );
     pingd = await startPingd({ env: vars });
     const url = pingd.url;
     await sleep(1000);
@@ -409,12 +462,16 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
     }
     const cold: Record<string, Latency> = {};
     for (const w of windows) cold[w] = summarize(coldMs[w], coldBytes[w], coldStatus[w], fresh[w]);
-    log(`  cold /api/stats: ${windows.map((w) => `${w} p50 ${cold[w].p50.toFixed(1)} p99 ${cold[w].p99.toFixed(1)} max ${cold[w].max.toFixed(1)} ms (${cold[w].fresh}/${cold[w].n} fresh)`).join('; ')}`);
+    log(
+      `  cold /api/stats: ${windows.map((w) => `${w} p50 ${cold[w].p50.toFixed(1)} p99 ${cold[w].p99.toFixed(1)} max ${cold[w].max.toFixed(1)} ms (${cold[w].fresh}/${cold[w].n} fresh)`).join('; ')}`,
+    );
 
     const cached: Record<string, LoadRun> = {};
     for (const w of windows) {
       cached[w] = await runLoad(url, documentSpec(`/api/stats?window=${w}`, {}, 200), { connections: 16, duration: s.loadSeconds });
-      log(`  cached /api/stats?window=${w}: ${Math.round(cached[w].rps)} req/s, p50 ${cached[w].p50} p99 ${cached[w].p99} ms, ${cached[w].bad + cached[w].errors + cached[w].timeouts} failed`);
+      log(
+        `  cached /api/stats?window=${w}: ${Math.round(cached[w].rps)} req/s, p50 ${cached[w].p50} p99 ${cached[w].p99} ms, ${cached[w].bad + cached[w].errors + cached[w].timeouts} failed`,
+      );
     }
 
     // "Did my ping arrive?".
@@ -423,7 +480,9 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
     const hot = await sequential(url, hotPath, 100);
     const typical = await sequential(url, `${base}?url=${encodeURIComponent(TYPICAL_WEBLOG)}`, 50);
     const wload = await runLoad(url, documentSpec(hotPath, {}, 200), { connections: 16, duration: s.loadSeconds });
-    log(`  ${base} (hot weblog, ${fill.hotPings} pings): p50 ${hot.p50.toFixed(1)} p99 ${hot.p99.toFixed(1)} ms (${hot.statuses}); 16 connections ${Math.round(wload.rps)} req/s p99 ${wload.p99} ms`);
+    log(
+      `  ${base} (hot weblog, ${fill.hotPings} pings): p50 ${hot.p50.toFixed(1)} p99 ${hot.p99.toFixed(1)} ms (${hot.statuses}); 16 connections ${Math.round(wload.rps)} req/s p99 ${wload.p99} ms`,
+    );
 
     // The other pages of the web face, when they exist (one at a time).
     const pages: Record<string, Latency> = {};
@@ -450,7 +509,18 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
     const code = await pingd.stop();
     pingd = undefined;
     if (code !== 0) log(`  pingd exited with ${code}`);
-    return { pings, fill, cold, cached, weblogPath: base, weblog: { hot, typical, load: wload }, pages, dashboard, pingd: { ...mem, afterStart }, seconds: (performance.now() - t0) / 1000 };
+    return {
+      pings,
+      fill,
+      cold,
+      cached,
+      weblogPath: base,
+      weblog: { hot, typical, load: wload },
+      pages,
+      dashboard,
+      pingd: { ...mem, afterStart },
+      seconds: (performance.now() - t0) / 1000,
+    };
   } catch (err) {
     throw withPingdState(err as Error, pingd);
   } finally {
@@ -463,7 +533,10 @@ async function statsPart(backend: 'postgres' | 'pglite', s: Settings, databaseUr
 function withPingdState(err: Error, pingd: Child | undefined): Error {
   if (!pingd) return err;
   const said = ((pingd as Child & { stderr?: string }).stderr ?? '').trim().split('\n').slice(-15).join('\n');
-  const state = pingd.proc.exitCode !== null || pingd.proc.signalCode ? `pingd had exited (${pingd.proc.exitCode ?? pingd.proc.signalCode})` : 'pingd still running';
+  const state =
+    pingd.proc.exitCode !== null || pingd.proc.signalCode
+      ? `pingd had exited (${pingd.proc.exitCode ?? pingd.proc.signalCode})`
+      : 'pingd still running';
   err.message = `${err.message}\n[${state}; its last stderr lines:]\n${said || '(none)'}`;
   return err;
 }
@@ -487,7 +560,7 @@ function intakeTable(all: BackendResult[]): string[] {
   const rows = all.filter((a) => a.intake);
   if (!rows.length) return [];
   const out = [
-    '| backend | open during the run | pings/s | p50 / p99 ms | ratio to nothing open (min–max) | pingd CPU µs/ping | browser CPU, cores | /api/stats requests per run | stream events per run: read by pingd / received by the page (slow disconnects) | page\'s timer lag p50 / max, and its answer delay after the run, ms, per run |',
+    "| backend | open during the run | pings/s | p50 / p99 ms | ratio to nothing open (min–max) | pingd CPU µs/ping | browser CPU, cores | /api/stats requests per run | stream events per run: read by pingd / received by the page (slow disconnects) | page's timer lag p50 / max, and its answer delay after the run, ms, per run |",
     '| --- | --- | ---: | --- | --- | ---: | ---: | --- | --- | --- |',
   ];
   const m = (xs: IntakeRun[], k: (x: IntakeRun) => number) => median(xs.map(k));
@@ -519,18 +592,30 @@ function statsTable(all: BackendResult[]): string[] {
     for (const w of ['1h', '24h']) {
       const c = r!.cold[w];
       const l = r!.cached[w];
-      out.push(`| ${backend} | ${f0(r!.pings)} | \`/api/stats?window=${w}\` | ${kb(c.bytes)} | **${f1(c.p50)}** / ${f1(c.p99)} / ${f1(c.max)} (${c.fresh}/${c.n}${c.statuses !== `${c.n}×200` ? `; ${c.statuses}` : ''}) | **${f0(l.rps)}**, ${l.p50} / ${l.p99}${l.bad + l.errors + l.timeouts ? ` (${l.bad + l.errors + l.timeouts} failed)` : ''} |`);
+      out.push(
+        `| ${backend} | ${f0(r!.pings)} | \`/api/stats?window=${w}\` | ${kb(c.bytes)} | **${f1(c.p50)}** / ${f1(c.p99)} / ${f1(c.max)} (${c.fresh}/${c.n}${c.statuses !== `${c.n}×200` ? `; ${c.statuses}` : ''}) | **${f0(l.rps)}**, ${l.p50} / ${l.p99}${l.bad + l.errors + l.timeouts ? ` (${l.bad + l.errors + l.timeouts} failed)` : ''} |`,
+      );
     }
     const w = r!.weblog;
-    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ${f0(r!.fill.hotPings)} pings | ${kb(w.hot.bytes)} | one at a time: **${f1(w.hot.p50)}** / ${f1(w.hot.p99)} / ${f1(w.hot.max)} (${w.hot.n}; ${w.hot.statuses}) | **${f0(w.load.rps)}**, ${w.load.p50} / ${w.load.p99} |`);
-    out.push(`| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ~${f0(r!.pings / r!.fill.weblogs)} pings | ${kb(w.typical.bytes)} | one at a time: **${f1(w.typical.p50)}** / ${f1(w.typical.p99)} / ${f1(w.typical.max)} (${w.typical.n}; ${w.typical.statuses}) | – |`);
-    for (const [path, p] of Object.entries(r!.pages)) out.push(`| ${backend} | ${f0(r!.pings)} | \`GET ${path}\` | ${kb(p.bytes)} | one at a time: **${f1(p.p50)}** / ${f1(p.p99)} / ${f1(p.max)} (${p.n}) | – |`);
+    out.push(
+      `| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ${f0(r!.fill.hotPings)} pings | ${kb(w.hot.bytes)} | one at a time: **${f1(w.hot.p50)}** / ${f1(w.hot.p99)} / ${f1(w.hot.max)} (${w.hot.n}; ${w.hot.statuses}) | **${f0(w.load.rps)}**, ${w.load.p50} / ${w.load.p99} |`,
+    );
+    out.push(
+      `| ${backend} | ${f0(r!.pings)} | \`${r!.weblogPath}?url=\` a weblog with ~${f0(r!.pings / r!.fill.weblogs)} pings | ${kb(w.typical.bytes)} | one at a time: **${f1(w.typical.p50)}** / ${f1(w.typical.p99)} / ${f1(w.typical.max)} (${w.typical.n}; ${w.typical.statuses}) | – |`,
+    );
+    for (const [path, p] of Object.entries(r!.pages))
+      out.push(
+        `| ${backend} | ${f0(r!.pings)} | \`GET ${path}\` | ${kb(p.bytes)} | one at a time: **${f1(p.p50)}** / ${f1(p.p99)} / ${f1(p.max)} (${p.n}) | – |`,
+      );
   }
   return out;
 }
 
 function memoryTable(all: BackendResult[]): string[] {
-  const out = ['| backend | pingd RSS MB after the intake runs (peak) | pingd RSS MB with the 1M-ping database: after start → at the end (peak) | Chromium RSS MB, all processes, /status open | wall time s: intake, stats (fill) |', '| --- | --- | --- | --- | --- |'];
+  const out = [
+    '| backend | pingd RSS MB after the intake runs (peak) | pingd RSS MB with the 1M-ping database: after start → at the end (peak) | Chromium RSS MB, all processes, /status open | wall time s: intake, stats (fill) |',
+    '| --- | --- | --- | --- | --- |',
+  ];
   for (const { backend, intake, stats } of all) {
     out.push(
       `| ${backend} | ${intake ? `**${f0(intake.pingd.rss)}** (${f0(intake.pingd.peak)})` : '–'} | ${stats ? `${f0(stats.pingd.afterStart)} → **${f0(stats.pingd.rss)}** (${f0(stats.pingd.peak)})` : '–'} | ${intake ? f0(median(intake.browserRssMb)) : '–'} | ${f0(intake?.seconds)}, ${f0(stats?.seconds)} (${f0(stats?.fill.seconds)}) |`,
@@ -545,7 +630,9 @@ function notes(all: BackendResult[]): string[] {
     for (const e of errors) out.push(`- ${backend}: **failed**: ${e}`);
     if (intake) {
       const runs = (xs: IntakeRun[]) => xs.map((x) => `${f0(x.load.rps)} (p99 ${x.load.p99})`).join(', ');
-      out.push(`- ${backend}, pings/s per round: nothing open ${runs(intake.without)}; /status open ${runs(intake.with)}; stream reader and polls ${runs(intake.reader)}.`);
+      out.push(
+        `- ${backend}, pings/s per round: nothing open ${runs(intake.without)}; /status open ${runs(intake.with)}; stream reader and polls ${runs(intake.reader)}.`,
+      );
       out.push(
         `- ${backend}, pingd /status: load event ${intake.loadMs.map((x) => f0(x)).join(', ')} ms after navigation, first /api/stats answer ${intake.firstStatsMs.map((x) => f0(x)).join(', ')} ms (on the empty database, one per with-run); ` +
           `${intake.statsFailures} /api/stats answers other than 200; ${intake.streamRequests} /stream request(s) per page load; console errors: ${intake.consoleErrors.length ? intake.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
@@ -556,7 +643,9 @@ function notes(all: BackendResult[]): string[] {
         .filter(([, v]) => v >= 0.1)
         .map(([k, v]) => `${k} ${v.toFixed(1)} s`)
         .join(', ');
-      out.push(`- ${backend}: fill of ${f0(stats.fill.pings)} pings, ${f0(stats.fill.weblogs)} weblogs, ${f0(stats.fill.statsMinutes)} stats_minutes and ${f0(stats.fill.statsHosts)} stats_minute_hosts rows in ${f1(stats.fill.seconds)} s (${steps}).`);
+      out.push(
+        `- ${backend}: fill of ${f0(stats.fill.pings)} pings, ${f0(stats.fill.weblogs)} weblogs, ${f0(stats.fill.statsMinutes)} stats_minutes and ${f0(stats.fill.statsHosts)} stats_minute_hosts rows in ${f1(stats.fill.seconds)} s (${steps}).`,
+      );
       if (stats.dashboard) {
         out.push(
           `- ${backend}, pingd /status on the 1M-ping database: load event ${f0(stats.dashboard.loadMs)} ms, first /api/stats answer ${f0(stats.dashboard.firstStatsMs)} ms; console errors: ${stats.dashboard.consoleErrors.length ? stats.dashboard.consoleErrors.map((e) => `\`${e.replace(/`/g, "'")}\``).join('; ') : 'none'}.`,
@@ -581,18 +670,27 @@ function method(s: Settings): string {
       `Cached: autocannon, 16 connections, ${s.loadSeconds} s, the same URL (all but one answer per 2 s come from the cache). "Did my ping arrive?": 5 untimed then 100 (hot weblog) / 50 (typical weblog) requests one at a time, and 16 connections for ${s.loadSeconds} s on the hot one. ` +
       'The dashboard row: Chromium opening /status on this database, load event and first /api/stats answer.',
     '',
-    '(3) **Memory**: VmRSS (and VmHWM, the peak) of pingd from /proc just before it is stopped; Chromium\'s is the sum of its processes\' VmRSS at the end of a run.',
+    "(3) **Memory**: VmRSS (and VmHWM, the peak) of pingd from /proc just before it is stopped; Chromium's is the sum of its processes' VmRSS at the end of a run.",
   ].join('\n');
 }
 
 export async function runWeb(opts: WebOptions): Promise<boolean> {
   const s = settings();
   const started = new Date();
-  const load0 = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load0 = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   // Which code was measured: the working tree is shared, and pingd is started from it for every part.
   const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
   const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src', 'migrations']);
-  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').map((l) => l.slice(3)).join(', ')}` : ''}`;
+  const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(PINGD_ROOT, ['log', '-1', '--format=%s']).slice(0, 100)})${
+    dirty
+      ? `, with uncommitted changes in ${dirty
+          .split('\n')
+          .map((l) => l.slice(3))
+          .join(', ')}`
+      : ''
+  }`;
   log(`web: pingd of ${measured}`);
   const all: BackendResult[] = [];
   const browserOk = existsSync(CHROMIUM);

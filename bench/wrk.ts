@@ -32,7 +32,19 @@ import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import { envNumber } from './lib/env.js';
-import { ROOT, PINGD_ROOT, track, startPingd, compilePingd, startBaseline, setBaselineAnswer, createPostgresDatabase, createPgliteDatabase, type Child, type BenchDatabase } from './lib/servers.js';
+import {
+  ROOT,
+  PINGD_ROOT,
+  track,
+  startPingd,
+  compilePingd,
+  startBaseline,
+  setBaselineAnswer,
+  createPostgresDatabase,
+  createPgliteDatabase,
+  type Child,
+  type BenchDatabase,
+} from './lib/servers.js';
 import { runLoad, median } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { snapshot, diff } from './lib/cpu.js';
@@ -83,7 +95,8 @@ function target(id: CaseId, backend: 'postgres' | 'pglite'): { ratio: number; p9
 /** pingd's environment: the scenario's settings, then every BENCH_PINGD_<VAR> (except ROOT), then the database. */
 function pingdEnv(extra: Record<string, string>, db: BenchDatabase): Record<string, string> {
   const out: Record<string, string> = { LOG_LEVEL: 'warn', ...extra };
-  for (const [k, v] of Object.entries(env)) if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
+  for (const [k, v] of Object.entries(env))
+    if (k.startsWith('BENCH_PINGD_') && k !== 'BENCH_PINGD_ROOT' && v !== undefined) out[k.slice(12)] = v;
   return { ...out, ...db.env };
 }
 
@@ -154,7 +167,12 @@ interface CaseDef {
   prime(pingd: Child, baseline: Child): Promise<string>;
 }
 
-async function primeFrom(pingd: Child, baseline: Child, spec: Parameters<typeof sample>[1], expect: number): Promise<{ body: Buffer; headers: Record<string, string> }> {
+async function primeFrom(
+  pingd: Child,
+  baseline: Child,
+  spec: Parameters<typeof sample>[1],
+  expect: number,
+): Promise<{ body: Buffer; headers: Record<string, string> }> {
   const s = await sample(pingd.url, spec);
   if (s.status !== expect) throw new Error(`pingd answered ${s.status} to ${spec.method} ${spec.path}, expected ${expect}`);
   const headers: Record<string, string> = {};
@@ -171,7 +189,12 @@ function cases(etag: string, tag: string): CaseDef[] {
       label: `GET ${PATH} 304 (If-None-Match current, gzip)`,
       lua: fixedScript({ method: 'GET', path: PATH, headers: { ...gzip, 'If-None-Match': etag } }),
       async prime(pingd, baseline) {
-        await primeFrom(pingd, baseline, documentSpec(PATH, { 'accept-encoding': 'gzip', 'if-none-match': etag, 'user-agent': 'bench-poller/1.0' }, 304), 304);
+        await primeFrom(
+          pingd,
+          baseline,
+          documentSpec(PATH, { 'accept-encoding': 'gzip', 'if-none-match': etag, 'user-agent': 'bench-poller/1.0' }, 304),
+          304,
+        );
         return '';
       },
     },
@@ -180,7 +203,12 @@ function cases(etag: string, tag: string): CaseDef[] {
       label: `GET ${PATH} 200 gzip`,
       lua: fixedScript({ method: 'GET', path: PATH, headers: gzip }),
       async prime(pingd, baseline) {
-        const s = await primeFrom(pingd, baseline, documentSpec(PATH, { 'accept-encoding': 'gzip', 'user-agent': 'bench-poller/1.0' }, 200), 200);
+        const s = await primeFrom(
+          pingd,
+          baseline,
+          documentSpec(PATH, { 'accept-encoding': 'gzip', 'user-agent': 'bench-poller/1.0' }, 200),
+          200,
+        );
         return `${(s.body.length / 1024).toFixed(1)} KB gzip`;
       },
     },
@@ -199,7 +227,9 @@ function cases(etag: string, tag: string): CaseDef[] {
 }
 
 /** Accepted and refused pings so far, from pingd's /metrics (pingd_pings_total by outcome). */
-async function pingOutcomes(url: string): Promise<{ accepted: number; refused: number; batches: number; batchPings: number; commitSec: number }> {
+async function pingOutcomes(
+  url: string,
+): Promise<{ accepted: number; refused: number; batches: number; batchPings: number; commitSec: number }> {
   const text = await (await fetch(`${url}/metrics`)).text();
   let accepted = 0;
   let refused = 0;
@@ -217,12 +247,20 @@ async function pingOutcomes(url: string): Promise<{ accepted: number; refused: n
   };
 }
 
-async function measureCase(c: CaseDef, backend: 'postgres' | 'pglite', pingd: Child, baseline: Child, db: BenchDatabase, s: Settings): Promise<{ row: WrkRow; completed: number }> {
+async function measureCase(
+  c: CaseDef,
+  backend: 'postgres' | 'pglite',
+  pingd: Child,
+  baseline: Child,
+  db: BenchDatabase,
+  s: Settings,
+): Promise<{ row: WrkRow; completed: number }> {
   const note = await c.prime(pingd, baseline);
   const sf = scriptFile(c.lua);
   try {
     let completed = 0;
-    const wrk = (url: string, seconds: number, run: string) => runWrk(url, { script: sf.path, connections: s.connections, threads: s.threads, seconds, timeoutSec: 10, args: c.args?.(run) });
+    const wrk = (url: string, seconds: number, run: string) =>
+      runWrk(url, { script: sf.path, connections: s.connections, threads: s.threads, seconds, timeoutSec: 10, args: c.args?.(run) });
     const w1 = await wrk(baseline.url, s.warmup, 'wb');
     const w2 = await wrk(pingd.url, s.warmup, 'wp');
     completed += w2.requests;
@@ -252,7 +290,9 @@ async function measureCase(c: CaseDef, backend: 'postgres' | 'pglite', pingd: Ch
         t = await runPingd();
       }
       pairs.push({ t: t.r, b: b.r, pingdUs: t.us, dbUs: t.dbUs, baselineUs: b.us });
-      log(`  ${c.id}/${backend} run ${i + 1}: pingd ${Math.round(t.r.rps)} req/s (p50 ${t.r.p50.toFixed(1)}, p99 ${t.r.p99.toFixed(1)} ms), baseline ${Math.round(b.r.rps)} req/s (p99 ${b.r.p99.toFixed(1)} ms), ratio ${(t.r.rps / b.r.rps).toFixed(3)}`);
+      log(
+        `  ${c.id}/${backend} run ${i + 1}: pingd ${Math.round(t.r.rps)} req/s (p50 ${t.r.p50.toFixed(1)}, p99 ${t.r.p99.toFixed(1)} ms), baseline ${Math.round(b.r.rps)} req/s (p99 ${b.r.p99.toFixed(1)} ms), ratio ${(t.r.rps / b.r.rps).toFixed(3)}`,
+      );
     }
     const ratios = pairs.map((p) => p.t.rps / p.b.rps);
     const tg = target(c.id, backend);
@@ -374,7 +414,12 @@ function normalise(p: Profile, dist: string | undefined): Profile {
         for (const f of frames.get(url) ?? []) {
           const line = lines[f.lineNumber] ?? '';
           const col = f.columnNumber ?? 0;
-          if (f.functionName && f.functionName !== '__name' && line.slice(Math.max(0, col - f.functionName.length - 16), col).includes(f.functionName)) score++;
+          if (
+            f.functionName &&
+            f.functionName !== '__name' &&
+            line.slice(Math.max(0, col - f.functionName.length - 16), col).includes(f.functionName)
+          )
+            score++;
         }
         if (!best || score > best.score) best = { score, map: c.map };
       }
@@ -405,7 +450,12 @@ function continuation(f: ProfileNode['callFrame']): boolean {
   const i = f.url.indexOf('node_modules/fastify/lib/');
   if (i < 0) return false;
   const file = f.url.slice(i + 25);
-  return file === 'handle-request.js' || (file === 'hooks.js' && f.functionName === 'next') || (file === 'route.js' && f.functionName === 'runPreParsing') || (file === 'reply.js' && f.functionName === 'onResponseCallback');
+  return (
+    file === 'handle-request.js' ||
+    (file === 'hooks.js' && f.functionName === 'next') ||
+    (file === 'route.js' && f.functionName === 'runPreParsing') ||
+    (file === 'reply.js' && f.functionName === 'onResponseCallback')
+  );
 }
 
 /** Where a frame belongs: a pingd source file (src/…), a package, or a part of Node. */
@@ -453,7 +503,11 @@ function perRequest(p: Profile, requests: number, top = 18): PerRequest {
     busy += us;
     const leaf = owner(n.callFrame.url);
     add(modules, n.callFrame.url ? leaf : name.startsWith('(') ? name : leaf, us);
-    add(fnSelf, `${name || '(anonymous)'} ${n.callFrame.url.split('/').pop()}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`, us);
+    add(
+      fnSelf,
+      `${name || '(anonymous)'} ${n.callFrame.url.split('/').pop()}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`,
+      us,
+    );
     let src: string | undefined;
     const seen = new Set<string>();
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
@@ -483,7 +537,13 @@ function perRequest(p: Profile, requests: number, top = 18): PerRequest {
       charged.set(src, c);
     }
   }
-  const scale = (m: Map<string, number>) => new Map([...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, v]) => [k, v / requests]));
+  const scale = (m: Map<string, number>) =>
+    new Map(
+      [...m]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, top)
+        .map(([k, v]) => [k, v / requests]),
+    );
   return {
     busyUs: busy / requests,
     own: own / requests,
@@ -536,11 +596,23 @@ function childOf(proc: ChildProcess, port: number): Child {
  * refuses --cpu-prof in NODE_OPTIONS, so it is started here. It prints its port on stdout when listening.
  */
 async function startProfiledBaseline(dir: string): Promise<Child> {
-  const proc = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', '--import', new URL('./lib/orphan-guard.ts', import.meta.url).href, join(ROOT, 'bench/baseline-server.ts')], {
-    cwd: ROOT,
-    env: { ...env, PORT: '0' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [
+      '--cpu-prof',
+      `--cpu-prof-dir=${dir}`,
+      '--import',
+      'tsx',
+      '--import',
+      new URL('./lib/orphan-guard.ts', import.meta.url).href,
+      join(ROOT, 'bench/baseline-server.ts'),
+    ],
+    {
+      cwd: ROOT,
+      env: { ...env, PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   track(proc);
   let err = '';
   proc.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
@@ -571,7 +643,6 @@ interface Launcher {
 
 const tsxLauncher: Launcher = { kind: 'tsx', start: (e, nodeArgs) => startPingd({ env: e, nodeArgs }), dispose() {} };
 
-
 /** pingd compiled by tsc (compilePingd), as the image runs it. */
 function compiledLauncher(): Launcher {
   const build = compilePingd(log);
@@ -590,7 +661,9 @@ function profileTable(title: string, pingd: PerRequest, base: PerRequest | undef
     `#### ${title}`,
     '',
     `CPU busy per request under the profiler: pingd **${us1(pingd.busyUs)} µs** = its own code ${us1(pingd.own)} + what its code called (packages, Node: the reply's write among them) ${us1(pingd.under)} + the stack outside pingd's frames (Fastify's lifecycle, Node's HTTP, V8, GC) ${us1(pingd.stack)}` +
-      (base ? `; baseline **${us1(base.busyUs)} µs** = its handler ${us1(base.own)} + what the handler called ${us1(base.under)} + the stack ${us1(base.stack)}.` : '.'),
+      (base
+        ? `; baseline **${us1(base.busyUs)} µs** = its handler ${us1(base.own)} + what the handler called ${us1(base.under)} + the stack ${us1(base.stack)}.`
+        : '.'),
     '',
   ];
   out.push('| self time by module | pingd µs/req | baseline µs/req |', '| --- | ---: | ---: |');
@@ -601,7 +674,9 @@ function profileTable(title: string, pingd: PerRequest, base: PerRequest | undef
   out.push('', '| pingd function (inclusive, hooks and handlers among them) | µs/req |', '| --- | ---: |');
   for (const [k, v] of pingd.functions) out.push(`| ${k} | ${us1(v)} |`);
   if (base) {
-    const d = [...new Set([...pingd.fnSelf.keys(), ...base.fnSelf.keys()])].map((k) => ({ k, p: pingd.fnSelf.get(k) ?? 0, b: base.fnSelf.get(k) ?? 0 })).sort((x, y) => y.p - y.b - (x.p - x.b));
+    const d = [...new Set([...pingd.fnSelf.keys(), ...base.fnSelf.keys()])]
+      .map((k) => ({ k, p: pingd.fnSelf.get(k) ?? 0, b: base.fnSelf.get(k) ?? 0 }))
+      .sort((x, y) => y.p - y.b - (x.p - x.b));
     out.push('', '| function (self time), largest excess over the baseline | pingd µs/req | baseline µs/req |', '| --- | ---: | ---: |');
     for (const r of d.slice(0, 25)) out.push(`| ${r.k} | ${us1(r.p)} | ${us1(r.b)} |`);
   }
@@ -612,7 +687,13 @@ function profileTable(title: string, pingd: PerRequest, base: PerRequest | undef
  * Profiles one case: a fresh pingd (same database, RENDER_SCHEDULER=false) and a fresh baseline, each under
  * --cpu-prof while wrk sends only that case's requests; returns the two summaries.
  */
-async function profileCase(c: CaseDef, backend: 'postgres' | 'pglite', db: BenchDatabase, s: Settings, launcher: Launcher): Promise<string> {
+async function profileCase(
+  c: CaseDef,
+  backend: 'postgres' | 'pglite',
+  db: BenchDatabase,
+  s: Settings,
+  launcher: Launcher,
+): Promise<string> {
   const dirP = profileDir(`${backend}-${c.id}-pingd`);
   const dirB = profileDir(`${backend}-${c.id}-baseline`);
   const sf = scriptFile(c.lua);
@@ -627,7 +708,13 @@ async function profileCase(c: CaseDef, backend: 'postgres' | 'pglite', db: Bench
       // A short warm-up first (JIT), then the profiled window.
       await runWrk(url, { script: sf.path, connections: s.connections, threads: s.threads, seconds: 2, args: c.args?.(`${tag}${run}w`) });
       const t0 = monoUs();
-      const r = await runWrk(url, { script: sf.path, connections: s.connections, threads: s.threads, seconds: s.profileSeconds, args: c.args?.(`${tag}${run}`) });
+      const r = await runWrk(url, {
+        script: sf.path,
+        connections: s.connections,
+        threads: s.threads,
+        seconds: s.profileSeconds,
+        args: c.args?.(`${tag}${run}`),
+      });
       return { r, t0, t1: monoUs() };
     };
     const tp = await go(pingd.url, 'p');
@@ -710,7 +797,8 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
         await sleep(1500); // requests wrk cut off at the end of a run still commit
         const after = await pingOutcomes(pingd.url);
         const batches = after.batches - before.batches;
-        if (batches > 0) m.row.note = `batches of ${((after.batchPings - before.batchPings) / batches).toFixed(1)}, ${(((after.commitSec - before.commitSec) / batches) * 1000).toFixed(1)} ms a commit`;
+        if (batches > 0)
+          m.row.note = `batches of ${((after.batchPings - before.batchPings) / batches).toFixed(1)}, ${(((after.commitSec - before.commitSec) / batches) * 1000).toFixed(1)} ms a commit`;
         intake = { ...after, accepted: after.accepted - before.accepted, refused: after.refused - before.refused };
       }
       rows.push(m.row);
@@ -772,26 +860,28 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
     .join(' ');
   const commit = git(PINGD_ROOT, ['rev-parse', '--short', 'HEAD']);
   const dirty = git(PINGD_ROOT, ['status', '--porcelain', '--', 'src']);
-  log(`wrk scenario: ${wrkVersion}, ${s.threads} thread(s), ${s.connections} connections, warm-up ${s.warmup} s, ${s.runs} runs of ${s.duration} s each (pingd and baseline in turn)`);
+  log(
+    `wrk scenario: ${wrkVersion}, ${s.threads} thread(s), ${s.connections} connections, warm-up ${s.warmup} s, ${s.runs} runs of ${s.duration} s each (pingd and baseline in turn)`,
+  );
   const rows: WrkRow[] = [];
   const checks: string[] = [];
   const profiles: string[] = [];
   let ok = true;
   const launcher = s.pingd === 'tsx' ? tsxLauncher : compiledLauncher();
   try {
-  for (const backend of opts.backends) {
-    try {
-      const r = await runBackend(backend, s, opts.databaseUrl, launcher);
-      rows.push(...r.rows);
-      if (r.check) checks.push(r.check);
-      profiles.push(...r.profiles);
-      ok &&= r.ok;
-    } catch (err) {
-      log(`${backend}: failed: ${(err as Error).stack ?? err}`);
-      checks.push(`${backend}: failed: ${(err as Error).message.split('\n')[0]}`);
-      ok = false;
+    for (const backend of opts.backends) {
+      try {
+        const r = await runBackend(backend, s, opts.databaseUrl, launcher);
+        rows.push(...r.rows);
+        if (r.check) checks.push(r.check);
+        profiles.push(...r.profiles);
+        ok &&= r.ok;
+      } catch (err) {
+        log(`${backend}: failed: ${(err as Error).stack ?? err}`);
+        checks.push(`${backend}: failed: ${(err as Error).message.split('\n')[0]}`);
+        ok = false;
+      }
     }
-  }
   } finally {
     launcher.dispose();
   }
@@ -817,16 +907,35 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
 }
 
 // Run directly: node --import tsx bench/wrk.ts [--write]
-const INCLUSIVE = ['serveDocument', 'decide', 'negotiateEncoding', 'parseMethodCall', 'fastParseMethodCall', 'validatePing', 'accept', 'insertPingBatch', 'flush', 'runPreParsing', 'handleRequest', 'onSendEnd', 'writeHead'];
+const INCLUSIVE = [
+  'serveDocument',
+  'decide',
+  'negotiateEncoding',
+  'parseMethodCall',
+  'fastParseMethodCall',
+  'validatePing',
+  'accept',
+  'insertPingBatch',
+  'flush',
+  'runPreParsing',
+  'handleRequest',
+  'onSendEnd',
+  'writeHead',
+];
 
 /** Summarises the profiles a profiled run left (window.json in each directory). */
 function analyse(dirP: string, dirB: string | undefined): string {
   const read = (d: string) => JSON.parse(readFileSync(join(d, 'window.json'), 'utf8')) as { requests: number; profile: Profile };
   const p = read(dirP);
   const b = dirB ? read(dirB) : undefined;
-  return [profileTable(dirP, perRequest(p.profile, p.requests), b ? perRequest(b.profile, b.requests) : undefined), '', '```', summarize(p.profile, 30, INCLUSIVE), '```'].join('\n');
+  return [
+    profileTable(dirP, perRequest(p.profile, p.requests), b ? perRequest(b.profile, b.requests) : undefined),
+    '',
+    '```',
+    summarize(p.profile, 30, INCLUSIVE),
+    '```',
+  ].join('\n');
 }
 
 if (isMain(import.meta.url) && process.argv[2] === '--analyse') console.log(analyse(process.argv[3], process.argv[4]));
 else if (isMain(import.meta.url)) runDirect('wrk', runWrkBench);
-

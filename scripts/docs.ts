@@ -42,7 +42,14 @@ const DOCS_RELAY_TARGET = 'http://192.0.2.1/RPC2';
 export function cell(text: string): string {
   return text
     .split('`')
-    .map((part, i) => (i % 2 === 1 ? part : part.replace(/&(?![a-z]+;)/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')))
+    .map((part, i) =>
+      i % 2 === 1
+        ? part
+        : part
+            .replace(/&(?![a-z]+;)/g, '&amp;')
+            .replace(/</g, '&lt;')
+            .replace(/>/g, '&gt;'),
+    )
     .join('`')
     .replace(/\|/g, '\\|');
 }
@@ -170,7 +177,10 @@ export function websubRefusalsBlock(): string {
 }
 
 export function adminRefusalsBlock(): string {
-  return table(['when', 'message of the `401`'], Object.entries(ADMIN_REFUSALS).map(([when, message]) => [code(when), cell(message)]));
+  return table(
+    ['when', 'message of the `401`'],
+    Object.entries(ADMIN_REFUSALS).map(([when, message]) => [code(when), cell(message)]),
+  );
 }
 
 // ---- command line --------------------------------------------------------------------------------------

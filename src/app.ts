@@ -68,7 +68,10 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // Slow clients are cut off instead of holding a socket forever.
     requestTimeout: config.REQUEST_TIMEOUT_MS,
     // Node checks those deadlines only every connectionsCheckingInterval (30 s by default).
-    http: { headersTimeout: Math.min(60_000, config.REQUEST_TIMEOUT_MS), connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(config.REQUEST_TIMEOUT_MS / 4))) },
+    http: {
+      headersTimeout: Math.min(60_000, config.REQUEST_TIMEOUT_MS),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(config.REQUEST_TIMEOUT_MS / 4))),
+    },
     // No idle timer per socket (connectionTimeout): Node re-arms it on every request (~1.5 µs of a 304).
     // requestTimeout and headersTimeout bound a slow request, keepAliveTimeout an idle keep-alive socket,
     // and forceCloseConnections the sockets still open at shutdown.
@@ -88,7 +91,9 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
   app.setErrorHandler(rootErrorHandler);
   // Requests still sending their body when the shutdown starts get a short grace, then are cut off.
   app.addHook('preClose', (done) => {
-    void closeTricklingRequests(app.server, TRICKLE_GRACE_MS).then((n) => n && app.log.warn({ requests: n }, 'shutdown: closed requests still sending their body'));
+    void closeTricklingRequests(app.server, TRICKLE_GRACE_MS).then(
+      (n) => n && app.log.warn({ requests: n }, 'shutdown: closed requests still sending their body'),
+    );
     done();
   });
   // X-Request-Id on every route declared from here on, except the polled documents (they set it themselves).

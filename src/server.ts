@@ -54,10 +54,13 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
     app.log.info({ signal, pendingPings: app.pings.pending }, 'shutting down');
     // The bound: whatever hangs (a client that never finishes its request, a database that never
     // answers), the process is gone before the orchestrator's own kill (compose: stop_grace_period).
-    const timer = setTimeout(() => {
-      app.log.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, droppedLogLines: logs.dropped() }, 'shutdown took too long; exiting');
-      exit(1);
-    }, Math.max(0, config.SHUTDOWN_TIMEOUT_MS - LAST_LINES_MS));
+    const timer = setTimeout(
+      () => {
+        app.log.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, droppedLogLines: logs.dropped() }, 'shutdown took too long; exiting');
+        exit(1);
+      },
+      Math.max(0, config.SHUTDOWN_TIMEOUT_MS - LAST_LINES_MS),
+    );
     timer.unref();
     let code = 0;
     try {
@@ -89,7 +92,15 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
     await app.listen({ port: config.PORT, host: config.HOST });
     const all = config.HOST === '0.0.0.0' || config.HOST === '::';
     const where = `http://${all ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${config.PORT}/`;
-    app.log.info({ url: where, host: config.HOST, port: config.PORT, database: config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : `embedded, in ${config.DATA_DIR}` }, `listening on ${where}${all ? ' (all interfaces)' : ''}`);
+    app.log.info(
+      {
+        url: where,
+        host: config.HOST,
+        port: config.PORT,
+        database: config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : `embedded, in ${config.DATA_DIR}`,
+      },
+      `listening on ${where}${all ? ' (all interfaces)' : ''}`,
+    );
   } catch (err) {
     // Port in use, no permission: close the database (and its lock) before reporting the failure.
     await app.close().catch(() => undefined);

@@ -9,7 +9,10 @@ import { pathToFileURL } from 'node:url';
 import { createTestDatabase } from './helpers/app.js';
 
 const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
-  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8' });
+  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    env: { ...process.env, LOG_LEVEL: 'silent', ...env },
+    encoding: 'utf8',
+  });
 
 test('pingd migrate applies the schema, then reports it up to date (exit 0)', async () => {
   const tdb = await createTestDatabase();
@@ -53,7 +56,8 @@ test('.env in the working directory configures the CLI and bin/pingd.js; the env
   const tdb = await createTestDatabase({ migrated: true });
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'silent', PORT: '8080' };
   for (const name of ['DATABASE_URL', 'DATA_DIR', 'RETENTION_DAYS']) delete env[name];
-  const run = (entry: string[], args: string[]) => spawnSync(process.execPath, [...entry, ...args], { cwd, env, encoding: 'utf8', timeout: 60_000 });
+  const run = (entry: string[], args: string[]) =>
+    spawnSync(process.execPath, [...entry, ...args], { cwd, env, encoding: 'utf8', timeout: 60_000 });
   const src = ['--import', tsx, join(root, 'src/cli.ts')];
   try {
     const where = tdb.config.DATABASE_URL ? `DATABASE_URL=${tdb.config.DATABASE_URL}` : `DATA_DIR=${tdb.config.DATA_DIR}`;

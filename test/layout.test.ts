@@ -9,7 +9,9 @@ const root = join(import.meta.dirname, '..');
 const src = join(root, 'src');
 
 function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 }
 
 /** src-relative paths a module imports (relative specifiers only). */
@@ -18,7 +20,13 @@ function importsOf(file: string): string[] {
   const out: string[] = [];
   for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?\bfrom\s*'(\.[^']+)'|\bimport\(\s*'(\.[^']+)'\s*\)/g)) {
     const spec = m[1] ?? m[2];
-    out.push(posix.normalize(relative(src, join(dirname(file), spec)).split('\\').join('/')));
+    out.push(
+      posix.normalize(
+        relative(src, join(dirname(file), spec))
+          .split('\\')
+          .join('/'),
+      ),
+    );
   }
   return out;
 }
@@ -26,7 +34,16 @@ function importsOf(file: string): string[] {
 /** The layer a src-relative path belongs to. */
 function layer(p: string): 'platform' | 'intake' | 'verification' | 'publishing' | 'push' | 'operations' | 'web' | 'top' {
   const first = p.split('/')[0];
-  if (first === 'platform' || first === 'intake' || first === 'verification' || first === 'publishing' || first === 'push' || first === 'operations' || first === 'web') return first;
+  if (
+    first === 'platform' ||
+    first === 'intake' ||
+    first === 'verification' ||
+    first === 'publishing' ||
+    first === 'push' ||
+    first === 'operations' ||
+    first === 'web'
+  )
+    return first;
   return 'top';
 }
 

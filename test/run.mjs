@@ -126,7 +126,11 @@ async function postgresTemplate(url) {
     await admin.query(`create database ${name}`);
     const u = new URL(url);
     u.pathname = `/${name}`;
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], { cwd: root, env: { ...process.env, DATABASE_URL: u.href, LOG_LEVEL: 'silent' }, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: u.href, LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    });
     if (r.status !== 0) {
       await admin.query(`drop database if exists ${name} with (force)`);
       console.error(`could not build the migrated PostgreSQL template (tests will migrate each database): ${r.stderr}`);
@@ -153,7 +157,16 @@ for (const [backend, extra] of backends) {
       cwd: root,
       // Verification fetches what was pinged; servers the tests start fetch nothing unless a test turns it on
       // with loopback feed servers of its own (tests send traffic to loopback only).
-      env: { VERIFY_PINGS: 'off', ...process.env, ...extra, TEST_BACKEND: backend, PINGD_PGLITE_TEMPLATE: template, ...(migrated ? { PINGD_PGLITE_MIGRATED_TEMPLATE: migrated } : {}), ...(pgTemplate ? { PINGD_PG_TEMPLATE_DB: pgTemplate } : {}), LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
+      env: {
+        VERIFY_PINGS: 'off',
+        ...process.env,
+        ...extra,
+        TEST_BACKEND: backend,
+        PINGD_PGLITE_TEMPLATE: template,
+        ...(migrated ? { PINGD_PGLITE_MIGRATED_TEMPLATE: migrated } : {}),
+        ...(pgTemplate ? { PINGD_PG_TEMPLATE_DB: pgTemplate } : {}),
+        LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+      },
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
       maxBuffer: 256 * 1024 * 1024,

@@ -17,6 +17,12 @@ test('heap growth: 20% on the embedded database, V8 own on PostgreSQL, unless HE
 });
 
 test('HEAP_GROWTH_PERCENT refuses what is not a percentage it can use', () => {
-  assert.throws(() => loadConfig({ HEAP_GROWTH_PERCENT: '-5' }), (e: Error) => e instanceof ConfigError && e.message === 'HEAP_GROWTH_PERCENT must be between 0 and 1000, got -5');
-  assert.throws(() => loadConfig({ HEAP_GROWTH_PERCENT: '20%' }), (e: Error) => e instanceof ConfigError && e.message === 'HEAP_GROWTH_PERCENT must be an integer, got "20%"');
+  assert.throws(
+    () => loadConfig({ HEAP_GROWTH_PERCENT: '-5' }),
+    (e: Error) => e instanceof ConfigError && e.message === 'HEAP_GROWTH_PERCENT must be between 0 and 1000, got -5',
+  );
+  assert.throws(
+    () => loadConfig({ HEAP_GROWTH_PERCENT: '20%' }),
+    (e: Error) => e instanceof ConfigError && e.message === 'HEAP_GROWTH_PERCENT must be an integer, got "20%"',
+  );
 });

@@ -7,7 +7,15 @@ import { cpuMicros } from './cpu.js';
 
 const EXECUTABLE = process.env.BENCH_CHROMIUM || '/usr/bin/chromium';
 // No network beyond loopback, no background work of the browser's own that would blur the CPU figures.
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /**
  * Installed before the page's own scripts: counts the /api/stats fetches the page starts and the stream

@@ -11,7 +11,8 @@ import { openLoop, rpcPing, stats, type FeedCase, type FeedDetail, type Sample }
 import { envNumber } from './env.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 /** A count: whole, or n/a where this pingd does not report it. */
 const count = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? 'n/a' : Math.round(n).toLocaleString('en-US'));
 
@@ -102,7 +103,7 @@ const fanoutRelay: FeedCase = {
   title: 'R5. The relay queue with 50 targets at 60/min each, 20 new weblogs/s',
   figure: 'relay jobs waiting at the end of the run (dropped by the bound); intake p50 / p99 ms, first 10 s → last 20 s',
   method:
-    `**fanout-relay**: \`RELAY_TARGETS\` = ${TARGETS} loopback servers (127.0.5.1–${TARGETS}:${PORT}) answering flerror 0 at once, default \`RELAY_RATE_PER_MIN\` (60) and \`RELAY_CONCURRENCY\` (8), ` +
+    `\`RELAY_TARGETS\` = ${TARGETS} loopback servers (127.0.5.1–${TARGETS}:${PORT}) answering flerror 0 at once, default \`RELAY_RATE_PER_MIN\` (60) and \`RELAY_CONCURRENCY\` (8), ` +
     `\`RELAY_QUEUE_MAX=${QUEUE_MAX}\` (BENCH_RELAY_QUEUE_MAX; the default is 1000: ${QUEUE_MAX} is reached within the minute), \`PING_HOST_BUDGET=0\`; ` +
     'weblogUpdates.ping of a new weblog 20 times a second in an open loop (each timed from when it was due) for 60 s (BENCH_RELAY_SECONDS, BENCH_RELAY_RATE); /metrics read every 10 s (pingd_relay_queue, pingd_relay_total, pingd_relay_skipped_total).',
   env: {
@@ -126,7 +127,9 @@ const fanoutRelay: FeedCase = {
         await sleep(t0 + k * every * 1000 - performance.now());
         const f = await figures(t);
         series.push({ at: k * every, f });
-        log(`  ${k * every} s: ${count(f.depth)} jobs waiting (oldest ${f1(f.oldest)} s), ${count(f.delivered)} delivered, ${count(f.dropped)} dropped`);
+        log(
+          `  ${k * every} s: ${count(f.depth)} jobs waiting (oldest ${f1(f.oldest)} s), ${count(f.delivered)} delivered, ${count(f.dropped)} dropped`,
+        );
       }
       const t1 = performance.now();
       const samples = await loop.stop();
@@ -135,7 +138,9 @@ const fanoutRelay: FeedCase = {
       const all = stats(samples);
       const end = series.at(-1)?.f ?? f0;
       const bounded = Number.isFinite(end.dropped);
-      log(`  intake p50/p99 first 10 s ${base.p50.toFixed(1)}/${base.p99.toFixed(1)} ms → last 20 s ${late.p50.toFixed(1)}/${late.p99.toFixed(1)} ms; targets answered ${targets.requests()} requests`);
+      log(
+        `  intake p50/p99 first 10 s ${base.p50.toFixed(1)}/${base.p99.toFixed(1)} ms → last 20 s ${late.p50.toFixed(1)}/${late.p99.toFixed(1)} ms; targets answered ${targets.requests()} requests`,
+      );
       const details: FeedDetail[] = [
         {
           what: `relay queue every ${every} s (${rate} new weblogs/s × ${TARGETS} targets = ${rate * TARGETS} jobs/s offered, ${TARGETS} relays/s drained at most)`,

@@ -24,9 +24,11 @@ import { isMain } from './run-direct.js';
 import { track } from './servers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const count = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? 'n/a' : Math.round(n).toLocaleString('en-US'));
-const bytes = (n: number) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(2)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`);
+const bytes = (n: number) =>
+  n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(2)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`;
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const between = (xs: Sample[], from: number, to: number) => xs.filter((x) => x.at >= from && x.at < to);
 const unacked = (s: Stats) => (s.failed ? `, **${s.failed} not acknowledged**` : '');
@@ -51,7 +53,8 @@ interface ClientsReport {
 }
 
 function runClients(base: string, n: number, path: string, sentinel: string): void {
-  if (!/^http:\/\/127\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d+$/.test(base)) throw new Error(`stream clients connect to loopback only, not to ${base}`);
+  if (!/^http:\/\/127\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d+$/.test(base))
+    throw new Error(`stream clients connect to loopback only, not to ${base}`);
   const via = new http.Agent({ keepAlive: false, maxSockets: Infinity });
   const needle = Buffer.from(sentinel);
   const mark = Buffer.from('\nevent: ');
@@ -125,7 +128,9 @@ interface Clients {
 }
 
 function startClients(base: string, n: number, path: string, sentinel: string): Clients {
-  const p = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), base, String(n), path, sentinel], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), base, String(n), path, sentinel], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   track(p);
   const lines = createInterface({ input: p.stdout! });
   let ready!: (x: { served: number; refused: number; failed: number }) => void;
@@ -255,7 +260,11 @@ async function runVariant(t: Target, v: Variant, n: number, stored: number, log:
   const rows = f1_.rows - f0.rows;
   const positions = f1_.positions - f0.positions;
   // Share of the work done: by positions read where pingd counts them, else by events received (every event).
-  const share = Number.isFinite(positions) ? positions / (served * stored) : v.path.includes('host=') ? NaN : (report?.events ?? 0) / (served * stored);
+  const share = Number.isFinite(positions)
+    ? positions / (served * stored)
+    : v.path.includes('host=')
+      ? NaN
+      : (report?.events ?? 0) / (served * stored);
   const estimate = finished !== undefined ? finished / 1000 : share > 0 ? seconds / Math.min(1, share) : NaN;
   // Let the connections go before the next variant.
   for (let i = 0; i < 100 && (await figures(t)).clients > 0; i++) await sleep(100);
@@ -280,7 +289,7 @@ const fanoutReplay: FeedCase = {
     'S1: pingd with `RENDER_SCHEDULER=false PING_HOST_BUDGET=0`, the stream settings at their defaults; BENCH_FANOUT_REPLAY_EVENTS (100,000) weblogUpdates.ping of new weblogs sent first (32 connections); ' +
     'then for each variant: weblogUpdates.ping of a new weblog ~20 times a second in an open loop (BENCH_FANOUT_REPLAY_RATE; each timed from when it was due), 3 s warm-up, a baseline of BENCH_FANOUT_REPLAY_BASELINE_SECONDS (15), ' +
     `then BENCH_FANOUT_REPLAY_CLIENTS (200) connections to /stream?since=0 at once (every event), or /stream?since=0&host=${SENTINEL_HOST} (matches none of the stored events), from a child process; once all have their headers, one ping on ${SENTINEL_HOST} (the newest event: a client that receives it has finished its replay); ` +
-    'intake figures from the clients\' connecting until all finished or BENCH_FANOUT_REPLAY_SECONDS (60); the estimate to finish from the share of the stored positions read (pingd_stream_replay_read_total) or, where pingd does not count them, of the events received.',
+    "intake figures from the clients' connecting until all finished or BENCH_FANOUT_REPLAY_SECONDS (60); the estimate to finish from the share of the stored positions read (pingd_stream_replay_read_total) or, where pingd does not count them, of the events received.",
   env: { RENDER_SCHEDULER: 'false', PING_HOST_BUDGET: '0' },
   async run(t, _s, log) {
     const stored = Math.round(envNumber('BENCH_FANOUT_REPLAY_EVENTS', 100_000));
@@ -297,9 +306,16 @@ const fanoutReplay: FeedCase = {
     const details: FeedDetail[] = [];
     for (const r of results) {
       const c = r.clients;
-      const finish = c?.allDoneMs != null ? `all finished in **${secs(c.allDoneMs)}**` : `${count(c?.done)} of ${r.served} finished in ${f1(r.seconds)} s (estimate for all: ${Number.isFinite(r.estimate) ? `**${f1(r.estimate)} s**` : 'n/a'})`;
+      const finish =
+        c?.allDoneMs != null
+          ? `all finished in **${secs(c.allDoneMs)}**`
+          : `${count(c?.done)} of ${r.served} finished in ${f1(r.seconds)} s (estimate for all: ${Number.isFinite(r.estimate) ? `**${f1(r.estimate)} s**` : 'n/a'})`;
       details.push(
-        { what: `${r.v.what}: intake, baseline`, figure: `p50 ${f1(r.base.p50)} ms, p99 ${f1(r.base.p99)} ms, max ${f1(r.base.max)} ms (${r.base.n} pings${unacked(r.base)})`, outcome: '' },
+        {
+          what: `${r.v.what}: intake, baseline`,
+          figure: `p50 ${f1(r.base.p50)} ms, p99 ${f1(r.base.p99)} ms, max ${f1(r.base.max)} ms (${r.base.n} pings${unacked(r.base)})`,
+          outcome: '',
+        },
         {
           what: `${r.v.what}: intake while ${n} clients replay (${r.v.path})`,
           figure: `p50 **${f1(r.during.p50)}** ms, p99 **${f1(r.during.p99)}** ms, max ${f1(r.during.max)} ms (${r.during.n} pings${unacked(r.during)})`,
@@ -317,7 +333,10 @@ const fanoutReplay: FeedCase = {
       label: `${n} × /stream?since=0 over ${fill.acks.toLocaleString('en-US')} stored events: every event; ?host= matching none`,
       headline: `${f1(all.base.p50)} / ${f1(all.base.p99)} → **${f1(all.during.p50)} / ${f1(all.during.p99)}**; ${f1(none.base.p50)} / ${f1(none.base.p99)} → **${f1(none.during.p50)} / ${f1(none.during.p99)}**`,
       outcome: results
-        .map((r) => `${r.v.what}: ${r.clients?.allDoneMs != null ? `finished in ${secs(r.clients.allDoneMs)}` : `est. ${f1(r.estimate)} s to finish`}, ${count((r.clients?.events ?? 0) / r.seconds)} events/s, ${bytes(r.clients?.bytes ?? 0)}`)
+        .map(
+          (r) =>
+            `${r.v.what}: ${r.clients?.allDoneMs != null ? `finished in ${secs(r.clients.allDoneMs)}` : `est. ${f1(r.estimate)} s to finish`}, ${count((r.clients?.events ?? 0) / r.seconds)} events/s, ${bytes(r.clients?.bytes ?? 0)}`,
+        )
         .join('; '),
       details,
     };

@@ -15,11 +15,22 @@ import type { Agent } from 'node:http';
 import { cpuMicros } from './cpu.js';
 import { envNumber } from './env.js';
 import { agent, flood, send, sequential, type HostileRequest } from './hostile-http.js';
-import { openLoop, rpcPing, startHost, stats, type FeedCase, type FeedDetail, type Host, type Sample, type Stats } from './feed-hardening-cases.js';
+import {
+  openLoop,
+  rpcPing,
+  startHost,
+  stats,
+  type FeedCase,
+  type FeedDetail,
+  type Host,
+  type Sample,
+  type Stats,
+} from './feed-hardening-cases.js';
 import type { Target } from './hardening-cases.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const between = (xs: Sample[], from: number, to: number) => xs.filter((x) => x.at >= from && x.at < to);
 const lat = (s: Stats) => `p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms (${s.n} pings${s.failed ? `, **${s.failed} not acknowledged**` : ''})`;
 const tally = (statuses: Record<string, number>) =>
@@ -55,7 +66,13 @@ function websubKind(status: number, body: string): string {
 }
 
 /** Subscribes, pacing on 429 (a polite client, 1 s later) until accepted or `untilMs` (performance.now()). */
-async function subscribePaced(t: Target, callback: string, via: Agent, untilMs: number, statuses: Record<string, number>): Promise<boolean> {
+async function subscribePaced(
+  t: Target,
+  callback: string,
+  via: Agent,
+  untilMs: number,
+  statuses: Record<string, number>,
+): Promise<boolean> {
   for (;;) {
     const a = await send(t.url, websubForm(t, callback), via, 60_000).catch(() => undefined);
     const k = a ? websubKind(a.status, a.body) : 'no answer';
@@ -167,7 +184,8 @@ function longestGap(xs: number[], from: number, to: number): number {
 const fanoutWebsub: FeedCase = {
   id: 'fanout-websub',
   title: 'W1. One client fills and starves the WebSub hub (slow, hanging, dripping, huge callbacks; subscribe and unsubscribe floods)',
-  figure: 'healthy deliveries/s beside the slow subscribers; a legitimate subscriber\'s verification delay behind 400 hanging ones; intake p50/p99 baseline → during',
+  figure:
+    "healthy deliveries/s beside the slow subscribers; a legitimate subscriber's verification delay behind 400 hanging ones; intake p50/p99 baseline → during",
   env: {
     FETCH_ALLOW_ADDRESSES: '127.0.0.0/8',
     FETCH_HOST_INTERVAL_MS: '0',
@@ -205,7 +223,8 @@ const fanoutWebsub: FeedCase = {
       await Promise.all(
         healthyHosts.map(async (h, i) => {
           const via = agent(1, `127.0.4.${i + 1}`);
-          for (let k = 0; k < Math.ceil(healthyCount / healthyHosts.length); k++) await subscribePaced(t, `${h.origin}/h${k}`, via, until, subStatuses);
+          for (let k = 0; k < Math.ceil(healthyCount / healthyHosts.length); k++)
+            await subscribePaced(t, `${h.origin}/h${k}`, via, until, subStatuses);
           via.destroy();
         }),
       );
@@ -214,7 +233,11 @@ const fanoutWebsub: FeedCase = {
       log(`  healthy: ${healthyGets()} verified of ${healthyCount}; answers ${tally(subStatuses)}`);
 
       // Slow subscribers: 100 per host, each host its own client, paced on 429.
-      const slow = { hang: await callbackHost('127.0.5.1', 'hang'), drip: await callbackHost('127.0.5.2', 'drip'), huge: await callbackHost('127.0.5.3', 'huge') };
+      const slow = {
+        hang: await callbackHost('127.0.5.1', 'hang'),
+        drip: await callbackHost('127.0.5.2', 'drip'),
+        huge: await callbackHost('127.0.5.3', 'huge'),
+      };
       hosts.push(...Object.values(slow));
       const slowStatuses: Record<string, number> = {};
       const slowAccepted: Record<string, number> = {};
@@ -242,8 +265,12 @@ const fanoutWebsub: FeedCase = {
       const gap = longestGap(healthyPosts, p0, p1);
       const reachedHealthy = healthyHosts.reduce((n, h) => n + (h.posts.some((x) => x >= p0 && x < p1) ? 1 : 0), 0);
       const outcome = (k: string) => f1((d1[k] ?? 0) - (d0[k] ?? 0));
-      const slowPosts = Object.fromEntries(Object.entries(slow).map(([k, h]) => [k, `${inWindow(h.posts, p0, p1)} POSTs (≤${h.maxOpenPosts} at once)`]));
-      log(`  deliveries: healthy ${perSec.toFixed(1)}/s, longest gap ${gap.toFixed(1)} s; outcomes delivered ${outcome('delivered')}, failed ${outcome('failed')}; slow ${JSON.stringify(slowPosts)}`);
+      const slowPosts = Object.fromEntries(
+        Object.entries(slow).map(([k, h]) => [k, `${inWindow(h.posts, p0, p1)} POSTs (≤${h.maxOpenPosts} at once)`]),
+      );
+      log(
+        `  deliveries: healthy ${perSec.toFixed(1)}/s, longest gap ${gap.toFixed(1)} s; outcomes delivered ${outcome('delivered')}, failed ${outcome('failed')}; slow ${JSON.stringify(slowPosts)}`,
+      );
 
       // 400 hanging verifications from one client, then a legitimate subscriber.
       const hanging = await callbackHost('127.0.5.4', 'hang', true);
@@ -270,7 +297,9 @@ const fanoutWebsub: FeedCase = {
       while (legit.gets.length === 0 && performance.now() - l0 < legitLimit) await sleep(100);
       const l1 = performance.now();
       const legitDelay = legit.gets.length ? (legit.gets[0] - l0) / 1000 : undefined;
-      log(`  hanging: answers ${tally(hangStatuses)}; legit ${la?.status ?? 'no answer'}, verified after ${legitDelay === undefined ? `> ${legitLimit / 1000}` : legitDelay.toFixed(1)} s; the hanging host got ${hanging.gets.length} GETs`);
+      log(
+        `  hanging: answers ${tally(hangStatuses)}; legit ${la?.status ?? 'no answer'}, verified after ${legitDelay === undefined ? `> ${legitLimit / 1000}` : legitDelay.toFixed(1)} s; the hanging host got ${hanging.gets.length} GETs`,
+      );
 
       // One client's floods: subscribes for one callback host, unsubscribes of unknown pairs.
       const floodHost = await callbackHost('127.0.5.5', 'ok');
@@ -285,7 +314,9 @@ const fanoutWebsub: FeedCase = {
       await sleep(30_000);
       let rn = 0;
       const refused = await sequential(t.url, t.pid, () => websubForm(t, `${floodHost.origin}/r${rn++}`), 50, 30, t.queries, 0);
-      log(`  flood: subscribes ${tally(subFlood.statuses)} → ${floodHost.gets.length} verification GETs; unsubscribes ${tally(unsubFlood.statuses)} → ${unsubHost.gets.length} GETs; a refused subscribe ${f1(refused.p50)} ms (${tally(refused.statuses)})`);
+      log(
+        `  flood: subscribes ${tally(subFlood.statuses)} → ${floodHost.gets.length} verification GETs; unsubscribes ${tally(unsubFlood.statuses)} → ${unsubHost.gets.length} GETs; a refused subscribe ${f1(refused.p50)} ms (${tally(refused.statuses)})`,
+      );
 
       const samples = await loop.stop();
       const base = stats(between(samples, b0, b1));
@@ -335,24 +366,27 @@ function getList(base: string, path: string, via: Agent): Promise<ListAnswer> {
   const u = new URL(base);
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path, headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` }, agent: via }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => {
-        const body = Buffer.concat(parts);
-        let next: string | null | undefined;
-        let rows = 0;
-        try {
-          const j = JSON.parse(body.toString('utf8')) as { next?: string | null; subscriptions?: unknown[] };
-          next = j.next;
-          rows = j.subscriptions?.length ?? 0;
-        } catch {
-          next = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, bytes: body.length, ms: performance.now() - t0, next, rows });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path, headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` }, agent: via },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => {
+          const body = Buffer.concat(parts);
+          let next: string | null | undefined;
+          let rows = 0;
+          try {
+            const j = JSON.parse(body.toString('utf8')) as { next?: string | null; subscriptions?: unknown[] };
+            next = j.next;
+            rows = j.subscriptions?.length ?? 0;
+          } catch {
+            next = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, bytes: body.length, ms: performance.now() - t0, next, rows });
+        });
+        res.on('error', reject);
+      },
+    );
     req.setTimeout(120_000, () => req.destroy(new Error('no answer in 120 s')));
     req.on('error', reject);
     req.end();
@@ -402,7 +436,15 @@ const fanoutSubscriptions: FeedCase = {
       log(`  filled: ${tally(fill.statuses)}; ${verified()} verified in ${((performance.now() - s0) / 1000).toFixed(0)} s`);
 
       let fn = 0;
-      const full = await sequential(t.url, t.pid, () => websubForm(t, `http://127.0.7.${1 + (fn % 200)}:9/full${fn++}`), 50, 30, t.queries, 0);
+      const full = await sequential(
+        t.url,
+        t.pid,
+        () => websubForm(t, `http://127.0.7.${1 + (fn % 200)}:9/full${fn++}`),
+        50,
+        30,
+        t.queries,
+        0,
+      );
       log(`  at the cap: ${tally(full.statuses)}, ${f1(full.p50)} ms p50, pingd CPU ${f1(full.cpuMs)} ms`);
 
       const loop = openLoop(t.url, intakePing, INTAKE_EVERY_MS);
@@ -421,7 +463,11 @@ const fanoutSubscriptions: FeedCase = {
           while (!stop) {
             let after: string | null | undefined = null;
             do {
-              const a: ListAnswer | undefined = await getList(t.url, `/api/websub/subscriptions${after ? `?after=${encodeURIComponent(after)}` : ''}`, via).catch(() => undefined);
+              const a: ListAnswer | undefined = await getList(
+                t.url,
+                `/api/websub/subscriptions${after ? `?after=${encodeURIComponent(after)}` : ''}`,
+                via,
+              ).catch(() => undefined);
               if (!a) break;
               answers.push(a);
               after = a.status === 200 ? a.next : undefined;
@@ -443,10 +489,20 @@ const fanoutSubscriptions: FeedCase = {
       const perWalk = walks ? ok.length / walks : NaN;
       const statuses: Record<string, number> = {};
       for (const a of answers) statuses[String(a.status)] = (statuses[String(a.status)] ?? 0) + 1;
-      log(`  readers: ${answers.length} answers (${tally(statuses)}), ${walks} whole walks; ${f1(bytes)} bytes, ${f1(ms)} ms per answer; pingd CPU ${f1(cpu / Math.max(1, ok.length))} ms per answer; intake ${f1(base.p50)}/${f1(base.p99)} → ${f1(during.p50)}/${f1(during.p99)} ms`);
+      log(
+        `  readers: ${answers.length} answers (${tally(statuses)}), ${walks} whole walks; ${f1(bytes)} bytes, ${f1(ms)} ms per answer; pingd CPU ${f1(cpu / Math.max(1, ok.length))} ms per answer; intake ${f1(base.p50)}/${f1(base.p99)} → ${f1(during.p50)}/${f1(during.p99)} ms`,
+      );
       details.push(
-        { what: `${total.toLocaleString('en-US')} subscriptions filled by one client (57 callback hosts)`, figure: `answers ${tally(fill.statuses)}; ${verified()} verified`, outcome: '' },
-        { what: 'a new subscriber at the cap (WEBSUB_MAX_SUBSCRIPTIONS=5700), sent alone', figure: `**${f1(full.p50)} ms** p50, pingd CPU **${f1(full.cpuMs)} ms** per refusal`, outcome: tally(full.statuses) },
+        {
+          what: `${total.toLocaleString('en-US')} subscriptions filled by one client (57 callback hosts)`,
+          figure: `answers ${tally(fill.statuses)}; ${verified()} verified`,
+          outcome: '',
+        },
+        {
+          what: 'a new subscriber at the cap (WEBSUB_MAX_SUBSCRIPTIONS=5700), sent alone',
+          figure: `**${f1(full.p50)} ms** p50, pingd CPU **${f1(full.cpuMs)} ms** per refusal`,
+          outcome: tally(full.statuses),
+        },
         { what: 'intake, baseline, 10 s', figure: lat(base), outcome: '' },
         {
           what: `16 readers walking the whole list for ${readSeconds} s`,

@@ -43,7 +43,8 @@ export interface FeedCase extends Case {
   run(t: Target, s: Parameters<Case['run']>[1], log: (s: string) => void): Promise<FeedCaseResult>;
 }
 
-const f1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
+const f1 = (n: number | undefined) =>
+  n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 // ---------------------------------------------------------------------------------------------------
@@ -78,10 +79,12 @@ export async function startHost(address: string, handler: Handler): Promise<Host
   };
 }
 
-const fixed = (type: string, body: string | Buffer, status = 200): Handler => (_req, res) => {
-  res.writeHead(status, { 'content-type': type });
-  res.end(body);
-};
+const fixed =
+  (type: string, body: string | Buffer, status = 200): Handler =>
+  (_req, res) => {
+    res.writeHead(status, { 'content-type': type });
+    res.end(body);
+  };
 
 // ---------------------------------------------------------------------------------------------------
 // Talking to pingd
@@ -91,7 +94,14 @@ const param = (v: string) => `<param><value><string>${v}</string></value></param
 
 /** `weblogUpdates.ping(name, url)`: pingd finds the feed on the homepage. */
 export function rpcPing(name: string, url: string): HostileRequest {
-  return { method: 'POST', path: '/RPC2', headers: RPC_HEADERS, body: Buffer.from(`<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName><params>${param(name)}${param(url)}</params></methodCall>`) };
+  return {
+    method: 'POST',
+    path: '/RPC2',
+    headers: RPC_HEADERS,
+    body: Buffer.from(
+      `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName><params>${param(name)}${param(url)}</params></methodCall>`,
+    ),
+  };
 }
 
 /** `weblogUpdates.extendedPing(name, url, changesUrl, rssUrl)`: pingd verifies rssUrl. */
@@ -100,7 +110,9 @@ export function rpcExtended(name: string, url: string, rss: string): HostileRequ
     method: 'POST',
     path: '/RPC2',
     headers: RPC_HEADERS,
-    body: Buffer.from(`<?xml version="1.0"?><methodCall><methodName>weblogUpdates.extendedPing</methodName><params>${param(name)}${param(url)}${param(url)}${param(rss)}</params></methodCall>`),
+    body: Buffer.from(
+      `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.extendedPing</methodName><params>${param(name)}${param(url)}${param(url)}${param(rss)}</params></methodCall>`,
+    ),
   };
 }
 
@@ -115,7 +127,13 @@ export async function ping(t: Target, r: HostileRequest): Promise<void> {
 }
 
 export interface WeblogJson {
-  feed: { status: number | null; outcome: string | null; failures: number; nextFetchAfter: string | null; lastFetchAt: string | null } | null;
+  feed: {
+    status: number | null;
+    outcome: string | null;
+    failures: number;
+    nextFetchAfter: string | null;
+    lastFetchAt: string | null;
+  } | null;
   verification: { outcome: string; at: string; httpStatus: number | null; newItems: unknown[] } | null;
 }
 
@@ -266,10 +284,34 @@ interface Shape {
 }
 
 const SHAPES: Shape[] = [
-  { what: `(a) feed: 28 \`<!---->\` comments, then \`<rss>\` (${COMMENTED_FEED.length} bytes), extendedPing`, address: '127.0.0.31', kind: 'rss', type: 'application/rss+xml', body: COMMENTED_FEED },
-  { what: '(b) homepage: 200 KB of `<!--`, never closed; ping (autodiscovery)', address: '127.0.0.32', kind: 'homepage', type: 'text/html; charset=utf-8', body: fill('<!--') },
-  { what: '(c) homepage: 200 KB of `<link ` with no `>`; ping (autodiscovery)', address: '127.0.0.33', kind: 'homepage', type: 'text/html; charset=utf-8', body: fill('<link ') },
-  { what: '(d) feed: `<rss version="2.0"><channel>` then 200 KB of `<skipHours`; extendedPing', address: '127.0.0.34', kind: 'rss', type: 'application/rss+xml', body: `<rss version="2.0"><channel>${fill('<skipHours')}` },
+  {
+    what: `(a) feed: 28 \`<!---->\` comments, then \`<rss>\` (${COMMENTED_FEED.length} bytes), extendedPing`,
+    address: '127.0.0.31',
+    kind: 'rss',
+    type: 'application/rss+xml',
+    body: COMMENTED_FEED,
+  },
+  {
+    what: '(b) homepage: 200 KB of `<!--`, never closed; ping (autodiscovery)',
+    address: '127.0.0.32',
+    kind: 'homepage',
+    type: 'text/html; charset=utf-8',
+    body: fill('<!--'),
+  },
+  {
+    what: '(c) homepage: 200 KB of `<link ` with no `>`; ping (autodiscovery)',
+    address: '127.0.0.33',
+    kind: 'homepage',
+    type: 'text/html; charset=utf-8',
+    body: fill('<link '),
+  },
+  {
+    what: '(d) feed: `<rss version="2.0"><channel>` then 200 KB of `<skipHours`; extendedPing',
+    address: '127.0.0.34',
+    kind: 'rss',
+    type: 'application/rss+xml',
+    body: `<rss version="2.0"><channel>${fill('<skipHours')}`,
+  },
   // (d) as a feed the parser accepts (it refuses (d) at once: no title, unclosed), so the hints are read from its text.
   {
     what: '(e) (d) closed as a feed: `<rss version="2.0"><channel><title>t</title>`, 200 KB of `<skipHours`, `</channel></rss>`; extendedPing',
@@ -314,7 +356,9 @@ const feedRedos: FeedCase = {
         const s = stats(between(samples, t0, t0 + REDOS_WINDOW_MS));
         const end = await settled(t, site, wall0, 45_000);
         const fetched = [...host.hits.values()].reduce((x, y) => x + y, 0);
-        log(`  ${shape.what}: canary p50/p99/max ${s.p50.toFixed(0)}/${s.p99.toFixed(0)}/${s.max.toFixed(0)} ms (${s.n} pings; idle p99 ${idle.p99.toFixed(0)} ms); ${end.w?.verification?.outcome ?? 'not settled'} ${end.ms === undefined ? '' : secs(end.ms)}`);
+        log(
+          `  ${shape.what}: canary p50/p99/max ${s.p50.toFixed(0)}/${s.p99.toFixed(0)}/${s.max.toFixed(0)} ms (${s.n} pings; idle p99 ${idle.p99.toFixed(0)} ms); ${end.w?.verification?.outcome ?? 'not settled'} ${end.ms === undefined ? '' : secs(end.ms)}`,
+        );
         details.push({
           what: shape.what,
           figure: `canary max **${f1(s.max)}** ms, p99 ${f1(s.p99)} ms, p50 ${f1(s.p50)} ms (${s.n} pings${unacked(s)}; before the hostile ping: p99 ${f1(idle.p99)} ms)`,
@@ -398,14 +442,24 @@ const feedParse: FeedCase = {
       const hp = stats(hostilePings);
       const w = await weblog(t, site);
       const q = await verifyQueue(t);
-      log(`  intake p50/p99 baseline ${base.p50.toFixed(1)}/${base.p99.toFixed(1)} ms → with the big feed ${during.p50.toFixed(1)}/${during.p99.toFixed(1)} ms (max ${during.max.toFixed(0)}); big feed served ${requests}×; ${w?.verification?.outcome ?? 'no verification'}`);
+      log(
+        `  intake p50/p99 baseline ${base.p50.toFixed(1)}/${base.p99.toFixed(1)} ms → with the big feed ${during.p50.toFixed(1)}/${during.p99.toFixed(1)} ms (max ${during.max.toFixed(0)}); big feed served ${requests}×; ${w?.verification?.outcome ?? 'no verification'}`,
+      );
       return {
         label: `extendedPing of a ${(template.length / 1e6).toFixed(1)} MB feed (${PARSE_ITEMS.toLocaleString('en-US')} items, new guids on every request) every second for ${seconds} s`,
         headline: `${f1(base.p50)} / ${f1(base.p99)} → **${f1(during.p50)} / ${f1(during.p99)}**`,
         outcome: `big feed fetched ${requests}× in ${seconds} s; its last verification ${verdict(w)}; verification queue then ${f1(q.depth)} deep`,
         details: [
-          { what: `intake, baseline: ${rate} pings/s of new weblogs (feeds answering 404), ${baseSeconds} s`, figure: `p50 ${f1(base.p50)} ms, p99 ${f1(base.p99)} ms, max ${f1(base.max)} ms (${base.n} pings${unacked(base)})`, outcome: `verification queue then ${f1(q0.depth)} deep, oldest ${f1(q0.oldest)} s` },
-          { what: `intake, the same load with the big feed pinged every second, ${seconds} s`, figure: `p50 **${f1(during.p50)}** ms, p99 **${f1(during.p99)}** ms, max ${f1(during.max)} ms (${during.n} pings${unacked(during)})`, outcome: '' },
+          {
+            what: `intake, baseline: ${rate} pings/s of new weblogs (feeds answering 404), ${baseSeconds} s`,
+            figure: `p50 ${f1(base.p50)} ms, p99 ${f1(base.p99)} ms, max ${f1(base.max)} ms (${base.n} pings${unacked(base)})`,
+            outcome: `verification queue then ${f1(q0.depth)} deep, oldest ${f1(q0.oldest)} s`,
+          },
+          {
+            what: `intake, the same load with the big feed pinged every second, ${seconds} s`,
+            figure: `p50 **${f1(during.p50)}** ms, p99 **${f1(during.p99)}** ms, max ${f1(during.max)} ms (${during.n} pings${unacked(during)})`,
+            outcome: '',
+          },
           {
             what: 'the big feed',
             figure: `its own pings: p50 ${f1(hp.p50)} ms, max ${f1(hp.max)} ms (${hp.n}${unacked(hp)}); fetched ${requests}×`,
@@ -429,7 +483,8 @@ const feedRedirect: FeedCase = {
     let origin = '';
     const host = await startHost('127.0.0.51', (req, res) => {
       const path = (req.url ?? '/').split('?')[0];
-      if (path === '/old') fixed('application/rss+xml', `<?xml version="1.0"?>\n<redirect><newLocation>${origin}/new</newLocation></redirect>\n`)(req, res);
+      if (path === '/old')
+        fixed('application/rss+xml', `<?xml version="1.0"?>\n<redirect><newLocation>${origin}/new</newLocation></redirect>\n`)(req, res);
       else if (path === '/new')
         fixed(
           'application/rss+xml',
@@ -455,7 +510,13 @@ const feedRedirect: FeedCase = {
         label: 'extendedPing naming /old: `<redirect><newLocation>http://SAMEHOST/new</newLocation></redirect>`; /new a valid feed',
         headline: `**${total}** (/old ${old}, /new ${moved})`,
         outcome: `${verdict(end.w)}, ${when}`,
-        details: [{ what: 'one ping, /old → /new on the same host', figure: `/old ${old}×, /new ${moved}× (${end.ms === undefined ? `${limit / 1000} s` : 'until settled, +2 s'})`, outcome: `${verdict(end.w)}, ${when}; feed state: ${end.w?.feed ? `status ${end.w.feed.status ?? '–'}, failures ${end.w.feed.failures}` : 'none'}` }],
+        details: [
+          {
+            what: 'one ping, /old → /new on the same host',
+            figure: `/old ${old}×, /new ${moved}× (${end.ms === undefined ? `${limit / 1000} s` : 'until settled, +2 s'})`,
+            outcome: `${verdict(end.w)}, ${when}; feed state: ${end.w?.feed ? `status ${end.w.feed.status ?? '–'}, failures ${end.w.feed.failures}` : 'none'}`,
+          },
+        ],
       };
     } finally {
       await host.close();
@@ -464,7 +525,8 @@ const feedRedirect: FeedCase = {
 };
 
 /** A valid-looking RSS start, sent one byte a second after the headers. */
-const DRIP = '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel><title>Drip</title><link>http://drip.invalid/</link><description>one byte a second</description>\n';
+const DRIP =
+  '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel><title>Drip</title><link>http://drip.invalid/</link><description>one byte a second</description>\n';
 
 /**
  * A host whose every answer is `200`, its headers, then DRIP one byte a second, the body delimited by the
@@ -524,8 +586,12 @@ const feedDrip: FeedCase = {
       await ping(t, rpcExtended('Drip', site, `${one.origin}/feed.xml`));
       const end = await settled(t, site, t0, 45_000);
       const f = end.w?.feed;
-      const next = f?.nextFetchAfter ? `${f.nextFetchAfter} (in ${Math.round((Date.parse(f.nextFetchAfter) - Date.now()) / 1000)} s)` : 'none';
-      log(`  one: ${end.w?.verification?.outcome ?? 'not settled'} after ${end.ms === undefined ? '–' : secs(end.ms)}; failures ${f?.failures ?? '–'}, next fetch ${next}`);
+      const next = f?.nextFetchAfter
+        ? `${f.nextFetchAfter} (in ${Math.round((Date.parse(f.nextFetchAfter) - Date.now()) / 1000)} s)`
+        : 'none';
+      log(
+        `  one: ${end.w?.verification?.outcome ?? 'not settled'} after ${end.ms === undefined ? '–' : secs(end.ms)}; failures ${f?.failures ?? '–'}, next fetch ${next}`,
+      );
 
       // Many at once, each on a host of its own.
       const many: Host[] = [];
@@ -533,7 +599,14 @@ const feedDrip: FeedCase = {
       hosts.push(...many);
       const via = agent(feeds);
       const m0 = performance.now();
-      const acks = await Promise.all(many.map((h) => send(t.url, rpcExtended('Drip', `${h.origin}/`, `${h.origin}/feed.xml`), via, 120_000).then((a) => isRpcAck(a.status, a.body), () => false)));
+      const acks = await Promise.all(
+        many.map((h) =>
+          send(t.url, rpcExtended('Drip', `${h.origin}/`, `${h.origin}/feed.xml`), via, 120_000).then(
+            (a) => isRpcAck(a.status, a.body),
+            () => false,
+          ),
+        ),
+      );
       via.destroy();
       // An honest weblog pinged just after: how long its verification waits behind them.
       await sleep(1000);
@@ -559,20 +632,30 @@ const feedDrip: FeedCase = {
         .sort((a, b) => b[1] - a[1])
         .map(([k, v]) => `${v}× ${k}`)
         .join(', ');
-      log(`  ${feeds} at once: queue 60 s later ${q60.depth} deep, oldest ${q60.oldest.toFixed(1)} s (peak ${peak.oldest.toFixed(1)} s); fetched ${fetched}/${feeds}; ${tally}; honest feed ${honestMs === undefined ? 'not verified' : secs(honestMs)}`);
+      log(
+        `  ${feeds} at once: queue 60 s later ${q60.depth} deep, oldest ${q60.oldest.toFixed(1)} s (peak ${peak.oldest.toFixed(1)} s); fetched ${fetched}/${feeds}; ${tally}; honest feed ${honestMs === undefined ? 'not verified' : secs(honestMs)}`,
+      );
       const oneVerdict = `${verdict(end.w)} after ${end.ms === undefined ? '(not settled in 45 s)' : secs(end.ms)}, failures **${f?.failures ?? '–'}**, next fetch after: ${next}`;
       return {
         label: `extendedPing of a feed answering 200 and headers, then 1 byte a second; then ${feeds} such feeds (one host each) at once`,
         headline: `one: ${verdict(end.w)}, failures ${f?.failures ?? '–'}; ${feeds}: oldest job **${f1(q60.oldest)} s** 60 s later (peak ${f1(peak.oldest)} s)`,
         outcome: oneVerdict,
         details: [
-          { what: 'one dripping feed, one ping', figure: `settled after ${end.ms === undefined ? '–' : secs(end.ms)}`, outcome: oneVerdict },
+          {
+            what: 'one dripping feed, one ping',
+            figure: `settled after ${end.ms === undefined ? '–' : secs(end.ms)}`,
+            outcome: oneVerdict,
+          },
           {
             what: `${feeds} dripping feeds pinged at once (${acks.filter(Boolean).length} acknowledged)`,
             figure: `60 s later: queue **${f1(q60.depth)}** deep, oldest job **${f1(q60.oldest)} s** (sampled every 5 s: peak ${f1(peak.oldest)} s, ${f1(peak.depth)} deep)`,
             outcome: `fetched ${fetched} of ${feeds}; ${tally}`,
           },
-          { what: 'an honest feed pinged 1 s after them', figure: honestMs === undefined ? '**not verified within 60 s**' : `verified after ${secs(honestMs)}`, outcome: '' },
+          {
+            what: 'an honest feed pinged 1 s after them',
+            figure: honestMs === undefined ? '**not verified within 60 s**' : `verified after ${secs(honestMs)}`,
+            outcome: '',
+          },
         ],
       };
     } finally {
@@ -596,7 +679,9 @@ export function feedTables(all: { c: Case; backend: string; r?: CaseResult; erro
     else out.push(`| ${c.title} | ${backend} | ${r.label} | ${fc.figure} | ${(r as FeedCaseResult).headline} | ${r.outcome} |`);
   }
   out.push('', '| class | backend | detail | figure | outcome |', '| --- | --- | --- | --- | --- |');
-  for (const { c, backend, r } of all) for (const d of (r as FeedCaseResult | undefined)?.details ?? []) out.push(`| ${c.id} | ${backend} | ${d.what} | ${d.figure} | ${d.outcome} |`);
+  for (const { c, backend, r } of all)
+    for (const d of (r as FeedCaseResult | undefined)?.details ?? [])
+      out.push(`| ${c.id} | ${backend} | ${d.what} | ${d.figure} | ${d.outcome} |`);
   return out.join('\n');
 }
 

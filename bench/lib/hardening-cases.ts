@@ -1,8 +1,34 @@
 // Owns the hardening benchmark's cases, one per amplification class: how each sets pingd up, which hostile
 // request it sends, and what it reports beyond the common figures (tokens a stranger gets, weblog URL
 // variants accepted, rss_ping shapes). bench/hardening.ts runs them and prints the tables.
-import { agent, answerKind, flood, sendOnce, healthzUnderAttack, idleHealthz, memoryMb, send, sequential, statusList, type Cost, type Flood, type HostileRequest, type Latency, type QueryCount } from './hostile-http.js';
-import { endpointOf, formPing, inmFlood, rssPingRequest, rssPingShapes, rssPingXml, tokenRequest, VARIANT_KINDS, xffPing } from './hostile.js';
+import {
+  agent,
+  answerKind,
+  flood,
+  sendOnce,
+  healthzUnderAttack,
+  idleHealthz,
+  memoryMb,
+  send,
+  sequential,
+  statusList,
+  type Cost,
+  type Flood,
+  type HostileRequest,
+  type Latency,
+  type QueryCount,
+} from './hostile-http.js';
+import {
+  endpointOf,
+  formPing,
+  inmFlood,
+  rssPingRequest,
+  rssPingShapes,
+  rssPingXml,
+  tokenRequest,
+  VARIANT_KINDS,
+  xffPing,
+} from './hostile.js';
 
 export interface Settings {
   /** Hostile requests in a memory flood (BENCH_HOSTILE_REQUESTS). */
@@ -58,22 +84,41 @@ function memoryOf(pid: number): { rss: number; peak: number } {
 }
 
 /** A flood of `make`, pingd's memory before and after. */
-async function memoryFlood(t: Target, s: Settings, make: () => HostileRequest, total: number, log: (s: string) => void): Promise<NonNullable<CaseResult['memory']>> {
+async function memoryFlood(
+  t: Target,
+  s: Settings,
+  make: () => HostileRequest,
+  total: number,
+  log: (s: string) => void,
+): Promise<NonNullable<CaseResult['memory']>> {
   const m0 = memoryOf(t.pid);
-  const f = await flood(t.url, make, total, s.concurrency, s.floodSeconds, (n) => log(`  flood: ${n} sent, RSS ${memoryOf(t.pid).rss.toFixed(0)} MB`));
+  const f = await flood(t.url, make, total, s.concurrency, s.floodSeconds, (n) =>
+    log(`  flood: ${n} sent, RSS ${memoryOf(t.pid).rss.toFixed(0)} MB`),
+  );
   const m1 = memoryOf(t.pid);
-  log(`  flood: ${f.sent} in ${f.seconds.toFixed(1)} s (${statusList(f.statuses)}${f.failed ? `, ${f.failed} failed` : ''}), RSS ${m0.rss.toFixed(0)} → ${m1.rss.toFixed(0)} MB (peak ${m1.peak.toFixed(0)})`);
+  log(
+    `  flood: ${f.sent} in ${f.seconds.toFixed(1)} s (${statusList(f.statuses)}${f.failed ? `, ${f.failed} failed` : ''}), RSS ${m0.rss.toFixed(0)} → ${m1.rss.toFixed(0)} MB (peak ${m1.peak.toFixed(0)})`,
+  );
   return { before: m0.rss, after: m1.rss, peak: m1.peak, flood: f };
 }
 
 /** The common figures: /healthz idle, the request alone, /healthz under attack, then (optionally) a flood. */
-async function measure(t: Target, s: Settings, make: () => HostileRequest, opts: { samples?: number; maxSeconds?: number; flood?: { total: number; make?: () => HostileRequest }; log: (s: string) => void }): Promise<Omit<CaseResult, 'label' | 'outcome'>> {
+async function measure(
+  t: Target,
+  s: Settings,
+  make: () => HostileRequest,
+  opts: { samples?: number; maxSeconds?: number; flood?: { total: number; make?: () => HostileRequest }; log: (s: string) => void },
+): Promise<Omit<CaseResult, 'label' | 'outcome'>> {
   const { log } = opts;
   const idle = await idleHealthz(t.url, s.attackSeconds, t.queries);
   const cost = await sequential(t.url, t.pid, make, opts.samples ?? s.samples, opts.maxSeconds ?? 30, t.queries, idle.idlePerSec);
-  log(`  alone: ${cost.n} requests, p50 ${cost.p50.toFixed(1)} ms, max ${cost.max.toFixed(1)} ms, ${cost.queries?.toFixed(1)} statements/request (${statusList(cost.statuses)})`);
+  log(
+    `  alone: ${cost.n} requests, p50 ${cost.p50.toFixed(1)} ms, max ${cost.max.toFixed(1)} ms, ${cost.queries?.toFixed(1)} statements/request (${statusList(cost.statuses)})`,
+  );
   const attack = await healthzUnderAttack(t.url, make, s.attackSeconds);
-  log(`  /healthz p50/p99 idle ${idle.latency.p50.toFixed(1)}/${idle.latency.p99.toFixed(1)} ms, under attack ${attack.latency.p50.toFixed(1)}/${attack.latency.p99.toFixed(1)} ms (${attack.latency.n} samples)`);
+  log(
+    `  /healthz p50/p99 idle ${idle.latency.p50.toFixed(1)}/${idle.latency.p99.toFixed(1)} ms, under attack ${attack.latency.p50.toFixed(1)}/${attack.latency.p99.toFixed(1)} ms (${attack.latency.n} samples)`,
+  );
   const result = { cost, idle: idle.latency, attack: attack.latency };
   if (!opts.flood) return result;
   return { ...result, memory: await memoryFlood(t, s, opts.flood.make ?? make, opts.flood.total, log) };
@@ -106,9 +151,11 @@ let hostSeq = 0;
 async function pingDistinct(url: string, n: number): Promise<void> {
   const via = agent(8);
   const all = Array.from({ length: n }, () => formPing(`https://b${(++hostSeq).toString(36)}.seed.example/`));
-  await Promise.all(Array.from({ length: 8 }, async (_, w) => {
-    for (let i = w; i < all.length; i += 8) await send(url, all[i], via);
-  }));
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, w) => {
+      for (let i = w; i < all.length; i += 8) await send(url, all[i], via);
+    }),
+  );
   via.destroy();
 }
 
@@ -121,7 +168,8 @@ const xff: Case = {
     const first = await sendOnce(t.url, formPing(url));
     const m = await measure(t, s, () => xffPing(url), { flood: { total: s.requests, make: () => xffPing(undefined) }, log });
     return {
-      label: 'GET /pingSiteForm of one weblog (throttled after the first), X-Forwarded-For: 15 KB of new text, then a new IPv6 /64; the flood: the same with a weblog URL that is no URL (refused after the rate limit counted the client, no database write)',
+      label:
+        'GET /pingSiteForm of one weblog (throttled after the first), X-Forwarded-For: 15 KB of new text, then a new IPv6 /64; the flood: the same with a weblog URL that is no URL (refused after the rate limit counted the client, no database write)',
       ...m,
       outcome: `first ping ${first.status}; flood answers: ${statusList(m.memory!.flood.statuses)}`,
     };
@@ -140,13 +188,21 @@ const inm: Case = {
     await pingDistinct(t.url, 20);
     const current = await waitRendered(t.url, path, base);
     // A real base still gets its delta: the document has delta cut points, as in production.
-    const real = await sendOnce(t.url, { method: 'GET', path, headers: { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': base } });
+    const real = await sendOnce(t.url, {
+      method: 'GET',
+      path,
+      headers: { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': base },
+    });
     const token = /^(?:W\/)?"([0-9a-z]+)\.([0-9a-z]+)/.exec(current);
     if (!token) throw new Error(`unexpected ETag ${current}`);
     const { make, tags } = inmFlood(path, token[2], parseInt(token[1], 36));
     log(`  rendering ${current} (delta base ${base}: ${real.status}); ${tags} invented tags per request`);
     const m = await measure(t, s, make, { samples: Math.min(s.samples, 20), maxSeconds: 20, flood: { total: s.requests }, log });
-    return { label: `GET ${path}, A-IM: feed, If-None-Match: ${tags} invented tags (15 KB)`, ...m, outcome: `a real delta base answers ${real.status}; hostile answers: ${statusList(m.cost!.statuses)}` };
+    return {
+      label: `GET ${path}, A-IM: feed, If-None-Match: ${tags} invented tags (15 KB)`,
+      ...m,
+      outcome: `a real delta base answers ${real.status}; hostile answers: ${statusList(m.cost!.statuses)}`,
+    };
   },
 };
 
@@ -163,15 +219,30 @@ const tokens: Case = {
     const first = await send(t.url, tokenRequest(PUBLISHER.site), publisher);
     if (first.status !== 200) throw new Error(`the publisher got no token: ${first.status} ${first.body.slice(0, 200)}`);
     const idle = await idleHealthz(t.url, s.attackSeconds, t.queries);
-    const cost = await sequential(t.url, t.pid, () => tokenRequest(PUBLISHER.site), s.tokenRequests, 60, t.queries, idle.idlePerSec, agent(1, '127.0.0.2'));
+    const cost = await sequential(
+      t.url,
+      t.pid,
+      () => tokenRequest(PUBLISHER.site),
+      s.tokenRequests,
+      60,
+      t.queries,
+      idle.idlePerSec,
+      agent(1, '127.0.0.2'),
+    );
     const firstRefusal = cost.answers.findIndex((a) => a.status !== 200);
     const granted = cost.answers.filter((a) => a.status === 200).length;
     const body = Buffer.from(rssPingXml(PUBLISHER.site));
-    const use = await send(t.url, rssPingRequest(body, `/rssping/${endpointOf(PUBLISHER.site, PUBLISHER.password, first.body.trim())}`), publisher);
+    const use = await send(
+      t.url,
+      rssPingRequest(body, `/rssping/${endpointOf(PUBLISHER.site, PUBLISHER.password, first.body.trim())}`),
+      publisher,
+    );
     const works = use.status === 200 && use.body.includes('publisher_side');
     const next = await send(t.url, tokenRequest(PUBLISHER.site), publisher);
     publisher.destroy();
-    log(`  stranger: ${firstRefusal < 0 ? cost.n : firstRefusal} granted before a refusal, ${granted}/${cost.n} in all; first token works: ${works} (${use.status}); next token ${next.status}`);
+    log(
+      `  stranger: ${firstRefusal < 0 ? cost.n : firstRefusal} granted before a refusal, ${granted}/${cost.n} in all; first token works: ${works} (${use.status}); next token ${next.status}`,
+    );
     // The /healthz figure with the attackers on an address of their own (their own per-client allowance).
     const attack = await healthzUnderAttack(t.url, () => tokenRequest(PUBLISHER.site), s.attackSeconds);
     return {
@@ -205,7 +276,8 @@ const rssping: Case = {
     const throttled = rssPingShapes(RSS_SITE, limit);
     const fresh = rssPingShapes(NEW_SITE, limit);
     let n = 0;
-    const renamed = (body: Buffer) => () => rssPingRequest(Buffer.from(body.toString('latin1').replaceAll('rss-000000', `rss-${(++n).toString().padStart(6, '0')}`), 'latin1'));
+    const renamed = (body: Buffer) => () =>
+      rssPingRequest(Buffer.from(body.toString('latin1').replaceAll('rss-000000', `rss-${(++n).toString().padStart(6, '0')}`), 'latin1'));
     const idle = await idleHealthz(t.url, s.attackSeconds, t.queries);
     const details: NonNullable<CaseResult['details']> = [];
     let worst: { what: string; make: () => HostileRequest; cost: Cost } | undefined;
@@ -216,7 +288,9 @@ const rssping: Case = {
       ] as const) {
         const what = `${name} (${Math.round(throttled[name].length / 1024)} KiB), ${mode}`;
         const cost = await sequential(t.url, t.pid, make, Math.min(s.samples, 8), 15, t.queries, idle.idlePerSec);
-        log(`  ${what}: p50 ${cost.p50.toFixed(0)} ms, max ${cost.max.toFixed(0)} ms, CPU ${cost.cpuMs.toFixed(0)} ms (${statusList(cost.statuses)})`);
+        log(
+          `  ${what}: p50 ${cost.p50.toFixed(0)} ms, max ${cost.max.toFixed(0)} ms, CPU ${cost.cpuMs.toFixed(0)} ms (${statusList(cost.statuses)})`,
+        );
         details.push({ what, cost, answers: statusList(cost.statuses) });
         if (!worst || cost.cpuMs > worst.cost.cpuMs) worst = { what, make, cost };
       }

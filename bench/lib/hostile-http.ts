@@ -41,16 +41,26 @@ export function send(base: string, r: HostileRequest, via: Agent, timeoutMs = 12
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { ...(r.headers ?? {}) };
     if (r.body) headers['content-length'] = r.body.length;
-    const req = request({ host: u.hostname, port: u.port, method: r.method, path: r.path, headers, agent: via, timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      res.on('data', (c: Buffer) => {
-        if (kept < 65536) chunks.push(c);
-        kept += c.length;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - t0 }));
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: u.hostname, port: u.port, method: r.method, path: r.path, headers, agent: via, timeout: timeoutMs },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        res.on('data', (c: Buffer) => {
+          if (kept < 65536) chunks.push(c);
+          kept += c.length;
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+            ms: performance.now() - t0,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end(r.body);
@@ -96,7 +106,16 @@ export interface Cost {
  * `n` requests one after another (stopping early after `maxSeconds`): the cost of each alone. `idlePerSec`
  * is the rate of statements pingd sends with no requests (render ticks, queue polls), subtracted.
  */
-export async function sequential(base: string, pid: number, make: () => HostileRequest, n: number, maxSeconds: number, queries: QueryCount, idlePerSec: number, via = agent(1)): Promise<Cost> {
+export async function sequential(
+  base: string,
+  pid: number,
+  make: () => HostileRequest,
+  n: number,
+  maxSeconds: number,
+  queries: QueryCount,
+  idlePerSec: number,
+  via = agent(1),
+): Promise<Cost> {
   const answers: Answer[] = [];
   await send(base, { method: 'GET', path: '/healthz' }, via); // the connection is open before timing
   const q0 = await queries();
@@ -129,7 +148,14 @@ export interface Flood {
 }
 
 /** `total` requests, `concurrency` in flight on keep-alive connections, stopping after `maxSeconds`. */
-export async function flood(base: string, make: () => HostileRequest, total: number, concurrency: number, maxSeconds: number, progress?: (sent: number) => void): Promise<Flood> {
+export async function flood(
+  base: string,
+  make: () => HostileRequest,
+  total: number,
+  concurrency: number,
+  maxSeconds: number,
+  progress?: (sent: number) => void,
+): Promise<Flood> {
   const via = agent(concurrency);
   const statuses: Record<string, number> = {};
   let sent = 0;
@@ -180,7 +206,12 @@ export async function idleHealthz(base: string, seconds: number, queries: QueryC
 }
 
 /** /healthz while `connections` clients send the hostile request back to back. */
-export async function healthzUnderAttack(base: string, make: () => HostileRequest, seconds: number, connections = 4): Promise<{ latency: Latency; attacks: number }> {
+export async function healthzUnderAttack(
+  base: string,
+  make: () => HostileRequest,
+  seconds: number,
+  connections = 4,
+): Promise<{ latency: Latency; attacks: number }> {
   const via = agent(connections);
   let stop = false;
   let attacks = 0;

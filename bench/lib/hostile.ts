@@ -45,19 +45,31 @@ export function inmFlood(path: string, cursor: string, aboveId: number, bytes = 
   };
   const tags = tagsOf().length;
   next = aboveId + 100_000;
-  return { make: () => ({ method: 'GET', path, headers: { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': tagsOf().join(', ') } }), tags };
+  return {
+    make: () => ({ method: 'GET', path, headers: { 'accept-encoding': 'gzip', 'a-im': 'feed', 'if-none-match': tagsOf().join(', ') } }),
+    tags,
+  };
 }
 
 /** GET /rssping/token for a registered publisher's site (RSS Ping, publisher-side authentication). */
-export const tokenRequest = (site: string): HostileRequest => ({ method: 'GET', path: `/rssping/token?site_uri=${encodeURIComponent(site)}` });
+export const tokenRequest = (site: string): HostileRequest => ({
+  method: 'GET',
+  path: `/rssping/token?site_uri=${encodeURIComponent(site)}`,
+});
 
 /** The one-time endpoint of publisher-side authentication: sha1(site_uri + password + token), hex. */
-export const endpointOf = (site: string, password: string, token: string) => createHash('sha1').update(site + password + token, 'utf8').digest('hex');
+export const endpointOf = (site: string, password: string, token: string) =>
+  createHash('sha1')
+    .update(site + password + token, 'utf8')
+    .digest('hex');
 
 const ITEM_HEAD = (site: string) => `<item><title>Hello</title><link>${site}post</link>`;
 
 /** An rss_ping document (RSS Ping, "Core Elements"): extra outer markup, payload attributes, item markup. */
-export function rssPingXml(site: string, parts: { outer?: string; payloadAttrs?: string; itemInner?: string; rootAttrs?: string } = {}): string {
+export function rssPingXml(
+  site: string,
+  parts: { outer?: string; payloadAttrs?: string; itemInner?: string; rootAttrs?: string } = {},
+): string {
   return (
     `<?xml version="1.0"?>\n<rss_ping version="2"${parts.rootAttrs ?? ''}>\n<site_name>RSS Victim</site_name>\n<site_uri>${site}</site_uri>\n` +
     `<feed_uri type="RSS 2.0">${site}feed.xml</feed_uri>\n${parts.outer ?? ''}` +
@@ -104,10 +116,18 @@ export function rssPingShapes(site: string, limit: number): Record<string, Buffe
   return Object.fromEntries(Object.entries(shapes).map(([k, make]) => [k, Buffer.from(fill(limit, make, max(k)))]));
 }
 
-export const rssPingRequest = (body: Buffer, path = '/rssping'): HostileRequest => ({ method: 'POST', path, headers: { 'content-type': 'text/xml' }, body });
+export const rssPingRequest = (body: Buffer, path = '/rssping'): HostileRequest => ({
+  method: 'POST',
+  path,
+  headers: { 'content-type': 'text/xml' },
+  body,
+});
 
 /** GET /pingSiteForm of one weblog URL. */
-export const formPing = (url: string): HostileRequest => ({ method: 'GET', path: `/pingSiteForm?name=Variant+Blog&url=${encodeURIComponent(url)}` });
+export const formPing = (url: string): HostileRequest => ({
+  method: 'GET',
+  path: `/pingSiteForm?name=Variant+Blog&url=${encodeURIComponent(url)}`,
+});
 
 /**
  * One site spelled many ways: each kind on a host of its own (so that one kind's acceptances never spend

@@ -37,7 +37,11 @@ export interface LoadRun {
  * run waits for every answer, so the acknowledgements counted are exact; a duration-bound one may cut
  * requests off in flight.
  */
-export async function runLoad(baseUrl: string, spec: LoadSpec, opts: { connections: number; amount?: number; duration?: number }): Promise<LoadRun> {
+export async function runLoad(
+  baseUrl: string,
+  spec: LoadSpec,
+  opts: { connections: number; amount?: number; duration?: number },
+): Promise<LoadRun> {
   let acks = 0;
   let unsure = 0;
   let ok = 0;

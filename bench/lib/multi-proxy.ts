@@ -15,7 +15,11 @@ const GUARD = new URL('./orphan-guard.ts', import.meta.url).href;
 
 /** Starts the proxy on `host` (a free port) in front of the backends on 127.0.0.1:`ports`. */
 export async function startProxy(host: string, ports: number[]): Promise<Proxy> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', '--import', GUARD, new URL('./multi-proxy-server.ts', import.meta.url).pathname, host, ports.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--import', GUARD, new URL('./multi-proxy-server.ts', import.meta.url).pathname, host, ports.join(',')],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   track(proc);
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let err = '';

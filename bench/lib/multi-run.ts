@@ -11,7 +11,10 @@ import { startProxy, type Proxy } from './multi-proxy.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const loadStr = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const loadStr = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 /** Renderings closer than this count as overlapping (created_at is stamped a query after the render's clock starts). */
 const OVERLAP_TOLERANCE_MS = 50;
 
@@ -72,12 +75,22 @@ async function instanceMetrics(origin: string): Promise<InstanceFigures> {
 function getChanges(origin: string): Promise<{ status: number; etag: string; sha: string; updated: string }> {
   const u = new URL(origin);
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path: '/changes.xml', headers: { 'accept-encoding': 'gzip' }, agent: false }, (res) => {
-      const h = createHash('sha256');
-      res.on('data', (c: Buffer) => h.update(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, etag: String(res.headers.etag ?? ''), sha: h.digest('hex').slice(0, 16), updated: String(res.headers['last-modified'] ?? '') }));
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: u.hostname, port: u.port, path: '/changes.xml', headers: { 'accept-encoding': 'gzip' }, agent: false },
+      (res) => {
+        const h = createHash('sha256');
+        res.on('data', (c: Buffer) => h.update(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            etag: String(res.headers.etag ?? ''),
+            sha: h.digest('hex').slice(0, 16),
+            updated: String(res.headers['last-modified'] ?? ''),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -98,13 +111,18 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
   try {
     // All at once: their migrations meet under the migration lock, as replicas started together would.
     pingds.push(...(await Promise.all(Array.from({ length: o.instances }, () => startPingd({ env: db.env })))));
-    proxy = await startProxy(o.proxyHost, pingds.map((p) => p.port));
+    proxy = await startProxy(
+      o.proxyHost,
+      pingds.map((p) => p.port),
+    );
     const tag = `m${o.instances}x${Date.now().toString(36)}`;
     const warm = startPingLoad({ origin: proxy.origin, connections: o.connections, tag: `${tag}w`, keepUrls: true });
     await sleep(3000);
     const w = await warm.stop();
     const loadStart = loadStr();
-    log(`multi ${o.instances} pingd: proxy ${proxy.origin} → ${pingds.map((p) => p.port).join(', ')}; warm-up ${w.acks} acks; load ${loadStart}`);
+    log(
+      `multi ${o.instances} pingd: proxy ${proxy.origin} → ${pingds.map((p) => p.port).join(', ')}; warm-up ${w.acks} acks; load ${loadStart}`,
+    );
     const load = startPingLoad({ origin: proxy.origin, connections: o.connections, tag, keepUrls: true });
     const t0 = performance.now();
     // What the database's sessions wait on meanwhile: a ping batch waiting for another's EVENT_ORDER_LOCK
@@ -134,7 +152,9 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
     const acks = totals.acks + w.acks;
     const failures = [...totals.failures.values(), ...w.failures.values()].reduce((a, b) => a + b, 0);
     const failureKinds = [...totals.failures, ...w.failures].map(([k, n]) => `${n} × ${k}`).join(', ');
-    log(`multi ${o.instances} pingd: ${totals.acks} acks in ${seconds.toFixed(1)} s (${(totals.acks / seconds).toFixed(0)}/s), p99 ${percentile(lat, 99).toFixed(1)} ms, ${failures} failures${failureKinds ? ` (${failureKinds})` : ''}; load ${loadEnd}`);
+    log(
+      `multi ${o.instances} pingd: ${totals.acks} acks in ${seconds.toFixed(1)} s (${(totals.acks / seconds).toFixed(0)}/s), p99 ${percentile(lat, 99).toFixed(1)} ms, ${failures} failures${failureKinds ? ` (${failureKinds})` : ''}; load ${loadEnd}`,
+    );
     const handed = await proxy.handed();
 
     // The renderer catches up with the last ping: every instance then serves the same current rendering.
@@ -147,23 +167,32 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
       if ((fresh && new Set(docs.map((d) => `${d.etag} ${d.sha}`)).size === 1) || Date.now() > until) break;
       await sleep(1000);
     }
-    const sameDocument = docs.every((d) => d.status === 200) && new Set(docs.map((d) => d.etag)).size === 1 && new Set(docs.map((d) => d.sha)).size === 1;
-    const documentNote = sameDocument ? `${docs[0].etag}, sha256 ${docs[0].sha}…` : docs.map((d) => `${d.status} ${d.etag} ${d.sha} ${d.updated}`).join(' | ');
+    const sameDocument =
+      docs.every((d) => d.status === 200) && new Set(docs.map((d) => d.etag)).size === 1 && new Set(docs.map((d) => d.sha)).size === 1;
+    const documentNote = sameDocument
+      ? `${docs[0].etag}, sha256 ${docs[0].sha}…`
+      : docs.map((d) => `${d.status} ${d.etag} ${d.sha} ${d.updated}`).join(' | ');
     const perInstance = await Promise.all(pingds.map((p) => instanceMetrics(p.url)));
 
     // Stored once, checked by URL (the weblog URLs as sent are already in pingd's normal form).
     const urls = [...warm.ackedUrls, ...load.ackedUrls];
-    const [counts] = await db.query<{ rows: string; min_id: string; max_id: string }>('select count(*) as rows, min(id) as min_id, max(id) as max_id from pings');
+    const [counts] = await db.query<{ rows: string; min_id: string; max_id: string }>(
+      'select count(*) as rows, min(id) as min_id, max(id) as max_id from pings',
+    );
     const rows = Number(counts.rows);
     const [once] = await db.query<{ not_once: string }>(
       `select count(*) as not_once from unnest($1::text[]) as a(url) left join (select url, count(*) as n from pings group by url) p using (url) where coalesce(p.n, 0) <> 1`,
       [urls],
     );
-    const [dups] = await db.query<{ n: string }>('select count(*) as n from (select 1 from pings group by url, received_at having count(*) > 1) d');
+    const [dups] = await db.query<{ n: string }>(
+      'select count(*) as n from (select 1 from pings group by url, received_at having count(*) > 1) d',
+    );
     const idGap = rows ? Number(counts.max_id) - Number(counts.min_id) + 1 - rows : 0;
 
     // One renderer: no two renderings' intervals overlap (all instances write to the one table).
-    const rs = await db.query<{ start_ms: string; render_ms: number }>('select extract(epoch from created_at) * 1000 as start_ms, render_ms from renderings where complete order by created_at, id');
+    const rs = await db.query<{ start_ms: string; render_ms: number }>(
+      'select extract(epoch from created_at) * 1000 as start_ms, render_ms from renderings where complete order by created_at, id',
+    );
     let overlaps = 0;
     let minGapMs = Infinity;
     let endMs = -Infinity;
@@ -202,7 +231,9 @@ export async function runSetup(o: SetupOptions): Promise<SetupResult> {
       pass: false,
     };
     res.pass = failures === 0 && acks === rows && res.notOnce === 0 && res.duplicates === 0 && overlaps === 0 && sameDocument;
-    log(`multi ${o.instances} pingd: rows ${rows} (acks ${acks}), not once ${res.notOnce}, duplicates ${res.duplicates}, id gap ${idGap}; renderings ${rs.length}, overlaps ${overlaps}; per instance ${JSON.stringify(perInstance)}; changes.xml ${documentNote}`);
+    log(
+      `multi ${o.instances} pingd: rows ${rows} (acks ${acks}), not once ${res.notOnce}, duplicates ${res.duplicates}, id gap ${idGap}; renderings ${rs.length}, overlaps ${overlaps}; per instance ${JSON.stringify(perInstance)}; changes.xml ${documentNote}`,
+    );
     return res;
   } finally {
     await proxy?.stop().catch(() => undefined);

@@ -13,7 +13,8 @@ let count = 0;
 const TX_CONTROL = /^\s*(?:begin|commit|rollback)\s*;?\s*$/i;
 
 type Fn = (this: unknown, ...args: unknown[]) => unknown;
-const textOf = (q: unknown) => (typeof q === 'string' ? q : typeof q === 'object' && q !== null && 'text' in q ? String((q as { text: unknown }).text) : '');
+const textOf = (q: unknown) =>
+  typeof q === 'string' ? q : typeof q === 'object' && q !== null && 'text' in q ? String((q as { text: unknown }).text) : '';
 
 // pg is CommonJS: its ESM entry re-exports the same Client class, so patching the prototype reaches the pool.
 const pg = createRequire(join(root, 'package.json'))('pg') as { Client: { prototype: Record<string, Fn> } };
@@ -25,7 +26,8 @@ pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
 
 // PGlite is ESM only: import the file its package exports, the module instance pingd's own import gets.
 const pkgDir = join(root, 'node_modules/@electric-sql/pglite');
-const exp = (JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { exports: { '.': { import: { default: string } } } }).exports['.'].import.default;
+const exp = (JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { exports: { '.': { import: { default: string } } } })
+  .exports['.'].import.default;
 const { PGlite } = (await import(pathToFileURL(join(pkgDir, exp)).href)) as { PGlite: { prototype: Record<string, Fn> } };
 const proto = PGlite.prototype;
 for (const name of ['query', 'exec'] as const) {

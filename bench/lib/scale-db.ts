@@ -56,7 +56,14 @@ export async function dropStaleScaleDatabases(adminUrl: string): Promise<string[
 export async function createScaleDatabase(backend: Backend, adminUrl: string, tag: string): Promise<ScaleDb> {
   if (backend === 'pglite') {
     const d = await createPgliteDatabase();
-    return { backend, name: `${tag} (${d.env.DATA_DIR})`, env: d.env, target: d.env.DATA_DIR, backendPids: async () => [], drop: () => d.drop() };
+    return {
+      backend,
+      name: `${tag} (${d.env.DATA_DIR})`,
+      env: d.env,
+      target: d.env.DATA_DIR,
+      backendPids: async () => [],
+      drop: () => d.drop(),
+    };
   }
   const name = `${PREFIX}${process.pid}_${tag}`;
   await admin(adminUrl, (c) => c.query(`create database ${name}`));
@@ -67,7 +74,12 @@ export async function createScaleDatabase(backend: Backend, adminUrl: string, ta
     name,
     env: { DATABASE_URL: u.href },
     target: u.href,
-    backendPids: () => admin(adminUrl, async (c) => (await c.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])).rows.map((x) => x.pid)),
+    backendPids: () =>
+      admin(adminUrl, async (c) =>
+        (
+          await c.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])
+        ).rows.map((x) => x.pid),
+      ),
     drop: () => admin(adminUrl, (c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
   };
 }
@@ -82,7 +94,11 @@ export function pingdProcessEnv(env: Record<string, string>): Record<string, str
 /** Runs `pingd <args>` (src/cli.ts under tsx) to the end; resolves with its wall time (ms) and output. */
 export async function pingdCommand(args: string[], env: Record<string, string>): Promise<{ ms: number; out: string }> {
   const t0 = performance.now();
-  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), ...args], { cwd: PINGD_ROOT, env: pingdProcessEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', join(PINGD_ROOT, 'src/cli.ts'), ...args], {
+    cwd: PINGD_ROOT,
+    env: pingdProcessEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   track(p);
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -97,7 +113,12 @@ export async function migrateUpTo(db: ScaleDb, version: number): Promise<string[
   const dir = mkdtempSync(join(tmpdir(), 'pingd-scale-migrations-'));
   try {
     for (const m of listMigrations()) if (m.version <= version) copyFileSync(join(ROOT, 'migrations', m.name), join(dir, m.name));
-    const d = await openDatabase({ databaseUrl: db.backend === 'postgres' ? db.target : undefined, dataDir: db.backend === 'pglite' ? db.target : '', poolMax: 1, timeoutMs: 600_000 });
+    const d = await openDatabase({
+      databaseUrl: db.backend === 'postgres' ? db.target : undefined,
+      dataDir: db.backend === 'pglite' ? db.target : '',
+      poolMax: 1,
+      timeoutMs: 600_000,
+    });
     try {
       return await migrate(d, dir);
     } finally {
@@ -111,7 +132,10 @@ export async function migrateUpTo(db: ScaleDb, version: number): Promise<string[
 /** Fills a migrated, empty database (no pingd running on an embedded one). */
 export async function fillDatabase(db: ScaleDb, spec: FillSpec, log: (s: string) => void): Promise<FillTimings> {
   if (db.backend === 'postgres') return fillPostgres(db.target, spec, log);
-  const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/scale-fill.ts'), db.target, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/scale-fill.ts'), db.target, JSON.stringify(spec)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   track(p);
   let out = '';
   let err = '';

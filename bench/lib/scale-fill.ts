@@ -72,7 +72,10 @@ export function layout(s: FillSpec): FillLayout {
   const archiveHour = Math.floor(s.at / HOUR) * HOUR - 48 * HOUR;
   const start = Math.floor(s.at / DAY) * DAY - 30 * DAY;
   const regular = s.pings - s.archivePings - s.hourWeblogs;
-  if (regular < 0 || s.pings - s.hourWeblogs < Math.floor(s.weblogs / 2) || s.hourWeblogs > s.weblogs) throw new Error(`fill: ${s.pings} pings are too few for ${s.weblogs} weblogs, ${s.hourWeblogs} in the last hour and ${s.archivePings} in the archive hour`);
+  if (regular < 0 || s.pings - s.hourWeblogs < Math.floor(s.weblogs / 2) || s.hourWeblogs > s.weblogs)
+    throw new Error(
+      `fill: ${s.pings} pings are too few for ${s.weblogs} weblogs, ${s.hourWeblogs} in the last hour and ${s.archivePings} in the archive hour`,
+    );
   const before = archiveHour - start;
   const after = lastHour - (archiveHour + HOUR);
   const n1 = Math.round((regular * before) / (before + after));
@@ -92,13 +95,52 @@ export function layout(s: FillSpec): FillLayout {
   const head = s.weblogs - tail;
   let hourStride = 7919;
   while (gcd(hourStride, s.weblogs) !== 1) hourStride += 2;
-  return { start, archiveHour, lastHour, head, tail, tailStride: Math.max(1, Math.floor((s.pings - s.hourWeblogs) / tail)), hourStride, segments: segs };
+  return {
+    start,
+    archiveHour,
+    lastHour,
+    head,
+    tail,
+    tailStride: Math.max(1, Math.floor((s.pings - s.hourWeblogs) / tail)),
+    hourStride,
+    segments: segs,
+  };
 }
 
 // Words and hosts a weblog's URL and name are made of (chosen by its id).
 const WORDS = [
-  'coffee', 'garden', 'pixel', 'river', 'maple', 'harbor', 'quill', 'orbit', 'cedar', 'lantern', 'meadow', 'ember', 'nomad', 'violet', 'copper', 'thistle',
-  'sparrow', 'granite', 'saffron', 'willow', 'tundra', 'marble', 'juniper', 'cobalt', 'hazel', 'prairie', 'falcon', 'amber', 'fjord', 'basil', 'canyon', 'delta',
+  'coffee',
+  'garden',
+  'pixel',
+  'river',
+  'maple',
+  'harbor',
+  'quill',
+  'orbit',
+  'cedar',
+  'lantern',
+  'meadow',
+  'ember',
+  'nomad',
+  'violet',
+  'copper',
+  'thistle',
+  'sparrow',
+  'granite',
+  'saffron',
+  'willow',
+  'tundra',
+  'marble',
+  'juniper',
+  'cobalt',
+  'hazel',
+  'prairie',
+  'falcon',
+  'amber',
+  'fjord',
+  'basil',
+  'canyon',
+  'delta',
 ];
 const SUFFIXES = ['Journal', 'Notes', 'Diary', 'Blog', 'Log', 'Musings', 'Weekly', 'Thoughts', 'Dispatch', 'Corner'];
 const AGENTS = [
@@ -130,7 +172,10 @@ const nameSql = (w: string) => `(${sqlArray(NAMES)})[1 + ((${w} / 8) % ${WORDS.l
 const feedSuffixSql = (w: string) => `case when ${w} % 8 = 1 then 'feeds/posts/default' else 'feed/' end`;
 const feedSql = (w: string) => `${urlSql(w)} || ${feedSuffixSql(w)}`;
 /** Where pings come from: a pool of addresses (hosting providers' ranges, made up). */
-const ADDRESSES = Array.from({ length: 256 }, (_, k) => `${[192, 198, 203, 185, 104, 172, 66, 45][k % 8]}.${(k * 37) % 256}.${(k * 101) % 256}.${1 + ((k * 13) % 254)}`);
+const ADDRESSES = Array.from(
+  { length: 256 },
+  (_, k) => `${[192, 198, 203, 185, 104, 172, 66, 45][k % 8]}.${(k * 37) % 256}.${(k * 101) % 256}.${1 + ((k * 13) % 254)}`,
+);
 
 /** The weblog of the i-th ping (regular and archive-hour pings). */
 function weblogOf(l: FillLayout): string {
@@ -139,7 +184,14 @@ function weblogOf(l: FillLayout): string {
                else 1 + least(${l.head - 1}, floor(${l.head}::float8 * ${u} * ${u})::bigint) end`;
 }
 
-export function pingsSql(seg: FillLayout['segments'][number], lo: number, hi: number, l: FillLayout, weblogs: number, last: boolean): string {
+export function pingsSql(
+  seg: FillLayout['segments'][number],
+  lo: number,
+  hi: number,
+  l: FillLayout,
+  weblogs: number,
+  last: boolean,
+): string {
   const w = last ? `1 + ((i - ${seg.from}) * ${l.hourStride}::bigint) % ${weblogs}` : weblogOf(l);
   const stepUs = ((seg.t1 - seg.t0) * 1000) / seg.count;
   // Each level computes its columns once (OFFSET 0 keeps the planner from inlining w into every use of it:
@@ -164,7 +216,12 @@ async function sequenceOf(q: Queryable, table: string): Promise<string | null> {
 }
 
 /** Fills an empty, migrated database through `q` (one session: the settings below are per session). */
-export async function fill(q: Queryable, s: FillSpec, log: (line: string) => void = () => undefined, cpu: () => number = () => NaN): Promise<FillTimings> {
+export async function fill(
+  q: Queryable,
+  s: FillSpec,
+  log: (line: string) => void = () => undefined,
+  cpu: () => number = () => NaN,
+): Promise<FillTimings> {
   const l = layout(s);
   const t0 = performance.now();
   const steps: Record<string, number> = {};
@@ -175,11 +232,15 @@ export async function fill(q: Queryable, s: FillSpec, log: (line: string) => voi
     log(`  ${name}: ${steps[name]} s`);
     return r;
   };
-  const [{ partitioned }] = await q.query<{ partitioned: boolean }>("select relkind = 'p' as partitioned from pg_class where oid = 'pings'::regclass");
+  const [{ partitioned }] = await q.query<{ partitioned: boolean }>(
+    "select relkind = 'p' as partitioned from pg_class where oid = 'pings'::regclass",
+  );
   if (partitioned) {
     // The daily partitions covering the month (and the day after T, where intake's pings land), as the
     // scheduler would have made them. Loaded lazily: the module exists from migration 011 on.
-    const mod = (await import(['..', '..', 'src', 'operations', 'retention', 'partitions.js'].join('/'))) as { ensureLogPartitions(q: Queryable, from: Date, to: Date): Promise<unknown> };
+    const mod = (await import(['..', '..', 'src', 'operations', 'retention', 'partitions.js'].join('/'))) as {
+      ensureLogPartitions(q: Queryable, from: Date, to: Date): Promise<unknown>;
+    };
     await step('partitions', () => mod.ensureLogPartitions(q, new Date(l.start), new Date(Math.floor(s.at / DAY) * DAY + 2 * DAY)));
   }
   // Foreign-key triggers off (superuser; PGlite's one user is): pings are written before their weblogs,
@@ -197,7 +258,9 @@ export async function fill(q: Queryable, s: FillSpec, log: (line: string) => voi
       const done = hi;
       const el = (performance.now() - insertT0) / 1000;
       const us = (cpu() - cpu0) / done;
-      log(`    pings ${done.toLocaleString('en-US')} / ${s.pings.toLocaleString('en-US')} (${Math.round(done / el).toLocaleString('en-US')}/s${Number.isFinite(us) ? `, ${us.toFixed(1)} CPU µs each` : ''})`);
+      log(
+        `    pings ${done.toLocaleString('en-US')} / ${s.pings.toLocaleString('en-US')} (${Math.round(done / el).toLocaleString('en-US')}/s${Number.isFinite(us) ? `, ${us.toFixed(1)} CPU µs each` : ''})`,
+      );
     }
     steps[`pings: ${seg.name}`] = Math.round(performance.now() - t) / 1000;
   }
@@ -220,7 +283,10 @@ export async function fill(q: Queryable, s: FillSpec, log: (line: string) => voi
   // The running total (migration 009) as intake keeps it: all of it in one slot.
   await step('ping_totals', () => q.exec(`update ping_totals set n = case when slot = 0 then ${s.pings} else 0 end`));
   await step('sequences', async () => {
-    for (const [table, v] of [['pings', s.pings], ['weblogs', s.weblogs]] as const) {
+    for (const [table, v] of [
+      ['pings', s.pings],
+      ['weblogs', s.weblogs],
+    ] as const) {
       const seq = await sequenceOf(q, table);
       if (!seq) throw new Error(`no sequence found behind ${table}.id`);
       await q.query('select setval($1::regclass, $2)', [seq, v]);
@@ -248,7 +314,12 @@ export async function fill(q: Queryable, s: FillSpec, log: (line: string) => voi
 
 /** One PostgreSQL session as a Queryable, with the settings a bulk load wants (this session only). */
 export async function fillPostgres(url: string, s: FillSpec, log?: (line: string) => void): Promise<FillTimings> {
-  const c = new pg.Client({ connectionString: url, types: { getTypeParser: (oid: number, f?: string) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, f as 'text')) } });
+  const c = new pg.Client({
+    connectionString: url,
+    types: {
+      getTypeParser: (oid: number, f?: string) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, f as 'text')),
+    },
+  });
   await c.connect();
   try {
     await c.query("set synchronous_commit = off; set work_mem = '1GB'; set maintenance_work_mem = '1GB'");

@@ -25,11 +25,17 @@ export interface IntakeResult {
 }
 
 /** Warm-up each, then `runs` pairs (order swapped every pair): XML-RPC pings naming a new weblog each. */
-export async function intakePairs(empty: Child, big: Child, o: { runs: number; seconds: number; warmup: number; connections: number; tag: string }, log: (s: string) => void): Promise<IntakeResult> {
+export async function intakePairs(
+  empty: Child,
+  big: Child,
+  o: { runs: number; seconds: number; warmup: number; connections: number; tag: string },
+  log: (s: string) => void,
+): Promise<IntakeResult> {
   ensureWrk(log);
   const sf = scriptFile(pingScript());
   try {
-    const wrk = (c: Child, seconds: number, run: string) => runWrk(c.url, { script: sf.path, connections: o.connections, seconds, timeoutSec: 10, args: [`${o.tag}${run}`] });
+    const wrk = (c: Child, seconds: number, run: string) =>
+      runWrk(c.url, { script: sf.path, connections: o.connections, seconds, timeoutSec: 10, args: [`${o.tag}${run}`] });
     await wrk(empty, o.warmup, 'we');
     await wrk(big, o.warmup, 'wb');
     const pairs: IntakePair[] = [];
@@ -44,7 +50,9 @@ export async function intakePairs(empty: Child, big: Child, o: { runs: number; s
         e = await wrk(empty, o.seconds, `e${i}`);
       }
       pairs.push({ empty: e, big: b });
-      log(`    run ${i + 1}: empty ${Math.round(e.rps)} pings/s (p99 ${e.p99.toFixed(1)} ms), big ${Math.round(b.rps)} pings/s (p99 ${b.p99.toFixed(1)} ms), ratio ${(b.rps / e.rps).toFixed(3)}`);
+      log(
+        `    run ${i + 1}: empty ${Math.round(e.rps)} pings/s (p99 ${e.p99.toFixed(1)} ms), big ${Math.round(b.rps)} pings/s (p99 ${b.p99.toFixed(1)} ms), ratio ${(b.rps / e.rps).toFixed(3)}`,
+      );
     }
     const ratios = pairs.map((p) => p.big.rps / p.empty.rps);
     return {
@@ -55,7 +63,10 @@ export async function intakePairs(empty: Child, big: Child, o: { runs: number; s
       bigP99: median(pairs.map((p) => p.big.p99)),
       ratio: median(ratios),
       ratios,
-      failures: pairs.reduce((a, p) => a + p.empty.errors + p.empty.timeouts + p.empty.status4xx5xx + p.big.errors + p.big.timeouts + p.big.status4xx5xx, 0),
+      failures: pairs.reduce(
+        (a, p) => a + p.empty.errors + p.empty.timeouts + p.empty.status4xx5xx + p.big.errors + p.big.timeouts + p.big.status4xx5xx,
+        0,
+      ),
     };
   } finally {
     sf.dispose();
@@ -90,11 +101,20 @@ export async function sequentialGets(baseUrl: string, path: string, n: number): 
     bytes = b.byteLength;
     statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
   }
-  return { n, p50: pct(ms, 50), p99: pct(ms, 99), max: Math.max(...ms), bytes, statuses: [...statuses].map(([s, k]) => `${k}× ${s}`).join(', ') };
+  return {
+    n,
+    p50: pct(ms, 50),
+    p99: pct(ms, 99),
+    max: Math.max(...ms),
+    bytes,
+    statuses: [...statuses].map(([s, k]) => `${k}× ${s}`).join(', '),
+  };
 }
 
 /** Reads pingd's retention counters from /metrics. */
-export async function retentionCounters(url: string): Promise<{ pruned: number; failed: number; pings: number; payloads: number; items: number }> {
+export async function retentionCounters(
+  url: string,
+): Promise<{ pruned: number; failed: number; pings: number; payloads: number; items: number }> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const one = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
   return {
@@ -122,7 +142,12 @@ export interface PruneUnderLoad {
  * `firesAt` (ms; its RETENTION_CRON names that second): keeps slicing until the pass has finished and
  * `afterSlices` more slices ran. The pass is over when pingd_retention_runs_total{outcome="pruned"} moves.
  */
-export async function intakeDuringPrune(pingd: Child, firesAt: number, o: { slice: number; connections: number; afterSlices: number; timeoutSec: number; tag: string }, log: (s: string) => void): Promise<PruneUnderLoad> {
+export async function intakeDuringPrune(
+  pingd: Child,
+  firesAt: number,
+  o: { slice: number; connections: number; afterSlices: number; timeoutSec: number; tag: string },
+  log: (s: string) => void,
+): Promise<PruneUnderLoad> {
   ensureWrk(log);
   const sf = scriptFile(pingScript());
   const c0 = await retentionCounters(pingd.url);
@@ -152,7 +177,13 @@ export async function intakeDuringPrune(pingd: Child, firesAt: number, o: { slic
     while (afterLeft > 0) {
       if (failed) throw failed;
       const start = Date.now();
-      const r = await runWrk(pingd.url, { script: sf.path, connections: o.connections, seconds: o.slice, timeoutSec: 10, args: [`${o.tag}${k++}`] });
+      const r = await runWrk(pingd.url, {
+        script: sf.path,
+        connections: o.connections,
+        seconds: o.slice,
+        timeoutSec: 10,
+        args: [`${o.tag}${k++}`],
+      });
       const end = Date.now();
       if (end < firesAt) before.push(r);
       else if (doneAt === 0 || start <= doneAt) during.push(r);
@@ -160,7 +191,9 @@ export async function intakeDuringPrune(pingd: Child, firesAt: number, o: { slic
         after.push(r);
         afterLeft--;
       }
-      log(`    slice ${k}: ${Math.round(r.rps)} pings/s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(0)} ms${end < firesAt ? ' (before the pass)' : doneAt === 0 || start <= doneAt ? ' (during the pass)' : ''}`);
+      log(
+        `    slice ${k}: ${Math.round(r.rps)} pings/s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(0)} ms${end < firesAt ? ' (before the pass)' : doneAt === 0 || start <= doneAt ? ' (during the pass)' : ''}`,
+      );
     }
     const c = await poller;
     const all = [...before, ...during, ...after];

@@ -43,11 +43,20 @@ export interface ProbeResult {
 }
 
 const mb = (bytes: number) => Math.round((bytes / (1 << 20)) * 10) / 10;
-const quiet = { info: () => undefined, warn: () => undefined, error: (o: object, m?: string) => process.stderr.write(`error: ${m} ${JSON.stringify(o)}\n`) };
+const quiet = {
+  info: () => undefined,
+  warn: () => undefined,
+  error: (o: object, m?: string) => process.stderr.write(`error: ${m} ${JSON.stringify(o)}\n`),
+};
 
 async function probe(kind: ProbeKind, target: string, at: number, hour: number): Promise<ProbeResult> {
   const isUrl = /^postgres(ql)?:/.test(target);
-  const db = await openDatabase({ databaseUrl: isUrl ? target : undefined, dataDir: isUrl ? '' : target, poolMax: 4, timeoutMs: 1_800_000 });
+  const db = await openDatabase({
+    databaseUrl: isUrl ? target : undefined,
+    dataDir: isUrl ? '' : target,
+    poolMax: 4,
+    timeoutMs: 1_800_000,
+  });
   try {
     if (kind === 'sizes') {
       // pg_total_relation_size of a partitioned table is 0: its partitions (pg_inherits) hold the bytes.
@@ -99,7 +108,16 @@ async function probe(kind: ProbeKind, target: string, at: number, hour: number):
       if (r !== 'identical') ({ entries, identityLength: identityBytes, gzipLength: gzipBytes } = r);
     }
     const ms = firstMs === undefined ? performance.now() - t0 : performance.now() - t0 - firstMs;
-    return { kind, ms: Math.round(ms), firstMs, peakMb: mb(process.resourceUsage().maxRSS * 1024), startMb: mb(start), entries, identityBytes, gzipBytes };
+    return {
+      kind,
+      ms: Math.round(ms),
+      firstMs,
+      peakMb: mb(process.resourceUsage().maxRSS * 1024),
+      startMb: mb(start),
+      entries,
+      identityBytes,
+      gzipBytes,
+    };
   } finally {
     await db.close();
   }
@@ -108,7 +126,10 @@ async function probe(kind: ProbeKind, target: string, at: number, hour: number):
 /** Runs one probe in a child process; rejects when it fails. */
 export function runProbe(kind: ProbeKind, target: string, at = 0, hour = 0): Promise<ProbeResult> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/scale-probe.ts'), kind, target, String(at), String(hour)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/scale-probe.ts'), kind, target, String(at), String(hour)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     track(p);
     let out = '';
     let err = '';
@@ -116,7 +137,8 @@ export function runProbe(kind: ProbeKind, target: string, at = 0, hour = 0): Pro
     p.stderr.on('data', (d: Buffer) => (err += d.toString()));
     p.on('exit', (code) => {
       const line = out.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !line.startsWith('{')) return reject(new Error(`scale probe ${kind} exited with ${code}: ${err.trim().slice(-800)}`));
+      if (code !== 0 || !line.startsWith('{'))
+        return reject(new Error(`scale probe ${kind} exited with ${code}: ${err.trim().slice(-800)}`));
       resolve(JSON.parse(line) as ProbeResult);
     });
   });

@@ -21,7 +21,9 @@ export const isUnsure = (_status: number, body: string) => body.includes('did no
 
 /** `weblogUpdates.ping(name, url)` as WordPress's IXR client writes it. */
 export function pingSpec(): LoadSpec {
-  const head = Buffer.from('<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://');
+  const head = Buffer.from(
+    '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://',
+  );
   const tail = Buffer.from('/</string></value></param>\n</params></methodCall>\n');
   return {
     method: 'POST',
@@ -38,7 +40,9 @@ export function pingSpec(): LoadSpec {
  * VERIFY_PINGS=mark, every ping is verified against a real server (homepage, autodiscovery, feed).
  */
 export function pingOnHostsSpec(origins: string[]): LoadSpec {
-  const head = Buffer.from('<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>');
+  const head = Buffer.from(
+    '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>',
+  );
   const tail = Buffer.from('/</string></value></param>\n</params></methodCall>\n');
   let n = 0;
   return {
@@ -65,7 +69,12 @@ export function extendedPingSpec(): LoadSpec {
     headers: { 'content-type': 'text/xml', 'user-agent': UA },
     makeBody: () => {
       const host = nextHost('x');
-      return Buffer.concat([head, Buffer.from(`${host}/</string></value></param>\n<param><value><string>http://${host}/feed/</string></value></param>\n</params></methodCall>\n`)]);
+      return Buffer.concat([
+        head,
+        Buffer.from(
+          `${host}/</string></value></param>\n<param><value><string>http://${host}/feed/</string></value></param>\n</params></methodCall>\n`,
+        ),
+      ]);
     },
     isAck: isRpcAck,
     isUnsure,

@@ -115,12 +115,20 @@ export function compilePingd(log: (s: string) => void): CompiledPingd {
   const root = mkdtempSync(join(tmpdir(), 'pingd-bench-build-'));
   const dist = join(root, 'dist');
   log(`compiling pingd with tsc into ${dist}`);
-  const r = spawnSync(process.execPath, [join(PINGD_ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(PINGD_ROOT, 'tsconfig.build.json'), '--outDir', dist], { cwd: PINGD_ROOT, encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [join(PINGD_ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(PINGD_ROOT, 'tsconfig.build.json'), '--outDir', dist],
+    { cwd: PINGD_ROOT, encoding: 'utf8' },
+  );
   if (!existsSync(join(dist, 'cli.js'))) throw new Error(`tsc did not build dist/cli.js: ${(r.stdout + r.stderr).slice(-1000)}`);
-  if (r.status !== 0) log(`  tsc reported errors (the JavaScript was emitted all the same): ${r.stdout.trim().split('\n').slice(0, 3).join(' / ')}`);
+  if (r.status !== 0)
+    log(`  tsc reported errors (the JavaScript was emitted all the same): ${r.stdout.trim().split('\n').slice(0, 3).join(' / ')}`);
   for (const name of ['migrations', 'src', 'node_modules', 'package.json']) symlinkSync(join(PINGD_ROOT, name), join(root, name));
   // The orphan guard in plain JavaScript (bench/lib/orphan-guard.ts needs tsx).
-  writeFileSync(join(root, 'orphan-guard.mjs'), 'const parent = process.ppid;\nsetInterval(() => { if (process.ppid !== parent) process.kill(process.pid, "SIGTERM"); }, 500).unref();\n');
+  writeFileSync(
+    join(root, 'orphan-guard.mjs'),
+    'const parent = process.ppid;\nsetInterval(() => { if (process.ppid !== parent) process.kill(process.pid, "SIGTERM"); }, 500).unref();\n',
+  );
   return { root, dist, dispose: () => rmSync(root, { recursive: true, force: true }) };
 }
 

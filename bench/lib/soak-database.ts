@@ -19,7 +19,9 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 /** Drops `bench_<scenario>_<ms>_<pid>` databases whose process is gone; returns their names. */
 export async function dropStaleScenarioDatabases(adminUrl: string, scenario: string): Promise<string[]> {
   return withClient(adminUrl, async (c) => {
-    const r = await c.query<{ datname: string }>('select datname from pg_database where datname ~ $1', [`^bench_${scenario}_[0-9]+_[0-9]+$`]);
+    const r = await c.query<{ datname: string }>('select datname from pg_database where datname ~ $1', [
+      `^bench_${scenario}_[0-9]+_[0-9]+$`,
+    ]);
     const dropped: string[] = [];
     for (const { datname } of r.rows) {
       const pid = Number(datname.split('_').pop());
@@ -44,7 +46,8 @@ export async function createScenarioDatabase(adminUrl: string, scenario: string)
   await withClient(adminUrl, (c) => c.query(`create database ${name}`));
   const u = new URL(adminUrl);
   u.pathname = `/${name}`;
-  const query = <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []) => withClient(u.href, async (c) => (await c.query<R>(sql, params)).rows);
+  const query = <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []) =>
+    withClient(u.href, async (c) => (await c.query<R>(sql, params)).rows);
   return {
     backend: 'postgres',
     name,
@@ -52,7 +55,11 @@ export async function createScenarioDatabase(adminUrl: string, scenario: string)
     env: { DATABASE_URL: u.href },
     query,
     async backendPids() {
-      const rows = await withClient(adminUrl, async (c) => (await c.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])).rows);
+      const rows = await withClient(
+        adminUrl,
+        async (c) =>
+          (await c.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])).rows,
+      );
       return rows.map((x) => x.pid);
     },
     async countPings() {

@@ -8,7 +8,9 @@
 import { Agent, request } from 'node:http';
 
 const UA = 'The Incutio XML-RPC PHP Library -- WordPress/6.7.1';
-const HEAD = Buffer.from('<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Soak Blog</string></value></param>\n<param><value><string>');
+const HEAD = Buffer.from(
+  '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Soak Blog</string></value></param>\n<param><value><string>',
+);
 const TAIL = Buffer.from('</string></value></param>\n</params></methodCall>\n');
 /** flerror 0 in pingd's reply (bench/lib/scenarios.ts isRpcAck recognises it the same way). */
 const ACK = '<boolean>0</boolean>';
@@ -101,7 +103,14 @@ export function startPingLoad(o: PingLoadOptions): PingLoad {
         resolve();
       };
       const req = request(
-        { agent, host: u.hostname, port: u.port, method: 'POST', path: '/RPC2', headers: { 'content-type': 'text/xml', 'user-agent': UA, 'content-length': body.length } },
+        {
+          agent,
+          host: u.hostname,
+          port: u.port,
+          method: 'POST',
+          path: '/RPC2',
+          headers: { 'content-type': 'text/xml', 'user-agent': UA, 'content-length': body.length },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));

@@ -7,7 +7,12 @@ const f0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en
 const f1 = (n: number) => (Number.isFinite(n) ? (n < 100 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')) : '–');
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
-export function summaryMarkdown(segments: Segment[], ramp: { held: number | null; brokeAt: number | null; ran: boolean }, steps: number[], errors: string[]): string {
+export function summaryMarkdown(
+  segments: Segment[],
+  ramp: { held: number | null; brokeAt: number | null; ran: boolean },
+  steps: number[],
+  errors: string[],
+): string {
   const out = [
     '| run | load avg (start → end) | accepted/s | p50 / p99 ms | max age shortChanges / changes s | pingd RSS MB (idle → peak) | failures | rows / acks | bounds |',
     '| --- | --- | ---: | --- | --- | --- | ---: | --- | --- |',
@@ -24,8 +29,16 @@ export function summaryMarkdown(segments: Segment[], ramp: { held: number | null
   if (ramp.ran) {
     const tried = steps.length ? ` (steps ${steps.join(', ')}/s)` : '';
     if (ramp.held === null) lines.push('', `**PostgreSQL ramp**${tried}: the base rate already broke a bound; no step was run.`);
-    else if (ramp.brokeAt === null) lines.push('', `**PostgreSQL ramp**${tried}: every step held; the highest sustained rate is at least **${ramp.held}/s** (not higher steps tried).`);
-    else lines.push('', `**PostgreSQL ramp**${tried}: the bounds held up to **${ramp.held}/s**; the step at ${ramp.brokeAt}/s broke them (the ramp stops there), so the highest sustained rate lies between the two.`);
+    else if (ramp.brokeAt === null)
+      lines.push(
+        '',
+        `**PostgreSQL ramp**${tried}: every step held; the highest sustained rate is at least **${ramp.held}/s** (not higher steps tried).`,
+      );
+    else
+      lines.push(
+        '',
+        `**PostgreSQL ramp**${tried}: the bounds held up to **${ramp.held}/s**; the step at ${ramp.brokeAt}/s broke them (the ramp stops there), so the highest sustained rate lies between the two.`,
+      );
   }
   if (errors.length) lines.push('', `Errors: ${errors.join('; ')}`);
   return lines.join('\n');
@@ -57,6 +70,7 @@ export function segmentMarkdown(s: Segment, sampleSec: number): string {
   out.push('', '| bound | met | worst | when it broke |', '| --- | --- | --- | --- |');
   for (const v of s.verdicts) out.push(`| ${v.bound} | ${v.met ? '✅' : '❌'} | ${v.worst} | ${v.when ?? ''} |`);
   const probeErrors = s.samples.flatMap((x) => x.probeErrors);
-  if (probeErrors.length) out.push('', `Document probe errors (${probeErrors.length}): ${[...new Set(probeErrors)].slice(0, 5).join('; ')}`);
+  if (probeErrors.length)
+    out.push('', `Document probe errors (${probeErrors.length}): ${[...new Set(probeErrors)].slice(0, 5).join('; ')}`);
   return out.join('\n');
 }

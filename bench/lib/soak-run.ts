@@ -74,7 +74,10 @@ export interface Segment {
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const mmss = (sec: number) => `${Math.floor(sec / 60)}:${String(Math.floor(sec % 60)).padStart(2, '0')}`;
-const loadStr = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const loadStr = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
 /** Render histogram sums and counts per document, from pingd's /metrics. */
 async function renderTotals(origin: string): Promise<Map<string, { sum: number; count: number }>> {
@@ -114,11 +117,18 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
     await sleep(2000);
     const idleRssMb = procMb(pid);
     const loadStart = loadStr();
-    log(`soak ${o.label}: pingd ${pingd.url} (pid ${pid}, ${idleRssMb.toFixed(0)} MB idle), ${o.rate} pings/s for ${o.seconds} s; load ${loadStart}`);
+    log(
+      `soak ${o.label}: pingd ${pingd.url} (pid ${pid}, ${idleRssMb.toFixed(0)} MB idle), ${o.rate} pings/s for ${o.seconds} s; load ${loadStart}`,
+    );
     const fromMs = Date.now();
     const cpu0 = { pingd: cpuMicros(pid), self: process.cpuUsage() };
     const t0 = performance.now();
-    const load = startPingLoad({ origin: pingd.url, connections: o.connections, rate: o.rate, tag: `${o.label.replace(/\W+/g, '')}${Date.now().toString(36)}` });
+    const load = startPingLoad({
+      origin: pingd.url,
+      connections: o.connections,
+      rate: o.rate,
+      tag: `${o.label.replace(/\W+/g, '')}${Date.now().toString(36)}`,
+    });
     const probe = startAgeProbe(pingd.url, [SHORT, CHANGES], fromMs);
     const samples: Sample[] = [];
     let prevRender = await renderTotals(pingd.url);
@@ -142,7 +152,20 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
         renderMs[doc] = renders[doc] > 0 ? ((v.sum - p.sum) * 1000) / renders[doc] : NaN;
       }
       prevRender = rendered;
-      const s: Sample = { t: (performance.now() - t0) / 1000, seconds: w.seconds, acks: w.acks, latencies: w.latencies, failures: w.failures, inFlight: w.inFlight, rssMb, pgMb, age: a.maxAge, probeErrors: a.errors, renderMs, renders };
+      const s: Sample = {
+        t: (performance.now() - t0) / 1000,
+        seconds: w.seconds,
+        acks: w.acks,
+        latencies: w.latencies,
+        failures: w.failures,
+        inFlight: w.inFlight,
+        rssMb,
+        pgMb,
+        age: a.maxAge,
+        probeErrors: a.errors,
+        renderMs,
+        renders,
+      };
       samples.push(s);
       const nf = [...w.failures.values()].reduce((x, y) => x + y, 0);
       log(
@@ -162,8 +185,29 @@ export async function runSegment(o: SegmentOptions): Promise<Segment> {
     pingd = undefined;
     const rows = await db.countPings();
     const nf = [...totals.failures.values()].reduce((x, y) => x + y, 0);
-    log(`soak ${o.label}: sent ${totals.sent}, acknowledged ${totals.acks}, failures ${nf}, rows ${rows}, peak RSS ${peakRssMb.toFixed(0)} MB; load ${loadEnd}`);
-    const seg: Segment = { label: o.label, backend: o.backend, rate: o.rate, seconds: o.seconds, connections: o.connections, samples, sent: totals.sent, acks: totals.acks, failures: totals.failures, rows, idleRssMb, pingdUsPerPing, clientUsPerPing, peakRssMb, loadStart, loadEnd, verdicts: [], pass: false };
+    log(
+      `soak ${o.label}: sent ${totals.sent}, acknowledged ${totals.acks}, failures ${nf}, rows ${rows}, peak RSS ${peakRssMb.toFixed(0)} MB; load ${loadEnd}`,
+    );
+    const seg: Segment = {
+      label: o.label,
+      backend: o.backend,
+      rate: o.rate,
+      seconds: o.seconds,
+      connections: o.connections,
+      samples,
+      sent: totals.sent,
+      acks: totals.acks,
+      failures: totals.failures,
+      rows,
+      idleRssMb,
+      pingdUsPerPing,
+      clientUsPerPing,
+      peakRssMb,
+      loadStart,
+      loadEnd,
+      verdicts: [],
+      pass: false,
+    };
     seg.verdicts = judge(seg, o.bounds, o.sampleSec);
     seg.pass = seg.verdicts.every((v) => v.met);
     return seg;
@@ -194,22 +238,41 @@ function judge(seg: Segment, b: Bounds, sampleSec: number): Verdict[] {
     [CHANGES, b.changesAgeSec],
   ] as const) {
     const worst = maxOf(seg.samples.map((s) => s.age[path]));
-    v.push({ bound: `${path} age ≤ ${limit} s`, met: worst <= limit, worst: `${worst.toFixed(1)} s`, when: firstOver((s) => s.age[path] > limit) });
+    v.push({
+      bound: `${path} age ≤ ${limit} s`,
+      met: worst <= limit,
+      worst: `${worst.toFixed(1)} s`,
+      when: firstOver((s) => s.age[path] > limit),
+    });
   }
   const groups = rows(seg.samples, sampleSec);
   const rates = groups.map((g) => g.reduce((a, s) => a + s.acks, 0) / g.reduce((a, s) => a + s.seconds, 0));
   const low = Math.min(...rates);
   const lowAt = rates.findIndex((r) => r < b.minRateShare * seg.rate);
-  v.push({ bound: `every 30 s ≥ ${Math.round(b.minRateShare * 100)}% of ${seg.rate}/s accepted`, met: lowAt < 0, worst: `${low.toFixed(0)}/s`, when: lowAt >= 0 ? `first at ${mmss(groups[lowAt][0].t - sampleSec)}` : undefined });
+  v.push({
+    bound: `every 30 s ≥ ${Math.round(b.minRateShare * 100)}% of ${seg.rate}/s accepted`,
+    met: lowAt < 0,
+    worst: `${low.toFixed(0)}/s`,
+    when: lowAt >= 0 ? `first at ${mmss(groups[lowAt][0].t - sampleSec)}` : undefined,
+  });
   // p99 drift: the last third of the run against the first third (its first 30 s, warm-up, left out).
   const third = Math.max(1, Math.floor(groups.length / 3));
   const lat = (gs: Sample[][]) => gs.flat().flatMap((s) => s.latencies);
   const early = percentile(lat(groups.slice(1, Math.max(2, third))), 99);
   const late = percentile(lat(groups.slice(-third)), 99);
   const allowed = Math.max(2 * early, early + 10);
-  v.push({ bound: 'p99 does not drift (last third ≤ max(2×, +10 ms) of the first)', met: late <= allowed, worst: `${early.toFixed(1)} → ${late.toFixed(1)} ms` });
+  v.push({
+    bound: 'p99 does not drift (last third ≤ max(2×, +10 ms) of the first)',
+    met: late <= allowed,
+    worst: `${early.toFixed(1)} → ${late.toFixed(1)} ms`,
+  });
   const nf = [...seg.failures.values()].reduce((x, y) => x + y, 0);
-  v.push({ bound: 'no failed ping', met: nf === 0, worst: nf ? [...seg.failures].map(([k, n]) => `${n} × ${k}`).join(', ') : '0', when: firstOver((s) => s.failures.size > 0) });
+  v.push({
+    bound: 'no failed ping',
+    met: nf === 0,
+    worst: nf ? [...seg.failures].map(([k, n]) => `${n} × ${k}`).join(', ') : '0',
+    when: firstOver((s) => s.failures.size > 0),
+  });
   // A ping the client gave up on (timeout, reset) may still have committed: rows may exceed acks by those.
   const unsure = [...seg.failures].filter(([k]) => k === 'timeout' || k.startsWith('error:')).reduce((a, [, n]) => a + n, 0);
   v.push({
@@ -219,7 +282,12 @@ function judge(seg: Segment, b: Bounds, sampleSec: number): Verdict[] {
   });
   if (seg.backend === 'pglite') {
     const worst = maxOf(seg.samples.map((s) => s.rssMb));
-    v.push({ bound: `embedded RSS < ${b.embeddedRssMb} MB`, met: worst < b.embeddedRssMb && seg.peakRssMb < b.embeddedRssMb, worst: `${worst.toFixed(0)} MB sampled, ${seg.peakRssMb.toFixed(0)} MB peak (VmHWM)`, when: firstOver((s) => s.rssMb >= b.embeddedRssMb) });
+    v.push({
+      bound: `embedded RSS < ${b.embeddedRssMb} MB`,
+      met: worst < b.embeddedRssMb && seg.peakRssMb < b.embeddedRssMb,
+      worst: `${worst.toFixed(0)} MB sampled, ${seg.peakRssMb.toFixed(0)} MB peak (VmHWM)`,
+      when: firstOver((s) => s.rssMb >= b.embeddedRssMb),
+    });
   }
   return v;
 }

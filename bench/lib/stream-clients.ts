@@ -50,7 +50,9 @@ for (let i = 0; i < n; i++) connect(i < 20);
 function report(): void {
   latencies.sort((a, b) => a - b);
   const q = (p: number) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] : NaN);
-  process.stdout.write(`${JSON.stringify({ connected, failed, events, p50: q(0.5), p90: q(0.9), p99: q(0.99), max: latencies[latencies.length - 1] ?? NaN })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ connected, failed, events, p50: q(0.5), p90: q(0.9), p99: q(0.99), max: latencies[latencies.length - 1] ?? NaN })}\n`,
+  );
   process.exit(0);
 }
 process.on('SIGTERM', report);

@@ -74,7 +74,10 @@ export function fillStatements(s: FillSpec): [string, string][] {
     ['sequences', `select setval(pg_get_serial_sequence('weblogs', 'id'), ${W}), setval(pg_get_serial_sequence('pings', 'id'), ${N})`],
     // The counts pingd would have flushed: accepted per minute exactly as in the log, plus refusals and
     // verification outcomes that vary by minute.
-    ['stats_minutes accepted', `insert into stats_minutes (minute, series, n) select date_trunc('minute', received_at), 'accepted', count(*) from pings group by 1`],
+    [
+      'stats_minutes accepted',
+      `insert into stats_minutes (minute, series, n) select date_trunc('minute', received_at), 'accepted', count(*) from pings group by 1`,
+    ],
     [
       'stats_minutes other',
       `insert into stats_minutes (minute, series, n)

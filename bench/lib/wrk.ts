@@ -52,7 +52,8 @@ export function ensureWrk(log: (s: string) => void): void {
     spawnSync('apt-get', ['update', '-q'], { stdio: ['ignore', 'ignore', 'inherit'], env });
     install();
   }
-  if (!have(WRK)) throw new Error('wrk is missing and `apt-get install -y wrk` did not install it (run it as root, or install wrk yourself)');
+  if (!have(WRK))
+    throw new Error('wrk is missing and `apt-get install -y wrk` did not install it (run it as root, or install wrk yourself)');
 }
 
 /** A Lua string literal of any bytes (Lua 5.1/LuaJIT: no \u escapes, so everything odd is \ddd). */
@@ -102,7 +103,8 @@ export function fixedScript(r: WrkRequest): string {
  * run's tag (wrk's script argument), so every ping is a durable insert on a host of its own.
  */
 export function pingScript(): string {
-  const head = '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://w';
+  const head =
+    '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://w';
   const tail = '.bench.example.com/</string></value></param>\n</params></methodCall>\n';
   return `
 local counter = 0
@@ -144,7 +146,20 @@ export interface WrkOptions {
 
 /** One wrk run against baseUrl; rejects when wrk fails or prints no figures. */
 export function runWrk(baseUrl: string, o: WrkOptions): Promise<WrkRun> {
-  const args = ['-t', String(o.threads ?? 1), '-c', String(o.connections), '-d', `${o.seconds}s`, '--timeout', `${o.timeoutSec ?? 10}s`, '-s', o.script, baseUrl, ...(o.args?.length ? ['--', ...o.args] : [])];
+  const args = [
+    '-t',
+    String(o.threads ?? 1),
+    '-c',
+    String(o.connections),
+    '-d',
+    `${o.seconds}s`,
+    '--timeout',
+    `${o.timeoutSec ?? 10}s`,
+    '-s',
+    o.script,
+    baseUrl,
+    ...(o.args?.length ? ['--', ...o.args] : []),
+  ];
   return new Promise((resolve, reject) => {
     const p = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     track(p);
@@ -152,9 +167,12 @@ export function runWrk(baseUrl: string, o: WrkOptions): Promise<WrkRun> {
     // wrk's CPU so far, read just before it ends (its figures are printed at exit, when /proc is gone).
     let cpu = NaN;
     const t0 = performance.now();
-    const probe = setTimeout(() => {
-      if (p.pid) cpu = cpuMicros(p.pid);
-    }, Math.max(0, o.seconds * 1000 - 150));
+    const probe = setTimeout(
+      () => {
+        if (p.pid) cpu = cpuMicros(p.pid);
+      },
+      Math.max(0, o.seconds * 1000 - 150),
+    );
     let out = '';
     let err = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -56,13 +56,15 @@ const postgresUrl: Parser<string | undefined> = (raw, name) => {
   } catch {
     throw new ConfigError(`${name} must be a postgres:// URL`);
   }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new ConfigError(`${name} must be a postgres:// URL, got scheme ${u.protocol}`);
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:')
+    throw new ConfigError(`${name} must be a postgres:// URL, got scheme ${u.protocol}`);
   return v;
 };
 
 const cronExpr: Parser<string> = (raw, name) => {
   const fields = raw.trim().split(/\s+/);
-  if (fields.length < 5 || fields.length > 6) throw new ConfigError(`${name} must be a cron expression of 5 or 6 fields, got ${JSON.stringify(raw)}`);
+  if (fields.length < 5 || fields.length > 6)
+    throw new ConfigError(`${name} must be a cron expression of 5 or 6 fields, got ${JSON.stringify(raw)}`);
   // Field values too (minute 61, day 0…): otherwise the first schedule() fails at start without the name.
   if (!cron.validate(raw.trim())) throw new ConfigError(`${name} is not a valid cron expression: ${JSON.stringify(raw)}`);
   return raw.trim();
@@ -97,7 +99,9 @@ const trustProxy: Parser<TrustProxy> = (raw, name) => {
     try {
       parseCidrList(e);
     } catch {
-      throw new ConfigError(`${name} must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; ${JSON.stringify(e)} is none of these`);
+      throw new ConfigError(
+        `${name} must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; ${JSON.stringify(e)} is none of these`,
+      );
     }
   }
   return Object.freeze(entries);
@@ -110,14 +114,16 @@ const secret =
   (raw, name) => {
     const v = raw.trim();
     if (v === '') return undefined;
-    if (v.length < min) throw new ConfigError(`${name} must be at least ${min} characters (e.g. \`openssl rand -hex 32\`), got ${v.length}`);
+    if (v.length < min)
+      throw new ConfigError(`${name} must be at least ${min} characters (e.g. \`openssl rand -hex 32\`), got ${v.length}`);
     return v;
   };
 
 const optionalHttpUrl: Parser<string | undefined> = (raw, name) => {
   const v = raw.trim();
   if (v === '') return undefined;
-  if (!/^https?:\/\/[^\s]+$/.test(v) || !URL.canParse(v)) throw new ConfigError(`${name} must be an http(s) URL, got ${JSON.stringify(raw)}`);
+  if (!/^https?:\/\/[^\s]+$/.test(v) || !URL.canParse(v))
+    throw new ConfigError(`${name} must be an http(s) URL, got ${JSON.stringify(raw)}`);
   return v;
 };
 
@@ -134,7 +140,10 @@ const publicUrl: Parser<string | undefined> = (raw, name) => {
   const v = optionalHttpUrl(raw, name);
   if (v === undefined) return undefined;
   const u = new URL(v);
-  if (u.search || u.hash || u.username || u.password) throw new ConfigError(`${name} must be a plain origin with an optional path (no query, fragment or credentials), got ${JSON.stringify(raw)}`);
+  if (u.search || u.hash || u.username || u.password)
+    throw new ConfigError(
+      `${name} must be a plain origin with an optional path (no query, fragment or credentials), got ${JSON.stringify(raw)}`,
+    );
   return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
 };
 
@@ -149,75 +158,306 @@ const SPEC = {
   HOST: { default: '0.0.0.0', parse: str, doc: 'Address to bind' },
   DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR', secret: true },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
-  EMBEDDED_CACHE_MB: { default: '16', parse: int(1, 4096), doc: 'MiB of pages the embedded database caches itself (its shared_buffers; PGlite zeroes all of it at start, so every MiB is resident); the OS page cache still holds its files' },
-  DISK_MIN_FREE_MB: { default: '64', parse: int(0, 1_048_576), doc: "Free space (MiB) the embedded database keeps on DATA_DIR's filesystem, checked every second: below it pings are refused (503, XML-RPC fault: the server's disk is full), /readyz answers 503 \"disk full\", the database only reads, and all comes back by itself once space is freed. A write that fails for lack of space all the same stops the database's thread (every statement refused at once) until at least max(this, 16) MiB are free, then the database is opened again without a restart; 0 = only that" },
-  HEAP_GROWTH_PERCENT: { default: '', parse: optionalInt(0, 1000), doc: "How far the server's JavaScript heap may grow past what was live at its last full collection before the next, in percent; unset = 20 with the embedded database, V8's own (a multiple) with DATABASE_URL; 0 = V8's own" },
+  EMBEDDED_CACHE_MB: {
+    default: '16',
+    parse: int(1, 4096),
+    doc: 'MiB of pages the embedded database caches itself (its shared_buffers; PGlite zeroes all of it at start, so every MiB is resident); the OS page cache still holds its files',
+  },
+  DISK_MIN_FREE_MB: {
+    default: '64',
+    parse: int(0, 1_048_576),
+    doc: "Free space (MiB) the embedded database keeps on DATA_DIR's filesystem, checked every second: below it pings are refused (503, XML-RPC fault: the server's disk is full), /readyz answers 503 \"disk full\", the database only reads, and all comes back by itself once space is freed. A write that fails for lack of space all the same stops the database's thread (every statement refused at once) until at least max(this, 16) MiB are free, then the database is opened again without a restart; 0 = only that",
+  },
+  HEAP_GROWTH_PERCENT: {
+    default: '',
+    parse: optionalInt(0, 1000),
+    doc: "How far the server's JavaScript heap may grow past what was live at its last full collection before the next, in percent; unset = 20 with the embedded database, V8's own (a multiple) with DATABASE_URL; 0 = V8's own",
+  },
   LOG_LEVEL: { default: 'info', parse: oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), doc: 'pino log level' },
-  LOG_BUFFER_BYTES: { default: '4194304', parse: int(65536, 256 * 1024 * 1024), doc: 'Log lines `pingd serve` holds while stdout\'s reader is behind; lines beyond are dropped and counted (pingd_log_lines_dropped_total)' },
-  PING_MIN_INTERVAL: { default: '300', parse: int(0, 86400 * 7), doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle' },
-  TRUST_PROXY: { default: 'false', parse: trustProxy, doc: 'Proxies in front of pingd whose X-Forwarded-For is believed: false, a hop count (true = 1), or their addresses/CIDR ranges' },
+  LOG_BUFFER_BYTES: {
+    default: '4194304',
+    parse: int(65536, 256 * 1024 * 1024),
+    doc: "Log lines `pingd serve` holds while stdout's reader is behind; lines beyond are dropped and counted (pingd_log_lines_dropped_total)",
+  },
+  PING_MIN_INTERVAL: {
+    default: '300',
+    parse: int(0, 86400 * 7),
+    doc: 'Seconds between accepted pings of one weblog; 0 disables the throttle',
+  },
+  TRUST_PROXY: {
+    default: 'false',
+    parse: trustProxy,
+    doc: 'Proxies in front of pingd whose X-Forwarded-For is believed: false, a hop count (true = 1), or their addresses/CIDR ranges',
+  },
   DB_POOL_MAX: { default: '8', parse: int(1, 100), doc: 'Connections in the PostgreSQL pool (the embedded database always has one)' },
   DB_TIMEOUT_MS: { default: '5000', parse: int(100, 600000), doc: 'Longest a ping waits for the database before it is refused' },
   BATCH_MAX: { default: '1000', parse: int(1, 10000), doc: 'Most pings committed in one group commit' },
   BODY_LIMIT: { default: '65536', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest request body accepted, in bytes' },
-  RENDER_CRON: { default: '*/10 * * * * *', parse: cronExpr, doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)' },
+  RENDER_CRON: {
+    default: '*/10 * * * * *',
+    parse: cronExpr,
+    doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)',
+  },
   PUBLISH_DIR: { default: '', parse: optionalStr, doc: 'Also write rendered documents as files under this directory' },
-  RENDER_SCHEDULER: { default: 'true', parse: bool, doc: 'Render on RENDER_CRON in this process; false = only serve what another instance or `pingd render` stored' },
-  PUBLISH_DELTA_WINDOW: { default: '900', parse: int(10, 3600), doc: 'Seconds a rendering stays usable as an RFC 3229 / ?since= delta base; older validators get the full document' },
-  PUBLISH_POINTER_TTL_MS: { default: '1000', parse: int(0, 60000), doc: 'How long an instance reuses its knowledge of the current rendering of a document before asking the database again' },
-  BLOCKLIST_FILE: { default: '', parse: optionalStr, doc: 'File of blocked hosts/domains, URL and name patterns and client addresses; re-read when it changes (docs/guides/operations.md)' },
-  PING_HOST_BUDGET: { default: '100', parse: int(0, 1_000_000), doc: 'Pings accepted for weblogs of one host per PING_MIN_INTERVAL (60 s when 0), counted per instance; 0 = no budget' },
-  RATE_LIMIT_PER_IP: { default: '0', parse: int(0, 1_000_000), doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit' },
-  REQUEST_TIMEOUT_MS: { default: '30000', parse: int(1000, 600000), doc: 'Longest a client may take to send a whole request (slow clients are cut off)' },
+  RENDER_SCHEDULER: {
+    default: 'true',
+    parse: bool,
+    doc: 'Render on RENDER_CRON in this process; false = only serve what another instance or `pingd render` stored',
+  },
+  PUBLISH_DELTA_WINDOW: {
+    default: '900',
+    parse: int(10, 3600),
+    doc: 'Seconds a rendering stays usable as an RFC 3229 / ?since= delta base; older validators get the full document',
+  },
+  PUBLISH_POINTER_TTL_MS: {
+    default: '1000',
+    parse: int(0, 60000),
+    doc: 'How long an instance reuses its knowledge of the current rendering of a document before asking the database again',
+  },
+  BLOCKLIST_FILE: {
+    default: '',
+    parse: optionalStr,
+    doc: 'File of blocked hosts/domains, URL and name patterns and client addresses; re-read when it changes (docs/guides/operations.md)',
+  },
+  PING_HOST_BUDGET: {
+    default: '100',
+    parse: int(0, 1_000_000),
+    doc: 'Pings accepted for weblogs of one host per PING_MIN_INTERVAL (60 s when 0), counted per instance; 0 = no budget',
+  },
+  RATE_LIMIT_PER_IP: {
+    default: '0',
+    parse: int(0, 1_000_000),
+    doc: 'Pings per minute accepted from one client address (IPv6: per /64), counted per instance; 0 = no limit',
+  },
+  REQUEST_TIMEOUT_MS: {
+    default: '30000',
+    parse: int(1000, 600000),
+    doc: 'Longest a client may take to send a whole request (slow clients are cut off)',
+  },
   METRICS_TOKEN: { default: '', parse: optionalStr, doc: 'When set, GET /metrics requires `Authorization: Bearer <token>`', secret: true },
-  ADMIN_TOKEN: { default: '', parse: secret(16), doc: 'Bearer token (16+ characters) of the operator API over HTTP (/api/admin/*, GET /api/websub/subscriptions); unset = only through the socket pingd.sock in DATA_DIR', secret: true },
+  ADMIN_TOKEN: {
+    default: '',
+    parse: secret(16),
+    doc: 'Bearer token (16+ characters) of the operator API over HTTP (/api/admin/*, GET /api/websub/subscriptions); unset = only through the socket pingd.sock in DATA_DIR',
+    secret: true,
+  },
   RETENTION_DAYS: { default: '30', parse: int(0, 36500), doc: 'Raw pings older than this many days are deleted; 0 keeps them forever' },
-  ARCHIVE_RETENTION_DAYS: { default: '0', parse: int(0, 36500), doc: 'Rendered hourly archives older than this many days are deleted; 0 keeps them forever' },
+  ARCHIVE_RETENTION_DAYS: {
+    default: '0',
+    parse: int(0, 36500),
+    doc: 'Rendered hourly archives older than this many days are deleted; 0 keeps them forever',
+  },
   RETENTION_CRON: { default: '17 * * * *', parse: cronExpr, doc: 'When retention runs (UTC; one instance at a time)' },
-  RETENTION_BATCH: { default: '5000', parse: int(10, 100000), doc: 'Most rows one retention statement deletes (each batch is its own short transaction)' },
-  SHUTDOWN_TIMEOUT_MS: { default: '25000', parse: int(1000, 600000), doc: 'Longest a graceful shutdown may take before the process gives up and exits with 1' },
-  RSSPING_REQUIRE_AUTH: { default: 'false', parse: bool, doc: 'Refuse rss_pings that are neither pingserver-side nor publisher-side authenticated (401)' },
-  RSSPING_VERIFY_HASH_URI: { default: 'true', parse: bool, doc: 'Fetch payload_hash_uri to authenticate rss_pings (pingserver-side); false = no outbound request, such pings stay unauthenticated' },
-  RSSPING_BODY_LIMIT: { default: '262144', parse: int(1024, 10 * 1024 * 1024), doc: 'Largest rss_ping request body (payload included), in bytes (larger: 413)' },
-  RSSPING_SECRET: { default: '', parse: secret(32), doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off', secret: true },
-  FETCH_ALLOW_PRIVATE: { default: 'false', parse: bool, doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)' },
-  FETCH_ALLOW_ADDRESSES: { default: '', parse: cidrList, doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)' },
-  FETCH_TIMEOUT_MS: { default: '5000', parse: int(100, 60000), doc: 'Longest one outbound request may take: DNS, connect, redirects and body' },
-  FETCH_MAX_BYTES: { default: '5242880', parse: int(1024, 256 * 1024 * 1024), doc: 'Largest feed or page verification reads, counted after decompression (larger: too_large)' },
-  FETCH_HOST_INTERVAL_MS: { default: '1000', parse: int(0, 3_600_000), doc: 'Minimum gap between two requests to one host, across instances' },
-  VERIFY_PINGS: { default: 'mark', parse: oneOf('off', 'mark', 'require'), doc: 'off: never fetch; mark: fetch pinged feeds, publish new items, list every ping; require: list a ping only once its feed showed something new' },
+  RETENTION_BATCH: {
+    default: '5000',
+    parse: int(10, 100000),
+    doc: 'Most rows one retention statement deletes (each batch is its own short transaction)',
+  },
+  SHUTDOWN_TIMEOUT_MS: {
+    default: '25000',
+    parse: int(1000, 600000),
+    doc: 'Longest a graceful shutdown may take before the process gives up and exits with 1',
+  },
+  RSSPING_REQUIRE_AUTH: {
+    default: 'false',
+    parse: bool,
+    doc: 'Refuse rss_pings that are neither pingserver-side nor publisher-side authenticated (401)',
+  },
+  RSSPING_VERIFY_HASH_URI: {
+    default: 'true',
+    parse: bool,
+    doc: 'Fetch payload_hash_uri to authenticate rss_pings (pingserver-side); false = no outbound request, such pings stay unauthenticated',
+  },
+  RSSPING_BODY_LIMIT: {
+    default: '262144',
+    parse: int(1024, 10 * 1024 * 1024),
+    doc: 'Largest rss_ping request body (payload included), in bytes (larger: 413)',
+  },
+  RSSPING_SECRET: {
+    default: '',
+    parse: secret(32),
+    doc: 'Key (32+ characters) publisher passwords are encrypted with; unset = publisher-side authentication is off',
+    secret: true,
+  },
+  FETCH_ALLOW_PRIVATE: {
+    default: 'false',
+    parse: bool,
+    doc: 'Let outbound requests reach loopback, private, link-local and metadata addresses (tests only!)',
+  },
+  FETCH_ALLOW_ADDRESSES: {
+    default: '',
+    parse: cidrList,
+    doc: 'Addresses or CIDR ranges outbound requests may reach although they are private (comma-separated; default none)',
+  },
+  FETCH_TIMEOUT_MS: {
+    default: '5000',
+    parse: int(100, 60000),
+    doc: 'Longest one outbound request may take: DNS, connect, redirects and body',
+  },
+  FETCH_MAX_BYTES: {
+    default: '5242880',
+    parse: int(1024, 256 * 1024 * 1024),
+    doc: 'Largest feed or page verification reads, counted after decompression (larger: too_large)',
+  },
+  FETCH_HOST_INTERVAL_MS: {
+    default: '1000',
+    parse: int(0, 3_600_000),
+    doc: 'Minimum gap between two requests to one host, across instances',
+  },
+  VERIFY_PINGS: {
+    default: 'mark',
+    parse: oneOf('off', 'mark', 'require'),
+    doc: 'off: never fetch; mark: fetch pinged feeds, publish new items, list every ping; require: list a ping only once its feed showed something new',
+  },
   VERIFY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Verifications running at once in this instance' },
-  VERIFY_PARSE_THREADS: { default: '1', parse: int(1, 64), doc: 'Worker threads that read fetched feeds and pages, off the event loop (each may hold up to VERIFY_PARSE_MEMORY_MB)' },
-  VERIFY_PARSE_BUDGET_MS: { default: '2000', parse: int(50, 60000), doc: 'Longest one fetched document may take to read on its thread; beyond it the thread is ended and the outcome is too_complex' },
-  VERIFY_PARSE_MEMORY_MB: { default: '256', parse: int(32, 4096), doc: 'Heap one document-reading thread may use; a document that needs more is too_complex' },
-  VERIFY_FEED_INTERVAL: { default: '60', parse: int(0, 86400), doc: 'Seconds between two fetches of one feed; pings arriving sooner are settled together by the next fetch' },
-  FETCH_CONTACT_URL: { default: '', parse: optionalHttpUrl, doc: 'Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: PUBLIC_URL\'s home page; neither set: the product token alone, and a warning at start' },
-  PUBLIC_URL: { default: '', parse: publicUrl, doc: 'Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute; unset = the request\'s Host (links inside documents: http://localhost:PORT)' },
-  STREAM_MAX_CLIENTS: { default: '1000', parse: int(0, 1_000_000), doc: 'Live stream (/stream) connections one instance serves at once; beyond it a refusal EventSource clients retry (200 text/event-stream with retry: 10000, Retry-After and X-Pingd-Refused: max_clients)' },
-  STREAM_BUFFER_BYTES: { default: '1048576', parse: int(16384, 256 * 1024 * 1024), doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)' },
-  STREAM_HEARTBEAT_MS: { default: '15000', parse: int(100, 300_000), doc: 'Interval of the comment line that keeps idle stream connections open through proxies' },
+  VERIFY_PARSE_THREADS: {
+    default: '1',
+    parse: int(1, 64),
+    doc: 'Worker threads that read fetched feeds and pages, off the event loop (each may hold up to VERIFY_PARSE_MEMORY_MB)',
+  },
+  VERIFY_PARSE_BUDGET_MS: {
+    default: '2000',
+    parse: int(50, 60000),
+    doc: 'Longest one fetched document may take to read on its thread; beyond it the thread is ended and the outcome is too_complex',
+  },
+  VERIFY_PARSE_MEMORY_MB: {
+    default: '256',
+    parse: int(32, 4096),
+    doc: 'Heap one document-reading thread may use; a document that needs more is too_complex',
+  },
+  VERIFY_FEED_INTERVAL: {
+    default: '60',
+    parse: int(0, 86400),
+    doc: 'Seconds between two fetches of one feed; pings arriving sooner are settled together by the next fetch',
+  },
+  FETCH_CONTACT_URL: {
+    default: '',
+    parse: optionalHttpUrl,
+    doc: "Page about this server for the outbound User-Agent `pingd/<version> (+URL)`; default: PUBLIC_URL's home page; neither set: the product token alone, and a warning at start",
+  },
+  PUBLIC_URL: {
+    default: '',
+    parse: publicUrl,
+    doc: "Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute; unset = the request's Host (links inside documents: http://localhost:PORT)",
+  },
+  STREAM_MAX_CLIENTS: {
+    default: '1000',
+    parse: int(0, 1_000_000),
+    doc: 'Live stream (/stream) connections one instance serves at once; beyond it a refusal EventSource clients retry (200 text/event-stream with retry: 10000, Retry-After and X-Pingd-Refused: max_clients)',
+  },
+  STREAM_BUFFER_BYTES: {
+    default: '1048576',
+    parse: int(16384, 256 * 1024 * 1024),
+    doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)',
+  },
+  STREAM_HEARTBEAT_MS: {
+    default: '15000',
+    parse: int(100, 300_000),
+    doc: 'Interval of the comment line that keeps idle stream connections open through proxies',
+  },
   STREAM_RETRY_MS: { default: '3000', parse: int(100, 600_000), doc: 'The reconnection delay (SSE `retry:`) streams tell their clients' },
-  STREAM_REPLAY_CONCURRENCY: { default: '2', parse: int(1, 64), doc: 'Stream replay reads (a resuming client catching up from the database) running at once in one instance, each on a pooled connection on PostgreSQL (keep it well under DB_POOL_MAX: intake needs the rest); beyond it replays wait their turn, first come first served, one read per turn, with their connection open (no refusal)' },
-  STREAM_REPLAY_PAGE: { default: '500', parse: int(10, 10_000), doc: 'Positions (event ids) one stream replay read covers, the connection\'s filter in the query; a client at most this far behind reads at once, one further behind waits its turn for each read' },
-  STREAM_REPLAY_ROWS_PER_SECOND: { default: '10000', parse: int(100, 10_000_000), doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth); at the limit replays slow down, they are not refused' },
-  WEBSUB_LEASE_DEFAULT: { default: '864000', parse: int(60, 365 * 86400), doc: 'WebSub lease, in seconds, when the subscriber asks for none (10 days)' },
-  WEBSUB_LEASE_MIN: { default: '3600', parse: int(1, 365 * 86400), doc: 'Shortest WebSub lease granted (shorter requests get this): renewals, each verified with a request to the callback, come no more often' },
+  STREAM_REPLAY_CONCURRENCY: {
+    default: '2',
+    parse: int(1, 64),
+    doc: 'Stream replay reads (a resuming client catching up from the database) running at once in one instance, each on a pooled connection on PostgreSQL (keep it well under DB_POOL_MAX: intake needs the rest); beyond it replays wait their turn, first come first served, one read per turn, with their connection open (no refusal)',
+  },
+  STREAM_REPLAY_PAGE: {
+    default: '500',
+    parse: int(10, 10_000),
+    doc: "Positions (event ids) one stream replay read covers, the connection's filter in the query; a client at most this far behind reads at once, one further behind waits its turn for each read",
+  },
+  STREAM_REPLAY_ROWS_PER_SECOND: {
+    default: '10000',
+    parse: int(100, 10_000_000),
+    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth); at the limit replays slow down, they are not refused',
+  },
+  WEBSUB_LEASE_DEFAULT: {
+    default: '864000',
+    parse: int(60, 365 * 86400),
+    doc: 'WebSub lease, in seconds, when the subscriber asks for none (10 days)',
+  },
+  WEBSUB_LEASE_MIN: {
+    default: '3600',
+    parse: int(1, 365 * 86400),
+    doc: 'Shortest WebSub lease granted (shorter requests get this): renewals, each verified with a request to the callback, come no more often',
+  },
   WEBSUB_LEASE_MAX: { default: '2592000', parse: int(60, 365 * 86400), doc: 'Longest WebSub lease granted (30 days)' },
-  WEBSUB_MAX_SUBSCRIPTIONS: { default: '10000', parse: int(0, 10_000_000), doc: 'Subscriptions (active and pending) the hub keeps; beyond it new ones are refused with 503' },
-  WEBSUB_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance' },
-  WEBSUB_MAX_PER_HOST: { default: '100', parse: int(0, 10_000_000), doc: 'Subscriptions (active and pending) whose callbacks are on one host (its name or address, any port); beyond it that host\'s new subscriptions are refused with 503 and Retry-After (renewals and unsubscribing still pass)' },
-  WEBSUB_MAX_PENDING: { default: '20', parse: int(1, 1_000_000), doc: 'WebSub requests (subscribe, unsubscribe, denials) waiting for their request to the callback, per callback host and per client address (IPv6: per /64); beyond it new ones are refused with 429 and Retry-After' },
-  WEBSUB_HOST_CONCURRENCY: { default: '1', parse: int(1, 256), doc: 'WebSub requests to one callback host in flight at once in this instance; that host\'s other tasks wait in the queue while the rest of WEBSUB_CONCURRENCY serves other hosts' },
-  WEBSUB_ANSWER_TIMEOUT_MS: { default: '3000', parse: int(100, 60000), doc: 'Longest a WebSub callback may take to answer a verification of intent, a denial or a delivery, in full; a later or unfinished answer is a failure (retried with backoff)' },
-  WEBSUB_ANSWER_MAX_BYTES: { default: '65536', parse: int(256, 16 * 1024 * 1024), doc: 'Longest answer a WebSub callback may give, in bytes; the hub stops reading there and a longer answer is a failure (a delivery is retried with backoff, a verification is not confirmed)' },
-  RELAY_TARGETS: { default: '', parse: urlList, doc: 'XML-RPC endpoints (weblogUpdates) every accepted ping is relayed to, comma-separated, e.g. http://rpc.pingomatic.com/; empty = relay nothing', secret: true },
-  RELAY_FILE: { default: '', parse: optionalStr, doc: 'YAML or JSON file of relay targets with per-target options (method, rate_per_min, concurrency, enabled); added to RELAY_TARGETS' },
-  RELAY_RATE_PER_MIN: { default: '60', parse: int(1, 600_000), doc: 'Relays per minute sent to one target, across instances (a target may set its own in RELAY_FILE)' },
-  RELAY_ONLY_VERIFIED: { default: 'false', parse: bool, doc: 'Relay a ping only once verification found something new in its feed (always so under VERIFY_PINGS=require)' },
-  RELAY_MAX_ATTEMPTS: { default: '8', parse: int(1, 100), doc: 'Tries of one relay (network errors, timeouts, 5xx, faults) before it is a dead letter (`pingd relay retry`)' },
-  RELAY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Relay requests running at once in this instance (each target also has its own limit, 2 by default)' },
-  RELAY_QUEUE_MAX: { default: '1000', parse: int(1, 10_000_000), doc: 'Weblogs one relay target may have waiting (a weblog pinged again while it waits stays one relay, of its newest ping); beyond it the stalest waiting weblog is dropped for that target and counted (`pingd relay status`, /status). At the default 60 relays a minute, 1000 is about 17 minutes of the target\'s turns' },
-  RELAY_LOOP_WINDOW: { default: '3600', parse: int(60, 86400), doc: 'Seconds after a weblog was relayed to a target during which its pings are not relayed to that target again, whatever PING_MIN_INTERVAL is (counted as suppressed): ends loops through a forwarder that passes relays back without the pingd-relay marker; a weblog updated twice within it reaches each target once' },
+  WEBSUB_MAX_SUBSCRIPTIONS: {
+    default: '10000',
+    parse: int(0, 10_000_000),
+    doc: 'Subscriptions (active and pending) the hub keeps; beyond it new ones are refused with 503',
+  },
+  WEBSUB_CONCURRENCY: {
+    default: '8',
+    parse: int(1, 256),
+    doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance',
+  },
+  WEBSUB_MAX_PER_HOST: {
+    default: '100',
+    parse: int(0, 10_000_000),
+    doc: "Subscriptions (active and pending) whose callbacks are on one host (its name or address, any port); beyond it that host's new subscriptions are refused with 503 and Retry-After (renewals and unsubscribing still pass)",
+  },
+  WEBSUB_MAX_PENDING: {
+    default: '20',
+    parse: int(1, 1_000_000),
+    doc: 'WebSub requests (subscribe, unsubscribe, denials) waiting for their request to the callback, per callback host and per client address (IPv6: per /64); beyond it new ones are refused with 429 and Retry-After',
+  },
+  WEBSUB_HOST_CONCURRENCY: {
+    default: '1',
+    parse: int(1, 256),
+    doc: "WebSub requests to one callback host in flight at once in this instance; that host's other tasks wait in the queue while the rest of WEBSUB_CONCURRENCY serves other hosts",
+  },
+  WEBSUB_ANSWER_TIMEOUT_MS: {
+    default: '3000',
+    parse: int(100, 60000),
+    doc: 'Longest a WebSub callback may take to answer a verification of intent, a denial or a delivery, in full; a later or unfinished answer is a failure (retried with backoff)',
+  },
+  WEBSUB_ANSWER_MAX_BYTES: {
+    default: '65536',
+    parse: int(256, 16 * 1024 * 1024),
+    doc: 'Longest answer a WebSub callback may give, in bytes; the hub stops reading there and a longer answer is a failure (a delivery is retried with backoff, a verification is not confirmed)',
+  },
+  RELAY_TARGETS: {
+    default: '',
+    parse: urlList,
+    doc: 'XML-RPC endpoints (weblogUpdates) every accepted ping is relayed to, comma-separated, e.g. http://rpc.pingomatic.com/; empty = relay nothing',
+    secret: true,
+  },
+  RELAY_FILE: {
+    default: '',
+    parse: optionalStr,
+    doc: 'YAML or JSON file of relay targets with per-target options (method, rate_per_min, concurrency, enabled); added to RELAY_TARGETS',
+  },
+  RELAY_RATE_PER_MIN: {
+    default: '60',
+    parse: int(1, 600_000),
+    doc: 'Relays per minute sent to one target, across instances (a target may set its own in RELAY_FILE)',
+  },
+  RELAY_ONLY_VERIFIED: {
+    default: 'false',
+    parse: bool,
+    doc: 'Relay a ping only once verification found something new in its feed (always so under VERIFY_PINGS=require)',
+  },
+  RELAY_MAX_ATTEMPTS: {
+    default: '8',
+    parse: int(1, 100),
+    doc: 'Tries of one relay (network errors, timeouts, 5xx, faults) before it is a dead letter (`pingd relay retry`)',
+  },
+  RELAY_CONCURRENCY: {
+    default: '8',
+    parse: int(1, 256),
+    doc: 'Relay requests running at once in this instance (each target also has its own limit, 2 by default)',
+  },
+  RELAY_QUEUE_MAX: {
+    default: '1000',
+    parse: int(1, 10_000_000),
+    doc: "Weblogs one relay target may have waiting (a weblog pinged again while it waits stays one relay, of its newest ping); beyond it the stalest waiting weblog is dropped for that target and counted (`pingd relay status`, /status). At the default 60 relays a minute, 1000 is about 17 minutes of the target's turns",
+  },
+  RELAY_LOOP_WINDOW: {
+    default: '3600',
+    parse: int(60, 86400),
+    doc: 'Seconds after a weblog was relayed to a target during which its pings are not relayed to that target again, whatever PING_MIN_INTERVAL is (counted as suppressed): ends loops through a forwarder that passes relays back without the pingd-relay marker; a weblog updated twice within it reaches each target once',
+  },
 } as const;
 
 type Spec = typeof SPEC;

@@ -23,7 +23,13 @@ export function errorAnswer(err: Pick<FastifyError, 'message'> & { statusCode?: 
   const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
   const code = typeof err.code === 'string' && err.code !== '' ? err.code : undefined;
   if (status < 500) return { statusCode: status, ...(code ? { code } : {}), error: STATUS_CODES[status] ?? 'Error', message: err.message };
-  return { statusCode: status, ...(code ? { code } : {}), error: STATUS_CODES[status] ?? 'Error', message: SERVER_SIDE[status] ?? INTERNAL, requestId };
+  return {
+    statusCode: status,
+    ...(code ? { code } : {}),
+    error: STATUS_CODES[status] ?? 'Error',
+    message: SERVER_SIDE[status] ?? INTERNAL,
+    requestId,
+  };
 }
 
 export function rootErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {

@@ -58,7 +58,11 @@ export class PingdError<C extends ErrorCode = ErrorCode> extends Error {
  * Runs one piece of database work and wraps its failure with what was being done, one way for every
  * repository: `DB_QUERY_FAILED: <what>: <driver message>`, the driver's error kept as the cause.
  */
-export async function withContext<T>(what: string, fn: () => Promise<T>, code: 'DB_QUERY_FAILED' | 'PUBLISH_STORE_FAILED' = 'DB_QUERY_FAILED'): Promise<T> {
+export async function withContext<T>(
+  what: string,
+  fn: () => Promise<T>,
+  code: 'DB_QUERY_FAILED' | 'PUBLISH_STORE_FAILED' = 'DB_QUERY_FAILED',
+): Promise<T> {
   try {
     return await fn();
   } catch (err) {

@@ -54,7 +54,13 @@ export class EarlyAnswers {
 /** Fastify's serverFactory: its own HTTP/1.1 server (fastify/lib/server.js), early answers first. */
 export function httpServerFactory(early: EarlyAnswers): FastifyServerFactory {
   return (handler, options) => {
-    const opts = options as { http?: http.ServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout?: number; maxRequestsPerSocket?: number };
+    const opts = options as {
+      http?: http.ServerOptions;
+      keepAliveTimeout: number;
+      requestTimeout: number;
+      connectionTimeout?: number;
+      maxRequestsPerSocket?: number;
+    };
     const receiving = new Set<http.IncomingMessage>();
     const server = http.createServer(opts.http ?? {}, (req, res) => {
       // Requests whose body is still arriving, so a shutdown can close those that trickle (below).
@@ -120,9 +126,12 @@ export async function assertPortFree(port: number, host: string): Promise<void> 
   await new Promise<void>((resolve, reject) => {
     const probe = net.createServer();
     probe.once('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EADDRINUSE') reject(new Error(`PORT ${port} is already in use on ${host}: stop what listens there, or set PORT (or HOST) to another value`));
-      else if (err.code === 'EACCES') reject(new Error(`PORT ${port} on ${host} needs privileges this process does not have: set PORT to 1024 or above`));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new Error(`HOST ${host} is not an address of this machine: set HOST to one of its addresses, or 0.0.0.0 for all`));
+      if (err.code === 'EADDRINUSE')
+        reject(new Error(`PORT ${port} is already in use on ${host}: stop what listens there, or set PORT (or HOST) to another value`));
+      else if (err.code === 'EACCES')
+        reject(new Error(`PORT ${port} on ${host} needs privileges this process does not have: set PORT to 1024 or above`));
+      else if (err.code === 'EADDRNOTAVAIL')
+        reject(new Error(`HOST ${host} is not an address of this machine: set HOST to one of its addresses, or 0.0.0.0 for all`));
       else reject(new Error(`cannot listen on PORT ${port} at HOST ${host}: ${err.message}`));
     });
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));

@@ -147,7 +147,11 @@ export class PlainHistogram extends PlainMetric {
         acc += s.counts[i];
         out.push(sample({ le: this.bounds[i] }, acc, bucket, s.labels));
       }
-      out.push(sample({ le: '+Inf' }, s.count, bucket, s.labels), sample({}, s.sum, `${this.name}_sum`, s.labels), sample({}, s.count, `${this.name}_count`, s.labels));
+      out.push(
+        sample({ le: '+Inf' }, s.count, bucket, s.labels),
+        sample({}, s.sum, `${this.name}_sum`, s.labels),
+        sample({}, s.count, `${this.name}_count`, s.labels),
+      );
     }
     return out;
   }

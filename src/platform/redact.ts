@@ -8,7 +8,8 @@ export function redactUrl(raw: string): string {
     if (u.username) u.username = 'redacted';
     if (u.password) u.password = 'redacted';
     // Query parameters such as ?password= or ?sslkey= carry secrets too.
-    for (const name of [...u.searchParams.keys()]) if (/pass|secret|key|token|auth|sig|cred/i.test(name)) u.searchParams.set(name, 'redacted');
+    for (const name of [...u.searchParams.keys()])
+      if (/pass|secret|key|token|auth|sig|cred/i.test(name)) u.searchParams.set(name, 'redacted');
     return u.href;
   } catch {
     return '[unparseable URL]';

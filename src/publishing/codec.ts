@@ -41,7 +41,9 @@ export function brotliOptions(expectedBytes: number, distinct = false): zlib.Bro
       [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
       // Big archives too: ~10 MB less memory for ~8% more bytes.
       ...(smallWindow ? { [zlib.constants.BROTLI_PARAM_LGWIN]: 20 } : {}),
-      ...(expectedBytes > 0 && Number.isFinite(expectedBytes) ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) } : {}),
+      ...(expectedBytes > 0 && Number.isFinite(expectedBytes)
+        ? { [zlib.constants.BROTLI_PARAM_SIZE_HINT]: Math.min(expectedBytes, 1 << 30) }
+        : {}),
     },
   };
 }

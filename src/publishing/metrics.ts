@@ -45,8 +45,16 @@ export function publishMetrics(registry: Registry, cachedBytes: () => number): {
     registers: [registry],
   });
   // Counted on every poll: plain numbers (platform/plain-metrics.ts), not prom-client's per-call label hashing.
-  const responses = new PlainCounter('pingd_publish_responses_total', 'Responses on published documents by status (200, 226, 304, 404, 503).', registry);
-  const bytes = new PlainCounter('pingd_publish_response_bytes_total', 'Body bytes sent for published documents (as sent, i.e. compressed), by status.', registry);
+  const responses = new PlainCounter(
+    'pingd_publish_responses_total',
+    'Responses on published documents by status (200, 226, 304, 404, 503).',
+    registry,
+  );
+  const bytes = new PlainCounter(
+    'pingd_publish_response_bytes_total',
+    'Body bytes sent for published documents (as sent, i.e. compressed), by status.',
+    registry,
+  );
   return {
     sink: {
       rendered(r: RenderReport) {

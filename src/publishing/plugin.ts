@@ -79,7 +79,15 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
       Promise.all(
         documents.list().map(async (d) => {
           const m = await reader.current(d.path);
-          const rendering = m ? { renderedAtMs: Math.floor(m.createdUs / 1000), updatedMs: m.updatedMs, entries: m.entries, renderMs: m.renderMs, bytes: m.identityLength } : null;
+          const rendering = m
+            ? {
+                renderedAtMs: Math.floor(m.createdUs / 1000),
+                updatedMs: m.updatedMs,
+                entries: m.entries,
+                renderMs: m.renderMs,
+                bytes: m.identityLength,
+              }
+            : null;
           return { path: d.path, name: d.name, rendering };
         }),
       ),

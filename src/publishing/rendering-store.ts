@@ -144,7 +144,8 @@ export async function readChunks(q: Queryable, renderingId: number, variant: Var
       'select seq, data from rendering_chunks where rendering_id = $1 and variant = $2 and seq >= $3 and seq <= $4 order by seq',
       [renderingId, variant, fromSeq, toSeq],
     );
-    if (rows.length !== toSeq - fromSeq + 1) throw new Error(`chunks ${fromSeq}..${toSeq} of ${variant} are missing (the rendering was superseded and pruned)`);
+    if (rows.length !== toSeq - fromSeq + 1)
+      throw new Error(`chunks ${fromSeq}..${toSeq} of ${variant} are missing (the rendering was superseded and pruned)`);
     return rows.map((r) => toBuffer(r.data));
   });
 }
@@ -162,8 +163,21 @@ export interface DeltaCut {
 }
 
 /** What completing a rendering records: its results as RenderingMeta names them, and its delta cuts. */
-export interface CompletedRendering
-  extends Pick<RenderingMeta, 'id' | 'path' | 'document' | 'entries' | 'closed' | 'identityLength' | 'identityStored' | 'gzipLength' | 'brLength' | 'footer' | 'sha256' | 'renderMs'> {
+export interface CompletedRendering extends Pick<
+  RenderingMeta,
+  | 'id'
+  | 'path'
+  | 'document'
+  | 'entries'
+  | 'closed'
+  | 'identityLength'
+  | 'identityStored'
+  | 'gzipLength'
+  | 'brLength'
+  | 'footer'
+  | 'sha256'
+  | 'renderMs'
+> {
   deltas: DeltaCut[];
   /** For hourly archives: the hour's start (ms). */
   hourStartMs?: number;
@@ -173,7 +187,10 @@ export interface CompletedRendering
  * Marks a rendering complete, records its delta cut points and makes it the current rendering of its path,
  * in one transaction: every instance switches to it at once. The previous one is marked superseded.
  */
-export async function completeRendering(db: { transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, c: CompletedRendering): Promise<void> {
+export async function completeRendering(
+  db: { transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> },
+  c: CompletedRendering,
+): Promise<void> {
   await store(`publishing rendering ${c.id} of ${c.path}`, () =>
     db.transaction(async (tx) => {
       await tx.query(
@@ -216,7 +233,9 @@ export async function completeRendering(db: { transaction<T>(fn: (tx: Queryable)
 
 /** Removes a rendering that will not be published (failed, or identical to the current one). */
 export async function discardRendering(q: Queryable, id: number): Promise<void> {
-  await store(`discarding rendering ${id}`, () => q.query('delete from renderings where id = $1 and not exists (select 1 from published_documents where rendering_id = $1)', [id]));
+  await store(`discarding rendering ${id}`, () =>
+    q.query('delete from renderings where id = $1 and not exists (select 1 from published_documents where rendering_id = $1)', [id]),
+  );
 }
 
 /**
@@ -225,10 +244,17 @@ export async function discardRendering(q: Queryable, id: number): Promise<void> 
  */
 export async function deltasOf(q: Queryable, renderingId: number): Promise<Map<number, DeltaCut>> {
   return store(`reading the deltas of rendering ${renderingId}`, async () => {
-    const rows = await q.query<{ base_id: number; base_cursor_us: number; entries: number; identity_end: number; gzip_end: number; gzip_crc: number; br_end: number }>(
-      'select base_id, base_cursor_us, entries, identity_end, gzip_end, gzip_crc, br_end from rendering_deltas where rendering_id = $1',
-      [renderingId],
-    );
+    const rows = await q.query<{
+      base_id: number;
+      base_cursor_us: number;
+      entries: number;
+      identity_end: number;
+      gzip_end: number;
+      gzip_crc: number;
+      br_end: number;
+    }>('select base_id, base_cursor_us, entries, identity_end, gzip_end, gzip_crc, br_end from rendering_deltas where rendering_id = $1', [
+      renderingId,
+    ]);
     const out = new Map<number, DeltaCut>();
     for (const r of rows) {
       out.set(Number(r.base_id), {
@@ -263,10 +289,10 @@ export async function getWatermark(q: Queryable, name: string): Promise<number |
 
 export async function setWatermark(q: Queryable, name: string, us: number): Promise<void> {
   await store(`setting watermark ${name}`, () =>
-    q.query(
-      `insert into publish_watermarks (name, at) values ($1, ${TS(2)}) on conflict (name) do update set at = excluded.at`,
-      [name, us],
-    ),
+    q.query(`insert into publish_watermarks (name, at) values ($1, ${TS(2)}) on conflict (name) do update set at = excluded.at`, [
+      name,
+      us,
+    ]),
   );
 }
 

@@ -21,7 +21,14 @@ export class DocumentReader {
   private readonly pool: BudgetPool<DocumentTask, DocumentResult>;
 
   constructor(opts: DocumentReaderOptions) {
-    this.pool = new BudgetPool({ filename: moduleBeside(import.meta.url, 'document-task'), threads: opts.threads, budgetMs: opts.budgetMs, maxWaiting: opts.maxWaiting, memoryMb: opts.memoryMb, onError: opts.onError });
+    this.pool = new BudgetPool({
+      filename: moduleBeside(import.meta.url, 'document-task'),
+      threads: opts.threads,
+      budgetMs: opts.budgetMs,
+      maxWaiting: opts.maxWaiting,
+      memoryMb: opts.memoryMb,
+      onError: opts.onError,
+    });
   }
 
   /** Documents being read and waiting for a thread now. */

@@ -162,7 +162,16 @@ interface AtomLike {
 
 interface JsonLike {
   title?: string;
-  items?: { id?: string | number; url?: string; title?: string; date_published?: string; date_modified?: string; summary?: string; content_html?: string; content_text?: string }[];
+  items?: {
+    id?: string | number;
+    url?: string;
+    title?: string;
+    date_published?: string;
+    date_modified?: string;
+    summary?: string;
+    content_html?: string;
+    content_text?: string;
+  }[];
 }
 
 function text(v: AtomText | string | undefined | null): string | null {
@@ -191,23 +200,27 @@ export function listHint(xml: string, outer: 'skipHours' | 'skipDays', inner: 'h
   const end = window.indexOf(`</${outer}>`);
   if (end < 0) return [];
   // A block of at most 2000 characters: a regex over it is bounded.
-  return [...window.slice(0, end).matchAll(new RegExp(`<${inner}\\b[^>]*>\\s*([^<]{1,20}?)\\s*</${inner}>`, 'g'))].map((m) => m[1]).slice(0, 24);
+  return [...window.slice(0, end).matchAll(new RegExp(`<${inner}\\b[^>]*>\\s*([^<]{1,20}?)\\s*</${inner}>`, 'g'))]
+    .map((m) => m[1])
+    .slice(0, 24);
 }
 
 function rssLike(format: 'rss' | 'rdf', f: RssLike, xml: string): Parsed {
-  const items = (f.items ?? []).map(
-    (i): FeedItem => ({
-      title: text(i.title),
-      link: text(i.link),
-      guid: text(typeof i.guid === 'string' ? i.guid : i.guid?.value) ?? text(i.rdf?.about),
-      published: date(i.pubDate ?? i.dc?.dates?.[0] ?? i.dc?.date),
-      summary: text(i.description),
-      content: text(i.content?.encoded),
-    }),
-  );
+  const items = (f.items ?? []).map((i): FeedItem => ({
+    title: text(i.title),
+    link: text(i.link),
+    guid: text(typeof i.guid === 'string' ? i.guid : i.guid?.value) ?? text(i.rdf?.about),
+    published: date(i.pubDate ?? i.dc?.dates?.[0] ?? i.dc?.date),
+    summary: text(i.description),
+    content: text(i.content?.encoded),
+  }));
   const hints: FeedHints = {};
   if (typeof f.ttl === 'number') hints.ttl = f.ttl;
-  const skipHours = f.skipHours?.length ? f.skipHours : listHint(xml, 'skipHours', 'hour').map(Number).filter((h) => Number.isInteger(h) && h >= 0 && h <= 24);
+  const skipHours = f.skipHours?.length
+    ? f.skipHours
+    : listHint(xml, 'skipHours', 'hour')
+        .map(Number)
+        .filter((h) => Number.isInteger(h) && h >= 0 && h <= 24);
   const skipDays = f.skipDays?.length ? f.skipDays : listHint(xml, 'skipDays', 'day');
   if (skipHours.length) hints.skipHours = skipHours;
   if (skipDays.length) hints.skipDays = skipDays;
@@ -232,15 +245,13 @@ function atom(f: AtomLike): Parsed {
 }
 
 function json(f: JsonLike): Parsed {
-  const items = (f.items ?? []).map(
-    (i): FeedItem => ({
-      title: text(i.title),
-      link: text(i.url),
-      guid: i.id === undefined ? null : text(String(i.id)),
-      published: date(i.date_published ?? i.date_modified),
-      summary: text(i.summary),
-      content: text(i.content_html ?? i.content_text),
-    }),
-  );
+  const items = (f.items ?? []).map((i): FeedItem => ({
+    title: text(i.title),
+    link: text(i.url),
+    guid: i.id === undefined ? null : text(String(i.id)),
+    published: date(i.date_published ?? i.date_modified),
+    summary: text(i.summary),
+    content: text(i.content_html ?? i.content_text),
+  }));
   return { kind: 'feed', format: 'json', title: text(f.title), items, hints: {} };
 }

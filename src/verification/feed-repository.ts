@@ -97,7 +97,9 @@ export async function feedById(q: Queryable, id: number): Promise<FeedRow | unde
 }
 
 export async function feedByUrl(q: Queryable, url: string): Promise<FeedRow | undefined> {
-  const [r] = await withContext(`reading the feed ${url}`, () => q.query<Raw>(`select ${COLUMNS} from feeds where url = $1 or fetch_url = $1 order by (url = $1) desc limit 1`, [url]));
+  const [r] = await withContext(`reading the feed ${url}`, () =>
+    q.query<Raw>(`select ${COLUMNS} from feeds where url = $1 or fetch_url = $1 order by (url = $1) desc limit 1`, [url]),
+  );
   return r ? feedOf(r) : undefined;
 }
 
@@ -126,7 +128,23 @@ export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise
               last_outcome = $8, last_fetch_at = now(), last_success_at = $9, next_fetch_after = $10, failures = $11,
               gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[]
         where id = $1`,
-      [id, u.fetchUrl, u.movedTo, u.movedSeen, u.etag, u.lastModified, u.lastStatus, u.lastOutcome, u.lastSuccessAt, u.nextFetchAfter, u.failures, u.gone, JSON.stringify(u.hints), u.title, u.seen],
+      [
+        id,
+        u.fetchUrl,
+        u.movedTo,
+        u.movedSeen,
+        u.etag,
+        u.lastModified,
+        u.lastStatus,
+        u.lastOutcome,
+        u.lastSuccessAt,
+        u.nextFetchAfter,
+        u.failures,
+        u.gone,
+        JSON.stringify(u.hints),
+        u.title,
+        u.seen,
+      ],
     ),
   );
 }
@@ -152,14 +170,22 @@ export interface WeblogVerification {
 
 /** The weblog's feed, found by autodiscovery: later verifications go straight to it. */
 export async function rememberFeed(q: Queryable, weblogId: number, feedId: number): Promise<void> {
-  await withContext(`remembering the feed of weblog ${weblogId}`, () => q.query('update weblogs set feed_id = $2 where id = $1', [weblogId, feedId]));
+  await withContext(`remembering the feed of weblog ${weblogId}`, () =>
+    q.query('update weblogs set feed_id = $2 where id = $1', [weblogId, feedId]),
+  );
 }
 
 /**
  * Records a weblog's latest verification and remembered feed; a `verified` one also moves the weblog's
  * last verified ping time forward (what changes.xml lists under VERIFY_PINGS=require).
  */
-export async function recordVerification(q: Queryable, weblogId: number, feedId: number | null, v: WeblogVerification, verifiedThrough: Date | null): Promise<void> {
+export async function recordVerification(
+  q: Queryable,
+  weblogId: number,
+  feedId: number | null,
+  v: WeblogVerification,
+  verifiedThrough: Date | null,
+): Promise<void> {
   await withContext(`recording the verification of weblog ${weblogId}`, () =>
     q.query(
       `update weblogs set verification = $2::jsonb, feed_id = coalesce($3, feed_id),
@@ -188,7 +214,10 @@ export async function takeHostSlot(q: Queryable, host: string, gapMs: number, kn
       [host, gapMs],
     );
     if (taken.length > 0) return { ok: true };
-    const [r] = await q.query<{ next_slot_at: Date; blocked_until: Date | null; now: Date }>('select next_slot_at, blocked_until, now() as now from fetch_hosts where host = $1', [host]);
+    const [r] = await q.query<{ next_slot_at: Date; blocked_until: Date | null; now: Date }>(
+      'select next_slot_at, blocked_until, now() as now from fetch_hosts where host = $1',
+      [host],
+    );
     const next = new Date(r.next_slot_at);
     const blocked = r.blocked_until ? new Date(r.blocked_until) : null;
     const isBlocked = blocked !== null && blocked > new Date(r.now);
@@ -261,15 +290,30 @@ export interface WeblogView {
 /** A weblog as pingd knows it, with its feed (GET /api/weblogs). */
 export async function weblogView(q: Queryable, url: string): Promise<WeblogView | undefined> {
   const [w] = await withContext(`reading the weblog ${url}`, () =>
-    q.query<{ id: number; url: string; name: string; rss_url: string | null; last_ping_at: Date; ping_count: number; verification: WeblogVerification | string | null; feed_id: number | null }>(
-      'select id, url, name, rss_url, last_ping_at, ping_count, verification, feed_id from weblogs where url = $1',
-      [url],
-    ),
+    q.query<{
+      id: number;
+      url: string;
+      name: string;
+      rss_url: string | null;
+      last_ping_at: Date;
+      ping_count: number;
+      verification: WeblogVerification | string | null;
+      feed_id: number | null;
+    }>('select id, url, name, rss_url, last_ping_at, ping_count, verification, feed_id from weblogs where url = $1', [url]),
   );
   if (!w) return undefined;
   const verification = typeof w.verification === 'string' ? (JSON.parse(w.verification) as WeblogVerification) : w.verification;
   const feedId = w.feed_id === null ? null : Number(w.feed_id);
   let feed = feedId !== null ? await feedById(q, feedId) : undefined;
   if (!feed && w.rss_url) feed = await feedByUrl(q, w.rss_url);
-  return { id: Number(w.id), url: w.url, name: w.name, rssUrl: w.rss_url, lastPingAt: new Date(w.last_ping_at), pingCount: Number(w.ping_count), verification, feed };
+  return {
+    id: Number(w.id),
+    url: w.url,
+    name: w.name,
+    rssUrl: w.rss_url,
+    lastPingAt: new Date(w.last_ping_at),
+    pingCount: Number(w.ping_count),
+    verification,
+    feed,
+  };
 }

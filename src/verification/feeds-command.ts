@@ -26,11 +26,18 @@ export interface CommandDeps {
   EXIT: { OK: number; FAILURE: number; USAGE: number };
 }
 
-export async function feedsCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: CommandDeps): Promise<number> {
+export async function feedsCommand(
+  values: Record<string, unknown>,
+  positionals: string[],
+  config: Config,
+  deps: CommandDeps,
+): Promise<number> {
   const { EXIT } = deps;
   const [sub, url, ...extra] = positionals;
   if (!sub || !['show', 'reset'].includes(sub) || !url || extra.length > 0) {
-    deps.err(`pingd feeds: ${!sub || ['show', 'reset'].includes(sub) ? 'a subcommand and one <url> are required' : `unknown subcommand ${JSON.stringify(sub)}`}\nUsage: ${FEEDS_USAGE}`);
+    deps.err(
+      `pingd feeds: ${!sub || ['show', 'reset'].includes(sub) ? 'a subcommand and one <url> are required' : `unknown subcommand ${JSON.stringify(sub)}`}\nUsage: ${FEEDS_USAGE}`,
+    );
     return EXIT.USAGE;
   }
   const db = await deps.openDb(config);
@@ -56,7 +63,9 @@ export async function feedsCommand(values: Record<string, unknown>, positionals:
     }
     const out = feed ? { feed: { ...feed, seen: feed.seen.length } } : weblogJson(weblog!);
     if (values.json) deps.out(JSON.stringify(out, null, 2));
-    else for (const [k, v] of Object.entries(out)) deps.out(`${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v, null, 2) : String(v)}`);
+    else
+      for (const [k, v] of Object.entries(out))
+        deps.out(`${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v, null, 2) : String(v)}`);
     return EXIT.OK;
   } finally {
     await db.close();

@@ -22,7 +22,11 @@ export const PUBLISH_LIMIT = 50;
 
 /** A short, fixed-size identity: the stored set stays small whatever the guids look like. */
 export function itemKey(item: FeedItem): string {
-  const basis = item.guid?.trim() ? `g:${item.guid.trim()}` : item.link?.trim() ? `l:${item.link.trim()}` : `h:${item.title ?? ''}\u0000${item.content ?? item.summary ?? ''}`;
+  const basis = item.guid?.trim()
+    ? `g:${item.guid.trim()}`
+    : item.link?.trim()
+      ? `l:${item.link.trim()}`
+      : `h:${item.title ?? ''}\u0000${item.content ?? item.summary ?? ''}`;
   return createHash('sha256').update(basis).digest('base64url').slice(0, 22);
 }
 

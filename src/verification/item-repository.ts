@@ -38,7 +38,13 @@ const itemPage = newestFirstPages<ItemWindowRow>(
 );
 
 /** One page of the items found in (fromUs, toUs], newest first, after the keyset `after`. */
-export async function itemWindowPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<ItemWindowRow[]> {
+export async function itemWindowPage(
+  q: Queryable,
+  fromUs: number,
+  toUs: number,
+  after: After | null,
+  limit: number,
+): Promise<ItemWindowRow[]> {
   return withContext('reading a page of found items', async () => {
     const rows = await itemPage(q, fromUs, toUs, after, limit);
     for (const r of rows) if (r.published_us !== null) r.published_us = Number(r.published_us);

@@ -91,7 +91,15 @@ export async function deferJob(q: Queryable, pingId: number, dueAt: Date, progre
     q.query(
       `update ping_verifications set due_at = $2, attempts = attempts - $3::int, requests = $4, started_at = $5, resume_url = $6, resume_hops = $7
         where ping_id = $1 and outcome is null`,
-      [pingId, dueAt, refund ? 1 : 0, progress.requests, progress.startedAt, progress.resume?.url ?? null, progress.resume?.hopsLeft ?? null],
+      [
+        pingId,
+        dueAt,
+        refund ? 1 : 0,
+        progress.requests,
+        progress.startedAt,
+        progress.resume?.url ?? null,
+        progress.resume?.hopsLeft ?? null,
+      ],
     ),
   );
 }

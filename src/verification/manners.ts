@@ -6,9 +6,20 @@
 import type { FetchErrorCode } from '../platform/fetch/safe-fetch.js';
 
 /** too_large: the document is over FETCH_MAX_BYTES; too_complex: reading it took more than its time or memory budget. */
-export type Outcome = 'verified' | 'unchanged' | 'not_modified' | 'unreachable' | 'not_a_feed' | 'gone' | 'refused' | 'too_large' | 'too_complex';
+export type Outcome =
+  'verified' | 'unchanged' | 'not_modified' | 'unreachable' | 'not_a_feed' | 'gone' | 'refused' | 'too_large' | 'too_complex';
 
-export const OUTCOMES: readonly Outcome[] = ['verified', 'unchanged', 'not_modified', 'unreachable', 'not_a_feed', 'gone', 'refused', 'too_large', 'too_complex'];
+export const OUTCOMES: readonly Outcome[] = [
+  'verified',
+  'unchanged',
+  'not_modified',
+  'unreachable',
+  'not_a_feed',
+  'gone',
+  'refused',
+  'too_large',
+  'too_complex',
+];
 
 /** What a failed fetch (no HTTP answer to judge) means for the ping. */
 export function outcomeOfFetchError(code: FetchErrorCode): Outcome {
@@ -123,7 +134,9 @@ function isHttpsUpgrade(from: string, to: string): boolean {
   try {
     const a = new URL(from);
     const b = new URL(to);
-    return a.protocol === 'http:' && b.protocol === 'https:' && a.hostname === b.hostname && a.pathname === b.pathname && a.search === b.search;
+    return (
+      a.protocol === 'http:' && b.protocol === 'https:' && a.hostname === b.hostname && a.pathname === b.pathname && a.search === b.search
+    );
   } catch {
     return false;
   }

@@ -60,7 +60,11 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     labelNames: ['class'] as const,
     registers: [registry],
   });
-  const bytes = new Counter({ name: 'pingd_verify_fetched_bytes_total', help: 'Bytes of feeds and pages read by verification (decompressed).', registers: [registry] });
+  const bytes = new Counter({
+    name: 'pingd_verify_fetched_bytes_total',
+    help: 'Bytes of feeds and pages read by verification (decompressed).',
+    registers: [registry],
+  });
   queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => queueStats(app.db));
 
   const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
@@ -69,7 +73,11 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     budgetMs: config.VERIFY_PARSE_BUDGET_MS,
     memoryMb: config.VERIFY_PARSE_MEMORY_MB,
     maxWaiting: config.VERIFY_CONCURRENCY,
-    onError: (err) => app.log.error({ err: { message: err.message } }, 'a document-reading thread failed; its documents are read again when their jobs are retried'),
+    onError: (err) =>
+      app.log.error(
+        { err: { message: err.message } },
+        'a document-reading thread failed; its documents are read again when their jobs are retried',
+      ),
   });
   new Counter({
     name: 'pingd_verify_documents_over_budget_total',
@@ -111,11 +119,13 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
           verifications.inc({ outcome: r.report.outcome });
           for (const l of settledListeners) l(r.report.outcome, r.report.settled);
           app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, ...r.report }, 'verified');
-        } else if (r.kind === 'deferred') app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
+        } else if (r.kind === 'deferred')
+          app.log.debug({ weblog: job.weblogUrl, ping: job.pingId, until: r.until }, 'verification deferred');
         return r.kind;
       },
       intakeBusy: () => intake.perSecond() >= YIELD_RATE,
-      onError: (err, job) => app.log.warn({ err: { message: err.message }, ping: job?.pingId }, 'verification failed; the job is retried after its lease'),
+      onError: (err, job) =>
+        app.log.warn({ err: { message: err.message }, ping: job?.pingId }, 'verification failed; the job is retried after its lease'),
     });
     worker = w;
     app.pings.onOutcome((_m, r) => {

@@ -36,7 +36,10 @@ const Weblog = Type.Object({
     }),
     Type.Null(),
   ]),
-  verification: Type.Union([Type.Object({ outcome: Type.String(), at: Type.String(), httpStatus: Int(), feedUrl: Str(), newItems: Type.Array(Item) }), Type.Null()]),
+  verification: Type.Union([
+    Type.Object({ outcome: Type.String(), at: Type.String(), httpStatus: Int(), feedUrl: Str(), newItems: Type.Array(Item) }),
+    Type.Null(),
+  ]),
 });
 const ApiError = Type.Object({ error: Type.String(), message: Type.String() });
 
@@ -84,7 +87,8 @@ export async function weblogRoutes(app: FastifyInstance): Promise<void> {
         throw err;
       }
       const w = await weblogView(app.db, url);
-      if (!w) return reply.code(404).send({ error: 'WEBLOG_UNKNOWN', message: `No ping from ${url} has been accepted (or it was pruned).` });
+      if (!w)
+        return reply.code(404).send({ error: 'WEBLOG_UNKNOWN', message: `No ping from ${url} has been accepted (or it was pruned).` });
       return reply.header('cache-control', 'no-store').send(weblogJson(w));
     },
   );

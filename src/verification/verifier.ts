@@ -7,11 +7,29 @@
 // XML redirect it was following), and has a bound on requests and time whatever path it takes.
 import type { Db, Queryable } from '../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
-import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, retryAfter, type Outcome } from './manners.js';
+import {
+  backoffMs,
+  decideMove,
+  isFailure,
+  outcomeOfFetchError,
+  outcomeOfStatus,
+  permanentTarget,
+  retryAfter,
+  type Outcome,
+} from './manners.js';
 import type { PublishedItem } from './document-task.js';
 import type { DocumentReader } from './documents.js';
 import { deferJob, settleJobs, type Job, type Progress } from './job-repository.js';
-import { ensureFeed, feedById, insertItems, recordVerification, rememberFeed, saveFeed, type FeedRow, type FeedUpdate } from './feed-repository.js';
+import {
+  ensureFeed,
+  feedById,
+  insertItems,
+  recordVerification,
+  rememberFeed,
+  saveFeed,
+  type FeedRow,
+  type FeedUpdate,
+} from './feed-repository.js';
 import { hostOf, type PoliteClient } from './polite.js';
 
 export interface VerifierOptions {
@@ -47,7 +65,8 @@ export const MAX_JOB_REQUESTS = 2 * (MAX_REDIRECTS + 1);
 /** Longest a job may go on after its first request (waiting for hosts' turns included): then `unreachable`. */
 export const MAX_JOB_MS = MAX_DEFER_MS;
 
-const FEED_ACCEPT = 'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
+const FEED_ACCEPT =
+  'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
@@ -109,7 +128,12 @@ export class Verifier {
         const o = outcomeOfStatus(page.res.status);
         return this.settle(job, o === 'body' ? 'not_a_feed' : o, page.res.status, null, [], undefined);
       }
-      const read = await this.documents.read({ kind: 'page', body: page.res.body, contentType: String(page.res.headers['content-type'] ?? ''), url: page.res.url });
+      const read = await this.documents.read({
+        kind: 'page',
+        body: page.res.body,
+        contentType: String(page.res.headers['content-type'] ?? ''),
+        url: page.res.url,
+      });
       if (read.kind === 'busy') return this.defer(run, new Date(Date.now() + 1000));
       if (read.kind === 'too_complex') return this.settle(job, 'too_complex', page.res.status, null, [], undefined);
       if (read.kind !== 'page' || !read.feedUrl) return this.settle(job, 'not_a_feed', page.res.status, null, [], undefined);
@@ -131,7 +155,14 @@ export class Verifier {
       const next = feed.lastFetchAt.getTime() + this.opts.feedIntervalSec * 1000;
       if (next > now && feed.lastFetchAt.getTime() >= job.receivedAt.getTime()) {
         // The last fetch came after this ping: it already answered it.
-        return this.settle(job, feed.lastOutcome === 'verified' ? 'unchanged' : (feed.lastOutcome ?? 'unchanged'), feed.lastStatus, feed, [], undefined);
+        return this.settle(
+          job,
+          feed.lastOutcome === 'verified' ? 'unchanged' : (feed.lastOutcome ?? 'unchanged'),
+          feed.lastStatus,
+          feed,
+          [],
+          undefined,
+        );
       }
       if (next > now) return this.defer(run, new Date(next));
     }
@@ -165,16 +196,25 @@ export class Verifier {
       if (got.kind === 'failed') return this.finishFailure(job, feed, got.outcome, got.status, got.retryAt, started);
       const res = got.res;
       const byStatus = outcomeOfStatus(res.status);
-      if (byStatus !== 'body') return this.finishFailure(job, feed, byStatus, res.status, retryAfter(res.headers['retry-after'], new Date()), started, res);
+      if (byStatus !== 'body')
+        return this.finishFailure(job, feed, byStatus, res.status, retryAfter(res.headers['retry-after'], new Date()), started, res);
       const firstFetch = feed.lastSuccessAt === null;
-      const read = await this.documents.read({ kind: 'feed', body: res.body, contentType: String(res.headers['content-type'] ?? ''), url: res.url, seen: feed.seen, firstFetch });
+      const read = await this.documents.read({
+        kind: 'feed',
+        body: res.body,
+        contentType: String(res.headers['content-type'] ?? ''),
+        url: res.url,
+        seen: feed.seen,
+        firstFetch,
+      });
       if (read.kind === 'busy') return this.defer(run, new Date(Date.now() + 1000));
       if (read.kind === 'too_complex') return this.finishFailure(job, feed, 'too_complex', res.status, undefined, started, res);
       if (read.kind === 'redirect') {
         // The RSS Feed State document: an XML redirect is a 301; an empty newLocation says the feed is over.
         if (!read.newLocation) return this.finishFailure(job, feed, 'gone', res.status, undefined, started, res);
         hopsLeft -= res.hops.length + 1;
-        if (hopsLeft < 0 || !URL.canParse(read.newLocation, res.url)) return this.finishFailure(job, feed, 'unreachable', res.status, undefined, started, res);
+        if (hopsLeft < 0 || !URL.canParse(read.newLocation, res.url))
+          return this.finishFailure(job, feed, 'unreachable', res.status, undefined, started, res);
         url = new URL(read.newLocation, res.url).href;
         xmlMove = url;
         // Kept with the job: if the target's host makes it wait, the next run asks the target, not the old URL.
@@ -205,11 +245,21 @@ export class Verifier {
   }
 
   /** A response or failure that is not a feed: the state to keep, backoff on failures, gone on 410. */
-  private finishFailure(job: Job, feed: FeedRow, outcome: Outcome, status: number | null, retryAt: Date | undefined, started: Date, res?: FetchResult): Promise<Done> {
+  private finishFailure(
+    job: Job,
+    feed: FeedRow,
+    outcome: Outcome,
+    status: number | null,
+    retryAt: Date | undefined,
+    started: Date,
+    res?: FetchResult,
+  ): Promise<Done> {
     const failures = isFailure(outcome) ? feed.failures + 1 : outcome === 'not_modified' ? 0 : feed.failures;
     const backoff = isFailure(outcome) ? new Date(Date.now() + backoffMs(failures)) : null;
     const nextFetchAfter = retryAt && (!backoff || retryAt > backoff) ? retryAt : backoff;
-    const moved = res ? decideMove(feed.fetchUrl, permanentTarget(res.hops), { movedTo: feed.movedTo, movedSeen: feed.movedSeen }) : undefined;
+    const moved = res
+      ? decideMove(feed.fetchUrl, permanentTarget(res.hops), { movedTo: feed.movedTo, movedSeen: feed.movedSeen })
+      : undefined;
     const update: FeedUpdate = {
       fetchUrl: moved?.adopt ?? feed.fetchUrl,
       movedTo: moved ? moved.state.movedTo : feed.movedTo,
@@ -237,19 +287,31 @@ export class Verifier {
     accept: string,
     headers: Record<string, string>,
     maxRedirects = MAX_REDIRECTS,
-  ): Promise<{ kind: 'ok'; res: FetchResult } | { kind: 'deferred'; until: Date } | { kind: 'busy'; host: string; from: number } | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }> {
+  ): Promise<
+    | { kind: 'ok'; res: FetchResult }
+    | { kind: 'deferred'; until: Date }
+    | { kind: 'busy'; host: string; from: number }
+    | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }
+  > {
     const host = hostOf(url);
     if (!host) return { kind: 'failed', outcome: 'refused', status: null };
     const got = await this.hosts.send(host, async () => {
       // Counted as it leaves: every hop it follows is added when it answers.
       run.progress.requests++;
       run.progress.startedAt ??= new Date();
-      const res = await this.fetcher.get(url, { accept, headers, maxBytes: this.opts.maxBytes, maxRedirects, timeoutMs: this.opts.timeoutMs });
+      const res = await this.fetcher.get(url, {
+        accept,
+        headers,
+        maxBytes: this.opts.maxBytes,
+        maxRedirects,
+        timeoutMs: this.opts.timeoutMs,
+      });
       run.progress.requests += res.hops.length;
       return res;
     });
     if (got.kind === 'busy') {
-      if (got.blockedUntil && got.blockedUntil.getTime() - Date.now() > MAX_DEFER_MS) return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: got.blockedUntil };
+      if (got.blockedUntil && got.blockedUntil.getTime() - Date.now() > MAX_DEFER_MS)
+        return { kind: 'failed', outcome: 'unreachable', status: null, retryAt: got.blockedUntil };
       return { kind: 'busy', host, from: got.from };
     }
     if (got.kind === 'failed') {
@@ -276,7 +338,15 @@ export class Verifier {
   }
 
   /** Commits the outcome: feed state, found items, every open job of the weblog, the weblog's record. */
-  private async settle(job: Job, outcome: Outcome, httpStatus: number | null, feed: FeedRow | null, publish: PublishedItem[], update: FeedUpdate | undefined, started = new Date()): Promise<Done> {
+  private async settle(
+    job: Job,
+    outcome: Outcome,
+    httpStatus: number | null,
+    feed: FeedRow | null,
+    publish: PublishedItem[],
+    update: FeedUpdate | undefined,
+    started = new Date(),
+  ): Promise<Done> {
     const feedUrl = feed ? (update?.fetchUrl ?? feed.fetchUrl) : null;
     const newItems = publish.map((i) => ({ title: i.title, link: i.link, guid: i.guid }));
     const settled = await this.db.transaction(async (tx: Queryable) => {
@@ -299,7 +369,16 @@ export class Verifier {
           })),
         );
       }
-      const s = await settleJobs(tx, job.pingId, job.weblogId, started, outcome, httpStatus, feed?.id ?? null, outcome === 'verified' ? newItems : null);
+      const s = await settleJobs(
+        tx,
+        job.pingId,
+        job.weblogId,
+        started,
+        outcome,
+        httpStatus,
+        feed?.id ?? null,
+        outcome === 'verified' ? newItems : null,
+      );
       await recordVerification(
         tx,
         job.weblogId,

@@ -19,8 +19,10 @@ const LISTING_PATHS = ['/shortChanges.xml', '/changes.xml'];
 /** Each page's <meta name="description"> (what a search result shows under its title: at most ~160 characters). */
 export const DESCRIPTION = {
   home: 'A weblogUpdates ping server: point your blog engine at its XML-RPC address or ping by hand, and your weblog is listed in changes.xml for crawlers.',
-  weblog: 'Did my ping arrive? Look a weblog up on this pingd server: its latest pings, accepted or refused and why, and the changes.xml lists it appears in.',
-  status: 'The live status of this pingd server: pings accepted and refused per minute, intake latency, the busiest hosts, its queues and how fresh changes.xml is.',
+  weblog:
+    'Did my ping arrive? Look a weblog up on this pingd server: its latest pings, accepted or refused and why, and the changes.xml lists it appears in.',
+  status:
+    'The live status of this pingd server: pings accepted and refused per minute, intake latency, the busiest hosts, its queues and how fresh changes.xml is.',
   ping: 'Ping this weblogUpdates server by hand: tell it your weblog changed, and it is listed in changes.xml for crawlers and feed readers.',
 } as const;
 
@@ -47,7 +49,13 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
   app.get<{ Querystring: Static<typeof WeblogQuery> }>('/weblog', { schema: { querystring: WeblogQuery } }, async (req, reply) => {
     reply.header('cache-control', 'no-store');
     const asked = firstParam(req.query, 'url');
-    const base = { title: 'Did my ping arrive?', description: DESCRIPTION.weblog, asked, minInterval: config.PING_MIN_INTERVAL, verifyOff: config.VERIFY_PINGS === 'off' };
+    const base = {
+      title: 'Did my ping arrive?',
+      description: DESCRIPTION.weblog,
+      asked,
+      minInterval: config.PING_MIN_INTERVAL,
+      verifyOff: config.VERIFY_PINGS === 'off',
+    };
     if (asked === null || asked === '') return reply.view('weblog', base);
     let url: string;
     try {
@@ -61,7 +69,13 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
     if (!w) {
       // Refused pings of an unknown weblog still answer the question.
       if (refusals.length === 0) return reply.code(404).view('weblog', { ...base, unknown: url });
-      return reply.code(404).view('weblog', { ...base, unknown: url, error: `Its pings were refused: ${refusals.map((r) => r.reason.replace(/_/g, ' ')).join(', ')}.` });
+      return reply
+        .code(404)
+        .view('weblog', {
+          ...base,
+          unknown: url,
+          error: `Its pings were refused: ${refusals.map((r) => r.reason.replace(/_/g, ' ')).join(', ')}.`,
+        });
     }
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
     const f = w.feed;
@@ -74,8 +88,12 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         pingCount: w.pingCount,
         lastPingAt: w.lastPingAt.toISOString(),
         lastPingText: `${utc(w.lastPingAt)} UTC`,
-        feed: f ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? utc(f.lastFetchAt) : null, gone: f.gone } : null,
-        verification: w.verification ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: utc(w.verification.at), newItems: w.verification.newItems.length } : null,
+        feed: f
+          ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? utc(f.lastFetchAt) : null, gone: f.gone }
+          : null,
+        verification: w.verification
+          ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: utc(w.verification.at), newItems: w.verification.newItems.length }
+          : null,
       },
       appears: appearances(w, listing, Date.now(), listedOnlyVerified),
       pings: pingRows(pings, refusals, listedOnlyVerified),
@@ -89,7 +107,15 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
       stats = await app.stats.snapshot('1h');
     } catch (err) {
       req.log.warn({ err: { message: (err as Error).message } }, 'status page: statistics unavailable');
-      return reply.code(503).header('retry-after', '10').view('unavailable', { title: 'Status unavailable', description: DESCRIPTION.status, message: 'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.' });
+      return reply
+        .code(503)
+        .header('retry-after', '10')
+        .view('unavailable', {
+          title: 'Status unavailable',
+          description: DESCRIPTION.status,
+          message:
+            'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.',
+        });
     }
     return reply.view('status', {
       title: 'Status',

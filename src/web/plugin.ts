@@ -26,7 +26,8 @@ const SOURCE = join(here, '..', '..', 'src', 'web');
  * CDN: many installs have no outbound access), data from this origin (the stats API and the stream), no
  * framing, forms only to us.
  */
-export const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+export const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /**
  * The URL a refusal is remembered under: as the page looks it up (normalised), also for a ping refused
@@ -76,7 +77,12 @@ async function webPlugin(app: FastifyInstance): Promise<void> {
 
     web.get<{ Params: Static<typeof AssetParams> }>('/assets/:file', { schema: { params: AssetParams } }, async (req, reply) => {
       const a = assets.find(req.params.file);
-      if (!a) return reply.code(404).header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(`No asset ${req.params.file} (pages name their assets with the hash of their bytes).\n`);
+      if (!a)
+        return reply
+          .code(404)
+          .header('cache-control', 'no-store')
+          .type('text/plain; charset=utf-8')
+          .send(`No asset ${req.params.file} (pages name their assets with the hash of their bytes).\n`);
       const coding = codingFor(req);
       const etag = a.etag(coding);
       varyByEncoding(reply);

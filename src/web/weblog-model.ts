@@ -35,7 +35,8 @@ export const utc = (t: number | string | Date) => new Date(t).toISOString().slic
 /** "accepted", with the verification's outcome when there is one. */
 function acceptedOutcome(p: WeblogPing, listedOnlyVerified: boolean): string {
   if (p.verification === null) return 'accepted';
-  if (p.verification === 'pending') return listedOnlyVerified ? 'accepted, verification pending (listed once verified)' : 'accepted, verification pending';
+  if (p.verification === 'pending')
+    return listedOnlyVerified ? 'accepted, verification pending (listed once verified)' : 'accepted, verification pending';
   return `accepted, ${p.verification.replace(/_/g, ' ')}${p.httpStatus ? ` (HTTP ${p.httpStatus})` : ''}`;
 }
 
@@ -44,22 +45,45 @@ export function pingRows(pings: readonly WeblogPing[], refusals: readonly Refusa
   for (const p of pings) {
     const ms = p.receivedAt.getTime();
     const listed = !listedOnlyVerified || p.verification === 'verified';
-    rows.push({ ms, at: p.receivedAt.toISOString(), atText: utc(ms), method: methodLabel(p.method), outcome: acceptedOutcome(p, listedOnlyVerified), ok: true, archive: listed ? archivePath(hourStart(ms)) : null });
+    rows.push({
+      ms,
+      at: p.receivedAt.toISOString(),
+      atText: utc(ms),
+      method: methodLabel(p.method),
+      outcome: acceptedOutcome(p, listedOnlyVerified),
+      ok: true,
+      archive: listed ? archivePath(hourStart(ms)) : null,
+    });
   }
   for (const r of refusals) {
-    rows.push({ ms: r.at, at: new Date(r.at).toISOString(), atText: utc(r.at), method: methodLabel(r.method), outcome: `refused: ${r.reason.replace(/_/g, ' ')}`, ok: false, archive: null });
+    rows.push({
+      ms: r.at,
+      at: new Date(r.at).toISOString(),
+      atText: utc(r.at),
+      method: methodLabel(r.method),
+      outcome: `refused: ${r.reason.replace(/_/g, ' ')}`,
+      ok: false,
+      archive: null,
+    });
   }
   return rows.sort((a, b) => b.ms - a.ms).map(({ ms: _ms, ...r }) => r);
 }
 
 /** Where the weblog is listed now: each window document, by the time of its last accepted ping. */
-export function appearances(w: Pick<WeblogView, 'lastPingAt' | 'verification'>, docs: readonly ListedDocument[], now: number, listedOnlyVerified: boolean): { path: string; name: string; text: string }[] {
+export function appearances(
+  w: Pick<WeblogView, 'lastPingAt' | 'verification'>,
+  docs: readonly ListedDocument[],
+  now: number,
+  listedOnlyVerified: boolean,
+): { path: string; name: string; text: string }[] {
   const age = (now - w.lastPingAt.getTime()) / 1000;
   return docs.map((d) => {
     let text: string;
     if (listedOnlyVerified && w.verification?.outcome !== 'verified') text = 'listed once a verification finds something new in its feed';
-    else if (age < d.windowSec) text = `listed (pinged ${Math.max(0, Math.round(age))} s ago; the list covers the last ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`}, and is refreshed every few seconds)`;
-    else text = `not listed now: its last ping is older than the ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`} it covers`;
+    else if (age < d.windowSec)
+      text = `listed (pinged ${Math.max(0, Math.round(age))} s ago; the list covers the last ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`}, and is refreshed every few seconds)`;
+    else
+      text = `not listed now: its last ping is older than the ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`} it covers`;
     return { path: d.path, name: d.name, text };
   });
 }

@@ -15,7 +15,15 @@ export interface WeblogPing {
 
 export async function latestPings(q: Queryable, weblogId: number, limit: number): Promise<WeblogPing[]> {
   const rows = await withContext(`reading the pings of weblog ${weblogId} failed`, () =>
-    q.query<{ id: number; received_at: Date; method: string; name: string; has_job: boolean; outcome: string | null; http_status: number | null }>(
+    q.query<{
+      id: number;
+      received_at: Date;
+      method: string;
+      name: string;
+      has_job: boolean;
+      outcome: string | null;
+      http_status: number | null;
+    }>(
       `select p.id, p.received_at, p.method, p.name, v.ping_id is not null as has_job, v.outcome, v.http_status
          from (select id, received_at, method, name from pings where weblog_id = $1 order by id desc limit $2) p
          left join ping_verifications v on v.ping_id = p.id

@@ -4,7 +4,16 @@
 // by themselves once the database answers.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BACKEND, startApp, createTestDatabase, methodCall, readReply, uniqueUrl, type TestApp, type TestDatabase } from '../helpers/app.js';
+import {
+  BACKEND,
+  startApp,
+  createTestDatabase,
+  methodCall,
+  readReply,
+  uniqueUrl,
+  type TestApp,
+  type TestDatabase,
+} from '../helpers/app.js';
 import { startProxy, type FaultyProxy } from './private-postgres.js';
 import { findPingsByUrl } from '../helpers/rows.js';
 
@@ -15,7 +24,12 @@ const UNAVAILABLE = /^The (ping could not be stored \(database unavailable\)|dat
 
 async function ping(t: TestApp, url = uniqueUrl('stall')) {
   const t0 = Date.now();
-  const res = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['Stall', url]) });
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/RPC2',
+    headers: { 'content-type': 'text/xml' },
+    payload: methodCall('weblogUpdates.ping', ['Stall', url]),
+  });
   assert.equal(res.statusCode, 200);
   return { url, ...readReply(res.statusCode, res.body), ms: Date.now() - t0 };
 }
@@ -55,7 +69,10 @@ if (BACKEND === 'postgres') {
     u.port = String(proxy.port);
     // No render ticks: a render holds a pooled connection for a while, and the pool-exhaustion test needs
     // all three for its holders (a fourth user made a holder time out under load).
-    t = await startApp({ DATABASE_URL: u.href, DB_TIMEOUT_MS: TIMEOUT_MS, DB_POOL_MAX: 3, RENDER_SCHEDULER: false }, { config: { DATABASE_URL: u.href }, drop: async () => {} });
+    t = await startApp(
+      { DATABASE_URL: u.href, DB_TIMEOUT_MS: TIMEOUT_MS, DB_POOL_MAX: 3, RENDER_SCHEDULER: false },
+      { config: { DATABASE_URL: u.href }, drop: async () => {} },
+    );
   });
   after(async () => {
     await t?.close();
@@ -63,14 +80,18 @@ if (BACKEND === 'postgres') {
     await tdb?.drop();
   });
 
-  test('network cut silently (every byte swallowed, no error ever arrives): refused within the timeout, recovers', { timeout: 60_000 }, async () => {
-    assert.equal((await ping(t)).flerror, false);
-    proxy.blackhole();
-    const refused = await refusedClearly(t, 'blackhole');
-    proxy.heal();
-    await recovers(t, 'after the blackhole');
-    for (const r of refused) assert.equal((await findPingsByUrl(t.app.db, r.url)).length, 0, 'refused means not stored');
-  });
+  test(
+    'network cut silently (every byte swallowed, no error ever arrives): refused within the timeout, recovers',
+    { timeout: 60_000 },
+    async () => {
+      assert.equal((await ping(t)).flerror, false);
+      proxy.blackhole();
+      const refused = await refusedClearly(t, 'blackhole');
+      proxy.heal();
+      await recovers(t, 'after the blackhole');
+      for (const r of refused) assert.equal((await findPingsByUrl(t.app.db, r.url)).length, 0, 'refused means not stored');
+    },
+  );
 
   test('network cut with resets (connections dropped, new ones refused): refused at once, recovers', { timeout: 60_000 }, async () => {
     assert.equal((await ping(t)).flerror, false);
@@ -80,30 +101,36 @@ if (BACKEND === 'postgres') {
     await recovers(t, 'after the reset');
   });
 
-  test('connection pool exhausted by long transactions: refused within the timeout, recovers when they end', { timeout: 60_000 }, async () => {
-    assert.equal((await ping(t)).flerror, false);
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    // Every connection of the pool held by a transaction that does nothing (no statement timeout applies).
-    let holding = 0;
-    const holders = Array.from({ length: 3 }, () => t.app.db.transaction(async (tx) => {
-      await tx.query('select 1');
-      holding++;
-      await released;
-    }));
-    // REGRESSION: a failed assertion below left the holders holding, and closing the app then waited
-    // for them forever (the pool ends only when every client is back): the test hung instead of failing.
-    try {
-      for (let i = 0; i < 200 && holding < 3; i++) await new Promise((r) => setTimeout(r, 25));
-      assert.equal(holding, 3, 'all three connections held');
-      assert.equal(t.app.db.poolStats().idle, 0);
-      await refusedClearly(t, 'pool exhausted');
-    } finally {
-      release();
-      await Promise.allSettled(holders);
-    }
-    await recovers(t, 'after the pool drained');
-  });
+  test(
+    'connection pool exhausted by long transactions: refused within the timeout, recovers when they end',
+    { timeout: 60_000 },
+    async () => {
+      assert.equal((await ping(t)).flerror, false);
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      // Every connection of the pool held by a transaction that does nothing (no statement timeout applies).
+      let holding = 0;
+      const holders = Array.from({ length: 3 }, () =>
+        t.app.db.transaction(async (tx) => {
+          await tx.query('select 1');
+          holding++;
+          await released;
+        }),
+      );
+      // REGRESSION: a failed assertion below left the holders holding, and closing the app then waited
+      // for them forever (the pool ends only when every client is back): the test hung instead of failing.
+      try {
+        for (let i = 0; i < 200 && holding < 3; i++) await new Promise((r) => setTimeout(r, 25));
+        assert.equal(holding, 3, 'all three connections held');
+        assert.equal(t.app.db.poolStats().idle, 0);
+        await refusedClearly(t, 'pool exhausted');
+      } finally {
+        release();
+        await Promise.allSettled(holders);
+      }
+      await recovers(t, 'after the pool drained');
+    },
+  );
 } else {
   let t: TestApp;
   before(async () => {
@@ -113,19 +140,23 @@ if (BACKEND === 'postgres') {
     await t.close();
   });
 
-  test('embedded database with its one session held (a long render or retention run): refused within the timeout, recovers', { timeout: 60_000 }, async () => {
-    assert.equal((await ping(t)).flerror, false);
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    const holder = t.app.db.transaction(async (tx) => {
-      await tx.query('select 1');
-      await released;
-    });
-    // Regression: a batch already committing waited for the session as long as it was held; only queued
-    // pings were refused at DB_TIMEOUT_MS.
-    await refusedClearly(t, 'session held');
-    release();
-    await holder;
-    await recovers(t, 'after the session was released');
-  });
+  test(
+    'embedded database with its one session held (a long render or retention run): refused within the timeout, recovers',
+    { timeout: 60_000 },
+    async () => {
+      assert.equal((await ping(t)).flerror, false);
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const holder = t.app.db.transaction(async (tx) => {
+        await tx.query('select 1');
+        await released;
+      });
+      // Regression: a batch already committing waited for the session as long as it was held; only queued
+      // pings were refused at DB_TIMEOUT_MS.
+      await refusedClearly(t, 'session held');
+      release();
+      await holder;
+      await recovers(t, 'after the session was released');
+    },
+  );
 }

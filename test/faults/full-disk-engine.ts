@@ -51,7 +51,8 @@ async function within<T>(p: Promise<T>, ms = STATEMENT_MS): Promise<Settled<T>> 
   }
 }
 
-const describe = (s: Settled<unknown>) => (s.ok === 'hung' ? 'hung' : s.ok ? 'answered' : `refused ${(s.error as { code?: string }).code ?? ''}: ${s.error.message}`);
+const describe = (s: Settled<unknown>) =>
+  s.ok === 'hung' ? 'hung' : s.ok ? 'answered' : `refused ${(s.error as { code?: string }).code ?? ''}: ${s.error.message}`;
 
 /** Writes zeros until the filesystem says ENOSPC: 1 MiB at a time, then 4 KiB at a time. */
 async function fill(path: string): Promise<void> {
@@ -82,8 +83,15 @@ async function run(dir: string): Promise<Outcome> {
   // pg_logical_emit_message writes a WAL record of any size and nothing else: the quickest way to the end
   // of the segment without growing a table.
   // A checkpoint (the template's last close) may have made the next segment in advance: go past any such.
-  const where = async () => (await db.query<{ o: string; f: string }>("select ((pg_current_wal_lsn() - '0/0'::pg_lsn) % $1)::text as o, pg_walfile_name(pg_current_wal_lsn()) as f", [WAL_SEGMENT]))[0];
-  const madeAhead = async (current: string) => (await readdir(join(dir, 'pgdata', 'pg_wal'))).some((n) => /^[0-9A-F]{24}$/.test(n) && n > current);
+  const where = async () =>
+    (
+      await db.query<{ o: string; f: string }>(
+        "select ((pg_current_wal_lsn() - '0/0'::pg_lsn) % $1)::text as o, pg_walfile_name(pg_current_wal_lsn()) as f",
+        [WAL_SEGMENT],
+      )
+    )[0];
+  const madeAhead = async (current: string) =>
+    (await readdir(join(dir, 'pgdata', 'pg_wal'))).some((n) => /^[0-9A-F]{24}$/.test(n) && n > current);
   for (;;) {
     const w = await where();
     if (Number(w.o) >= WAL_SEGMENT - 300_000 && !(await madeAhead(w.f))) break;

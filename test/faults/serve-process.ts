@@ -24,11 +24,13 @@ export async function startServer(env: Record<string, string>): Promise<Server> 
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   for (let i = 0; i < 300; i++) {
     if (child.exitCode !== null) break;
-    const up = await fetch(`http://127.0.0.1:${port}/`).then((r) => r.ok, () => false);
+    const up = await fetch(`http://127.0.0.1:${port}/`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) return { child, port, exited, stderr: () => err };
     await new Promise((r) => setTimeout(r, 100));
   }
   child.kill('SIGKILL');
   throw new Error(`the server did not start: ${err}`);
 }
-

@@ -37,7 +37,11 @@ test('SIGKILL with verifications queued and in flight: after a restart every one
   try {
     const server = await startServer(env);
     for (const url of blogs) {
-      const res = await fetch(`http://127.0.0.1:${server.port}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.extendedPing', ['W', url, url, `${url}feed.xml`]) });
+      const res = await fetch(`http://127.0.0.1:${server.port}/RPC2`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/xml' },
+        body: methodCall('weblogUpdates.extendedPing', ['W', url, url, `${url}feed.xml`]),
+      });
       assert.equal(readReply(res.status, await res.text()).flerror, false);
     }
     // Kill while the first verifications wait on the hung host and the rest are queued.
@@ -74,7 +78,9 @@ test('SIGKILL with verifications queued and in flight: after a restart every one
     }
     const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 1, timeoutMs: 5000 });
     try {
-      const rows = await db.query<{ n: number; open: number }>('select count(*)::int as n, count(*) filter (where outcome is null)::int as open from ping_verifications');
+      const rows = await db.query<{ n: number; open: number }>(
+        'select count(*)::int as n, count(*) filter (where outcome is null)::int as open from ping_verifications',
+      );
       assert.deepEqual(rows[0], { n: 20, open: 0 }, 'one job per acknowledged ping, none left open');
     } finally {
       await db.close();

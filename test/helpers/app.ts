@@ -137,7 +137,12 @@ export function unescapeXml(s: string): string {
 }
 
 /** POSTs an XML-RPC body through app.inject and reads the reply. */
-export async function rpc(app: FastifyInstance, body: string | Buffer, headers: Record<string, string> = { 'content-type': 'text/xml' }, url = '/RPC2'): Promise<RpcReply> {
+export async function rpc(
+  app: FastifyInstance,
+  body: string | Buffer,
+  headers: Record<string, string> = { 'content-type': 'text/xml' },
+  url = '/RPC2',
+): Promise<RpcReply> {
   const res = await app.inject({ method: 'POST', url, headers, payload: body });
   return readReply(res.statusCode, res.body);
 }

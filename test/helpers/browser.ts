@@ -8,7 +8,18 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /** As the machine's notes say: without the background-networking flags Chromium calls Google's hosts at start. */
-const ARGS = ['--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps', '--disable-extensions'];
+const ARGS = [
+  '--no-sandbox',
+  '--headless',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+  '--disable-extensions',
+];
 
 export async function launchBrowser(): Promise<Browser> {
   const how = `Install it with \`apt-get install -y chromium\` (.ci/run does this when it is missing) or set CHROMIUM_PATH to a Chromium or Chrome binary.`;
@@ -33,8 +44,14 @@ export interface WatchedPage {
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/;
 
 /** A new page whose every request is checked: loopback goes on, anything else is aborted and recorded. */
-export async function watchedPage(browser: Browser, opts: { width?: number; height?: number; colorScheme?: 'light' | 'dark' } = {}): Promise<WatchedPage> {
-  const context = await browser.newContext({ viewport: { width: opts.width ?? 1100, height: opts.height ?? 900 }, colorScheme: opts.colorScheme ?? 'light' });
+export async function watchedPage(
+  browser: Browser,
+  opts: { width?: number; height?: number; colorScheme?: 'light' | 'dark' } = {},
+): Promise<WatchedPage> {
+  const context = await browser.newContext({
+    viewport: { width: opts.width ?? 1100, height: opts.height ?? 900 },
+    colorScheme: opts.colorScheme ?? 'light',
+  });
   const errors: string[] = [];
   const offLoopback: string[] = [];
   await context.route('**/*', (route) => {

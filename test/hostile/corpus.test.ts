@@ -46,7 +46,24 @@ after(async () => {
 
 test('the corpus covers every attack class the issue names', () => {
   const files = corpus.map((e) => e.file).join(' ');
-  for (const needle of ['rss-ping/billion-laughs', 'rss-ping/hash-uri-cloud-metadata', 'billion-laughs', 'quadratic-blowup', 'xxe-file', 'xxe-parameter', 'amp-flood', 'deep-nesting', 'proto-element', 'proto-struct-member', 'invalid-utf8', 'utf16be-bom', 'declared-latin1-sent-utf8', 'nul-and-controls', 'markup-in-name', 'http/xss-form-echo']) {
+  for (const needle of [
+    'rss-ping/billion-laughs',
+    'rss-ping/hash-uri-cloud-metadata',
+    'billion-laughs',
+    'quadratic-blowup',
+    'xxe-file',
+    'xxe-parameter',
+    'amp-flood',
+    'deep-nesting',
+    'proto-element',
+    'proto-struct-member',
+    'invalid-utf8',
+    'utf16be-bom',
+    'declared-latin1-sent-utf8',
+    'nul-and-controls',
+    'markup-in-name',
+    'http/xss-form-echo',
+  ]) {
     assert.ok(files.includes(needle), needle);
   }
 });
@@ -56,7 +73,12 @@ for (const e of corpus) {
     const bytes = readFileSync(join(DIR, e.file));
     const res = e.file.startsWith('http/')
       ? await t.app.inject({ method: 'GET', url: bytes.toString('latin1').trim() })
-      : await t.app.inject({ method: 'POST', url: e.file.startsWith('rss-ping/') ? '/rssping' : '/RPC2', headers: e.headers ?? { 'content-type': 'text/xml' }, payload: bytes });
+      : await t.app.inject({
+          method: 'POST',
+          url: e.file.startsWith('rss-ping/') ? '/rssping' : '/RPC2',
+          headers: e.headers ?? { 'content-type': 'text/xml' },
+          payload: bytes,
+        });
     const x = e.expect;
     assert.equal(res.statusCode, x.status);
     if (e.file.startsWith('xmlrpc/')) {
@@ -66,7 +88,8 @@ for (const e of corpus) {
         assert.equal(r.faultCode, x.faultCode, r.faultString ?? r.message);
         if (x.faultString !== undefined) assert.equal(r.faultString, x.faultString);
         if (x.faultStringPrefix !== undefined) assert.ok(r.faultString?.startsWith(x.faultStringPrefix), r.faultString);
-        if (x.faultStringMaxLength !== undefined) assert.ok((r.faultString ?? '').length <= x.faultStringMaxLength, `fault string of ${r.faultString?.length} characters`);
+        if (x.faultStringMaxLength !== undefined)
+          assert.ok((r.faultString ?? '').length <= x.faultStringMaxLength, `fault string of ${r.faultString?.length} characters`);
         assert.equal(r.flerror, undefined);
       } else {
         assert.equal(r.faultCode, undefined, r.faultString);

@@ -18,7 +18,8 @@ import { FUZZ_SEED } from './generators.js';
 const MAX = 5 * 1024 * 1024;
 
 /** `head`, then `token` repeated to fill MAX characters, then `tail`. */
-const pump = (token: string, head = '', tail = '') => head + token.repeat(Math.max(1, Math.floor((MAX - head.length - tail.length) / token.length))) + tail;
+const pump = (token: string, head = '', tail = '') =>
+  head + token.repeat(Math.max(1, Math.floor((MAX - head.length - tail.length) / token.length))) + tail;
 
 const SHAPES: Record<string, string> = {
   'empty comments before the root': pump('<!---->', '', '<rss version="2.0"><channel/></rss>'),
@@ -39,7 +40,7 @@ const SHAPES: Record<string, string> = {
   'entities without end': pump('&amp', '<p>'),
   'numeric references': pump('&#x1F600', '<p>'),
   '"<" runs': pump('<'),
-  'whitespace': pump(' \n\t'),
+  whitespace: pump(' \n\t'),
 };
 
 /** Every scan of fetched text, on one text. Returns something of each so nothing is optimised away. */
@@ -69,13 +70,53 @@ test('the whole reading of a document (feedsmith included) comes back on each sh
   for (const [name, text] of Object.entries(SHAPES)) {
     const body = new Uint8Array(Buffer.from(text.slice(0, 1024 * 1024)));
     const page = readDocument({ kind: 'page', body, contentType: 'text/html', url: 'http://hostile.example/' });
-    const feed = readDocument({ kind: 'feed', body, contentType: 'text/xml', url: 'http://hostile.example/feed', seen: [], firstFetch: false });
+    const feed = readDocument({
+      kind: 'feed',
+      body,
+      contentType: 'text/xml',
+      url: 'http://hostile.example/feed',
+      seen: [],
+      firstFetch: false,
+    });
     assert.equal(page.kind, 'page', name);
     assert.ok(['feed', 'redirect', 'not_a_feed'].includes(feed.kind), `${name}: ${feed.kind}`);
   }
 });
 
-const TOKENS = ['<!--', '-->', '<!---->', '<?', '?>', '<', '>', '/>', '<link ', 'rel="alternate" ', 'type="application/rss+xml" ', 'href="', '"', "'", '=', ' a', '<skipHours', '</skipHours>', '<hour>', '</hour>', '<redirect', '<newLocation', '<![CDATA[', ']]>', '&amp', '&#', '<script>', '</script>', '<svg>', '<body', ' ', '\n'];
+const TOKENS = [
+  '<!--',
+  '-->',
+  '<!---->',
+  '<?',
+  '?>',
+  '<',
+  '>',
+  '/>',
+  '<link ',
+  'rel="alternate" ',
+  'type="application/rss+xml" ',
+  'href="',
+  '"',
+  "'",
+  '=',
+  ' a',
+  '<skipHours',
+  '</skipHours>',
+  '<hour>',
+  '</hour>',
+  '<redirect',
+  '<newLocation',
+  '<![CDATA[',
+  ']]>',
+  '&amp',
+  '&#',
+  '<script>',
+  '</script>',
+  '<svg>',
+  '<body',
+  ' ',
+  '\n',
+];
 
 test('property: any repetition of adversarial tokens, pumped to 5 MiB, comes back from every scan', { timeout: 240_000 }, () => {
   fc.assert(
@@ -87,11 +128,17 @@ test('property: any repetition of adversarial tokens, pumped to 5 MiB, comes bac
 });
 
 test('the earlier exponential shape reads as the feed it is', () => {
-  const text = '<!---->'.repeat(40) + '<rss version="2.0"><channel><title>t</title><item><title>i</title><guid>g</guid></item></channel></rss>';
+  const text =
+    '<!---->'.repeat(40) + '<rss version="2.0"><channel><title>t</title><item><title>i</title><guid>g</guid></item></channel></rss>';
   assert.equal(xmlRedirect(text), undefined);
   const parsed = parseFeed(Buffer.from(text), 'text/xml');
   assert.equal(parsed.kind, 'feed');
   assert.equal(parsed.kind === 'feed' && parsed.items.length, 1);
   // And a redirect after comments is still one, in the specification's own malformed spelling.
-  assert.deepEqual(xmlRedirect(`<?xml version="1.0"?>${'<!-- c -->'.repeat(40)}\n<redirect>\n<newLocation>http://new.example/feed<newLocation>\n</redirect>`), { newLocation: 'http://new.example/feed' });
+  assert.deepEqual(
+    xmlRedirect(
+      `<?xml version="1.0"?>${'<!-- c -->'.repeat(40)}\n<redirect>\n<newLocation>http://new.example/feed<newLocation>\n</redirect>`,
+    ),
+    { newLocation: 'http://new.example/feed' },
+  );
 });

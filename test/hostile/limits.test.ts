@@ -52,7 +52,11 @@ async function trickle(c: Conn, text: string, everyMs: number, maxMs: number): P
 }
 
 async function ping(): Promise<boolean> {
-  const res = await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Fine', uniqueUrl('limits')]) });
+  const res = await fetch(`${t.url}/RPC2`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/xml' },
+    body: methodCall('weblogUpdates.ping', ['Fine', uniqueUrl('limits')]),
+  });
   return readReply(res.status, await res.text()).flerror === false;
 }
 

@@ -12,7 +12,19 @@ import { FUZZ_SEED, runs } from './generators.js';
 
 // What the issue names, at least: loopback, private, link-local, CGNAT, multicast, cloud metadata,
 // unspecified; IPv4 and IPv6.
-const MUST_BLOCK_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.168.0.0/16', '224.0.0.0/4', '240.0.0.0/4', '255.255.255.255/32', '192.0.0.0/24'];
+const MUST_BLOCK_V4 = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+  '255.255.255.255/32',
+  '192.0.0.0/24',
+];
 const MUST_BLOCK_V6 = ['::/128', '::1/128', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8', '64:ff9b:1::/48'];
 
 const ref4 = new BlockList();
@@ -66,48 +78,115 @@ test('every address the issue names is refused, in every IPv6 embedding, whateve
     { seed: FUZZ_SEED, numRuns: n },
   );
   fc.assert(
-    fc.property(fc.oneof(fc.ipV6(), fc.constantFrom('::', '::1', 'fe80::1%eth0', 'FE80::1', 'fc00::', 'fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ff02::1', 'fec0::1', 'fd00:ec2::254', '0:0:0:0:0:0:0:1', '0000:0000:0000:0000:0000:0000:0000:0001')), (v6) => {
-      if (!ref6.check(v6.replace(/%.*$/, ''), 'ipv6')) return;
-      blocked++;
-      assert.equal(checkAddress(v6).allowed, false, v6);
-    }),
+    fc.property(
+      fc.oneof(
+        fc.ipV6(),
+        fc.constantFrom(
+          '::',
+          '::1',
+          'fe80::1%eth0',
+          'FE80::1',
+          'fc00::',
+          'fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+          'ff02::1',
+          'fec0::1',
+          'fd00:ec2::254',
+          '0:0:0:0:0:0:0:1',
+          '0000:0000:0000:0000:0000:0000:0000:0001',
+        ),
+      ),
+      (v6) => {
+        if (!ref6.check(v6.replace(/%.*$/, ''), 'ipv6')) return;
+        blocked++;
+        assert.equal(checkAddress(v6).allowed, false, v6);
+      },
+    ),
     { seed: FUZZ_SEED + 1, numRuns: n },
   );
-  ctx.diagnostic(`${2 * n} addresses generated, ${blocked} in forbidden ranges, each also checked in ${embeddings('1.2.3.4').length} IPv6 embeddings`);
+  ctx.diagnostic(
+    `${2 * n} addresses generated, ${blocked} in forbidden ranges, each also checked in ${embeddings('1.2.3.4').length} IPv6 embeddings`,
+  );
 });
 
 test('range boundaries: first and last address inside are refused, the neighbours outside are allowed', () => {
   const cases: [string, boolean][] = [
-    ['9.255.255.255', true], ['10.0.0.0', false], ['10.255.255.255', false], ['11.0.0.0', true],
-    ['100.63.255.255', true], ['100.64.0.0', false], ['100.127.255.255', false], ['100.128.0.0', true],
-    ['126.255.255.255', true], ['127.0.0.0', false], ['127.255.255.255', false], ['128.0.0.0', true],
-    ['169.253.255.255', true], ['169.254.0.0', false], ['169.254.255.255', false], ['169.255.0.0', true],
-    ['172.15.255.255', true], ['172.16.0.0', false], ['172.31.255.255', false], ['172.32.0.0', true],
-    ['192.167.255.255', true], ['192.168.0.0', false], ['192.168.255.255', false], ['192.169.0.0', true],
-    ['223.255.255.255', true], ['224.0.0.0', false], ['239.255.255.255', false],
-    ['0.255.255.255', false], ['1.0.0.0', true],
-    ['fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', true], ['fc00::', false], ['fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
-    ['fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff', true], ['fe80::', false], ['febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
-    ['feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false], ['ff00::', false], ['ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
-    ['::2', false], ['::ffff:9.255.255.255', true], ['::ffff:10.0.0.0', false],
-    ['64:ff9b::a00:0', false], ['64:ff9b::909:909', true], ['2002:0a00:0000::', false], ['2002:0909:0909::', true],
+    ['9.255.255.255', true],
+    ['10.0.0.0', false],
+    ['10.255.255.255', false],
+    ['11.0.0.0', true],
+    ['100.63.255.255', true],
+    ['100.64.0.0', false],
+    ['100.127.255.255', false],
+    ['100.128.0.0', true],
+    ['126.255.255.255', true],
+    ['127.0.0.0', false],
+    ['127.255.255.255', false],
+    ['128.0.0.0', true],
+    ['169.253.255.255', true],
+    ['169.254.0.0', false],
+    ['169.254.255.255', false],
+    ['169.255.0.0', true],
+    ['172.15.255.255', true],
+    ['172.16.0.0', false],
+    ['172.31.255.255', false],
+    ['172.32.0.0', true],
+    ['192.167.255.255', true],
+    ['192.168.0.0', false],
+    ['192.168.255.255', false],
+    ['192.169.0.0', true],
+    ['223.255.255.255', true],
+    ['224.0.0.0', false],
+    ['239.255.255.255', false],
+    ['0.255.255.255', false],
+    ['1.0.0.0', true],
+    ['fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', true],
+    ['fc00::', false],
+    ['fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
+    ['fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff', true],
+    ['fe80::', false],
+    ['febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
+    ['feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
+    ['ff00::', false],
+    ['ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', false],
+    ['::2', false],
+    ['::ffff:9.255.255.255', true],
+    ['::ffff:10.0.0.0', false],
+    ['64:ff9b::a00:0', false],
+    ['64:ff9b::909:909', true],
+    ['2002:0a00:0000::', false],
+    ['2002:0909:0909::', true],
   ];
   for (const [ip, allowed] of cases) assert.equal(checkAddress(ip).allowed, allowed, ip);
 });
 
 test('cloud metadata endpoints, IPv4 and IPv6, in every spelling', () => {
-  for (const a of ['169.254.169.254', '::ffff:169.254.169.254', '::ffff:a9fe:a9fe', '64:ff9b::a9fe:a9fe', '2002:a9fe:a9fe::', 'fd00:ec2::254', 'FD00:EC2:0:0:0:0:0:254', '169.254.170.2', '100.100.100.200']) {
+  for (const a of [
+    '169.254.169.254',
+    '::ffff:169.254.169.254',
+    '::ffff:a9fe:a9fe',
+    '64:ff9b::a9fe:a9fe',
+    '2002:a9fe:a9fe::',
+    'fd00:ec2::254',
+    'FD00:EC2:0:0:0:0:0:254',
+    '169.254.170.2',
+    '100.100.100.200',
+  ]) {
     assert.equal(checkAddress(a).allowed, false, a);
   }
 });
 
 test('a DNS answer is judged whole: one forbidden record among public ones refuses the host', () => {
   fc.assert(
-    fc.property(fc.array(fc.constantFrom('93.184.216.34', '2606:4700::1111', '8.8.8.8'), { maxLength: 4 }), fc.constantFrom('127.0.0.1', '::1', '10.1.1.1', '::ffff:192.168.0.1', 'fe80::1', '169.254.169.254'), fc.nat(), (pub, bad, at) => {
-      const list: string[] = [...pub];
-      list.splice(at % (list.length + 1), 0, bad);
-      assert.equal(checkAddresses(list).allowed, false, list.join(','));
-    }),
+    fc.property(
+      fc.array(fc.constantFrom('93.184.216.34', '2606:4700::1111', '8.8.8.8'), { maxLength: 4 }),
+      fc.constantFrom('127.0.0.1', '::1', '10.1.1.1', '::ffff:192.168.0.1', 'fe80::1', '169.254.169.254'),
+      fc.nat(),
+      (pub, bad, at) => {
+        const list: string[] = [...pub];
+        list.splice(at % (list.length + 1), 0, bad);
+        assert.equal(checkAddresses(list).allowed, false, list.join(','));
+      },
+    ),
     { seed: FUZZ_SEED + 2, numRuns: runs(500) },
   );
 });
@@ -137,17 +216,42 @@ test('SafeFetcher refuses sneaky literal hosts and hostile DNS answers before co
     },
   });
   const literals = [
-    'http://127.0.0.1/', 'http://127.1/', 'http://0x7f.0.0.1/', 'http://0177.0.0.1/', 'http://2130706433/', 'http://0x7f000001/',
-    'http://[::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[0:0:0:0:0:ffff:7f00:1]/', 'http://[::ffff:a9fe:a9fe]/latest/meta-data/',
-    'http://169.254.169.254/latest/meta-data/', 'http://[fd00:ec2::254]/', 'http://0.0.0.0:8080/', 'http://[::]/', 'http://10.0.0.1./',
-    'http://[fe80::1%25eth0]/', 'http://192.168.1.1:22/', 'http://100.64.0.1/', 'http://[64:ff9b::a00:1]/', 'http://[2002:7f00:1::]/',
-    'https://127.0.0.1:443/', 'http://①②⑦.0.0.1/',
+    'http://127.0.0.1/',
+    'http://127.1/',
+    'http://0x7f.0.0.1/',
+    'http://0177.0.0.1/',
+    'http://2130706433/',
+    'http://0x7f000001/',
+    'http://[::1]/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[0:0:0:0:0:ffff:7f00:1]/',
+    'http://[::ffff:a9fe:a9fe]/latest/meta-data/',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[fd00:ec2::254]/',
+    'http://0.0.0.0:8080/',
+    'http://[::]/',
+    'http://10.0.0.1./',
+    'http://[fe80::1%25eth0]/',
+    'http://192.168.1.1:22/',
+    'http://100.64.0.1/',
+    'http://[64:ff9b::a00:1]/',
+    'http://[2002:7f00:1::]/',
+    'https://127.0.0.1:443/',
+    'http://①②⑦.0.0.1/',
   ];
   for (const url of literals) {
-    await assert.rejects(fetcher.get(url), (e: unknown) => e instanceof FetchError && (e.code === 'FETCH_ADDRESS_BLOCKED' || e.code === 'FETCH_URL_INVALID'), url);
+    await assert.rejects(
+      fetcher.get(url),
+      (e: unknown) => e instanceof FetchError && (e.code === 'FETCH_ADDRESS_BLOCKED' || e.code === 'FETCH_URL_INVALID'),
+      url,
+    );
   }
   assert.deepEqual(resolved, [], 'literal addresses are checked as they are, never looked up');
   for (const host of Object.keys(dnsAnswers)) {
-    await assert.rejects(fetcher.get(`http://${host}/feed`), (e: unknown) => e instanceof FetchError && e.code === 'FETCH_ADDRESS_BLOCKED' && e.message.includes(host), host);
+    await assert.rejects(
+      fetcher.get(`http://${host}/feed`),
+      (e: unknown) => e instanceof FetchError && e.code === 'FETCH_ADDRESS_BLOCKED' && e.message.includes(host),
+      host,
+    );
   }
 });

@@ -21,18 +21,34 @@ after(async () => {
 // Every route pingd serves over HTTP. Adding one is a decision: if it administers anything, it needs the
 // ADMIN_TOKEN treatment (bearer token, constant-time comparison) and a test of its own.
 const PUBLIC_ROUTES = new Set([
-  'GET /', 'POST /', 'POST /RPC2', 'POST /rpc2', 'GET /ping', 'GET /pingSiteForm',
-  'POST /rssping', 'POST /rssping/:endpoint', 'GET /rssping/token',
-  'GET /changes.xml', 'GET /shortChanges.xml', 'GET /updates.xml', 'GET /:year(^\\d{4})/:month(^\\d{2})/:day(^\\d{2})/:hour(^\\d{2}).xml',
-  'GET /healthz', 'GET /readyz', 'GET /metrics',
+  'GET /',
+  'POST /',
+  'POST /RPC2',
+  'POST /rpc2',
+  'GET /ping',
+  'GET /pingSiteForm',
+  'POST /rssping',
+  'POST /rssping/:endpoint',
+  'GET /rssping/token',
+  'GET /changes.xml',
+  'GET /shortChanges.xml',
+  'GET /updates.xml',
+  'GET /:year(^\\d{4})/:month(^\\d{2})/:day(^\\d{2})/:hour(^\\d{2}).xml',
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
   // What verification knows of one weblog: read-only, public data (what its own feed and pings say).
   'GET /api/weblogs',
   // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), and WebSub
   // subscription requests (each verified with the subscriber's own callback before anything is stored).
-  'GET /stream', 'POST /websub',
+  'GET /stream',
+  'POST /websub',
   // Pages for people and the numbers behind the status page: read-only counts, hosts and weblogs that
   // pinged (what changes.xml publishes anyway), documents' ages, queue depths; the pages' static files.
-  'GET /weblog', 'GET /status', 'GET /api/stats', 'GET /assets/:file',
+  'GET /weblog',
+  'GET /status',
+  'GET /api/stats',
+  'GET /assets/:file',
 ]);
 
 // The operator's: every `pingd` command, and the subscriptions' callbacks and delivery health (open to
@@ -79,13 +95,20 @@ test('publisher passwords are stored sealed (AES-GCM under a key derived from RS
   const password = 'correct horse battery staple';
   const site = 'http://sealed.example.com/';
   await addPublisher(t.app.db, site, sealPassword(key, site, password));
-  const [raw] = await t.app.db.query<{ password_sealed: Uint8Array }>('select password_sealed from rssping_publishers where site_url = $1', [site]);
+  const [raw] = await t.app.db.query<{ password_sealed: Uint8Array }>(
+    'select password_sealed from rssping_publishers where site_url = $1',
+    [site],
+  );
   const bytes = Buffer.from(raw.password_sealed);
   assert.ok(!bytes.includes(Buffer.from(password)), 'the password is not in the row');
   assert.ok(!bytes.toString('latin1').includes('horse'));
   const row = await findPublisher(t.app.db, site);
   assert.equal(openPassword(key, site, row!.password_sealed), password);
-  assert.throws(() => openPassword(deriveKey('another-secret-0123456789abcdefghij'), site, row!.password_sealed), SecretBoxError, 'another key cannot open it');
+  assert.throws(
+    () => openPassword(deriveKey('another-secret-0123456789abcdefghij'), site, row!.password_sealed),
+    SecretBoxError,
+    'another key cannot open it',
+  );
   assert.throws(() => openPassword(key, 'http://other.example.com/', row!.password_sealed), SecretBoxError, 'bound to its site');
 });
 
@@ -96,7 +119,9 @@ test('a publisher endpoint works once: replaying it is refused, as is a made-up 
   await addPublisher(t.app.db, site, sealPassword(key, site, password));
   const tok = await t.app.inject({ method: 'GET', url: `/rssping/token?site_uri=${encodeURIComponent(site)}` });
   assert.equal(tok.statusCode, 200, tok.body);
-  const endpoint = createHash('sha1').update(site + password + tok.body).digest('hex');
+  const endpoint = createHash('sha1')
+    .update(site + password + tok.body)
+    .digest('hex');
   const doc = (n: number) =>
     `<rss_ping version=2><site_name>Replay</site_name><site_uri>${site}</site_uri><feed_uri type="RSS 2.0">${site}feed</feed_uri><payload type="RSS 2.0"><item><title>T${n}</title><link>${site}p${n}</link></item></payload></rss_ping>`;
   const first = await t.app.inject({ method: 'POST', url: `/rssping/${endpoint}`, payload: doc(1) });
@@ -105,6 +130,12 @@ test('a publisher endpoint works once: replaying it is refused, as is a made-up 
   const replay = await t.app.inject({ method: 'POST', url: `/rssping/${endpoint}`, payload: doc(2) });
   assert.equal(replay.statusCode, 401);
   assert.match(replay.body, /already used endpoint/);
-  const forged = await t.app.inject({ method: 'POST', url: `/rssping/${createHash('sha1').update(site + 'guess' + tok.body).digest('hex')}`, payload: doc(3) });
+  const forged = await t.app.inject({
+    method: 'POST',
+    url: `/rssping/${createHash('sha1')
+      .update(site + 'guess' + tok.body)
+      .digest('hex')}`,
+    payload: doc(3),
+  });
   assert.equal(forged.statusCode, 401);
 });

@@ -20,9 +20,14 @@ const old = uniqueUrl('old');
 const HOUR = 3_600_000;
 
 const cli = (args: string[], extra: Record<string, string> = {}) =>
-  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra }, encoding: 'utf8', timeout: 30_000 });
+  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
 
-const openDb = (): Promise<Db> => openDatabase({ databaseUrl: tdb.config.DATABASE_URL, dataDir: tdb.config.DATA_DIR ?? '', poolMax: 1, timeoutMs: 5000 });
+const openDb = (): Promise<Db> =>
+  openDatabase({ databaseUrl: tdb.config.DATABASE_URL, dataDir: tdb.config.DATA_DIR ?? '', poolMax: 1, timeoutMs: 5000 });
 
 before(async () => {
   tdb = await createTestDatabase();
@@ -33,7 +38,10 @@ before(async () => {
   for (let i = 0; i < 2; i++) await accept(quiet, 'Quiet blog');
   for (let i = 0; i < 3; i++) await accept(old, 'Old blog');
   // Two of the busy blog's pings were two hours ago; the old blog's pings are 40 days old.
-  await t.app.db.query(`update pings set received_at = received_at - interval '2 hours' where id in (select id from pings where url = $1 order by id limit 2)`, [busy]);
+  await t.app.db.query(
+    `update pings set received_at = received_at - interval '2 hours' where id in (select id from pings where url = $1 order by id limit 2)`,
+    [busy],
+  );
   await t.app.db.query(`update pings set received_at = received_at - interval '40 days' where url = $1`, [old]);
   await t.close(); // the CLI opens the database itself (on the embedded one, it must be free)
 });
@@ -46,17 +54,33 @@ test('pingd stats --json: totals, pings per UTC hour for the last day, most ping
   assert.equal(r.status, 0, r.stderr);
   const s = JSON.parse(r.stdout);
   assert.deepEqual(
-    { weblogs: s.totals.weblogs, accepted: s.totals.pingsAccepted, stored: s.totals.pingsStored, hour: s.totals.weblogsPingedLastHour, day: s.totals.weblogsPingedLastDay },
+    {
+      weblogs: s.totals.weblogs,
+      accepted: s.totals.pingsAccepted,
+      stored: s.totals.pingsStored,
+      hour: s.totals.weblogsPingedLastHour,
+      day: s.totals.weblogsPingedLastDay,
+    },
     { weblogs: 3, accepted: 10, stored: 10, hour: 3, day: 3 }, // last_ping_at of the old blog was not moved
   );
   assert.equal(s.perHour.length, 24);
   const db = await openDb();
   try {
     // Each stored ping of the last day is counted in the hour that holds it; nothing else is counted.
-    const times = (await db.query<{ received_at: Date }>('select received_at from pings where url <> $1', [old])).map((p) => new Date(p.received_at).getTime());
-    const expected = s.perHour.map((h: { hour: string }) => times.filter((t) => t >= Date.parse(h.hour) && t < Date.parse(h.hour) + HOUR).length);
-    assert.deepEqual(s.perHour.map((h: { pings: number }) => h.pings), expected);
-    assert.equal(expected.reduce((a: number, b: number) => a + b, 0), 7);
+    const times = (await db.query<{ received_at: Date }>('select received_at from pings where url <> $1', [old])).map((p) =>
+      new Date(p.received_at).getTime(),
+    );
+    const expected = s.perHour.map(
+      (h: { hour: string }) => times.filter((t) => t >= Date.parse(h.hour) && t < Date.parse(h.hour) + HOUR).length,
+    );
+    assert.deepEqual(
+      s.perHour.map((h: { pings: number }) => h.pings),
+      expected,
+    );
+    assert.equal(
+      expected.reduce((a: number, b: number) => a + b, 0),
+      7,
+    );
   } finally {
     await db.close();
   }
@@ -86,7 +110,15 @@ test('pingd stats prints a table a person can read', () => {
   // formatStats is pure: a weblog name cannot break the layout (quoted as JSON).
   const out = formatStats({
     generatedAt: new Date(0),
-    totals: { weblogs: 0, pingsAccepted: 0, pingsStored: 0, oldestStoredPing: null, newestPing: null, weblogsPingedLastHour: 0, weblogsPingedLastDay: 0 },
+    totals: {
+      weblogs: 0,
+      pingsAccepted: 0,
+      pingsStored: 0,
+      oldestStoredPing: null,
+      newestPing: null,
+      weblogsPingedLastHour: 0,
+      weblogsPingedLastDay: 0,
+    },
     perHour: [{ hour: new Date(Date.UTC(2026, 0, 2, 3)), pings: 0 }],
     top: [{ url: 'http://x.example/', name: 'two\nlines', pingCount: 1, lastPingAt: new Date(0) }],
   });
@@ -102,7 +134,10 @@ test('pingd prune: --dry-run counts, then deletes only pings older than --days, 
 
   const r = cli(['prune', '--days', '30']);
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /^deleted 3 pings received before \d{4}-\d\d-\d\dT[\d:.]+Z \(and 0 RSS Ping payloads, 0 verifications, 0 found items\)$/m);
+  assert.match(
+    r.stdout,
+    /^deleted 3 pings received before \d{4}-\d\d-\d\dT[\d:.]+Z \(and 0 RSS Ping payloads, 0 verifications, 0 found items\)$/m,
+  );
   assert.match(r.stdout, /^hourly archives are kept forever \(archive days = 0\)$/m);
   const db = await openDb();
   try {
@@ -163,7 +198,7 @@ test('usage errors exit 2 with the usage; --help exits 0 for prune and stats', a
   assert.match(real.stderr, /--days must be a whole number/);
 });
 
-test('prune exits 75 while another instance prunes; stats and prune exit 1 when the database is unavailable or held without a server\'s socket', async () => {
+test("prune exits 75 while another instance prunes; stats and prune exit 1 when the database is unavailable or held without a server's socket", async () => {
   if (BACKEND === 'postgres') {
     const other = new pg.Client({ connectionString: tdb.config.DATABASE_URL });
     await other.connect();
@@ -180,19 +215,30 @@ test('prune exits 75 while another instance prunes; stats and prune exit 1 when 
     // socket (test/operations/admin/commands-beside-server.test.ts); a holder without one (this process,
     // or a command running) keeps the CLI out, naming it, even where a crashed server left a socket file.
     const socket = adminSocketPath(tdb.config.DATA_DIR!);
-    const crashed = spawnSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    const crashed = spawnSync(process.execPath, [
+      '-e',
+      `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.kill(process.pid, 'SIGKILL'))`,
+    ]);
     assert.equal(crashed.signal, 'SIGKILL');
     const db = await openDb();
     try {
       assert.ok(existsSync(socket));
       // Not spawnSync: the holder's heartbeat must go on meanwhile, or its lock looks abandoned after 10 s.
       const r = await new Promise<{ status: number; stderr: string }>((resolve) =>
-        execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'stats'], { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000 }, (err, _out, stderr) =>
-          resolve({ status: err ? Number((err as { code?: unknown }).code) : 0, stderr }),
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', 'src/cli.ts', 'stats'],
+          { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000 },
+          (err, _out, stderr) => resolve({ status: err ? Number((err as { code?: unknown }).code) : 0, stderr }),
         ),
       );
       assert.equal(r.status, 1);
-      assert.match(r.stderr, new RegExp(`pingd stats: the embedded database in .* is in use by another pingd process \\(pid ${process.pid} on .+, alive \\d+ ms ago\\)`));
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `pingd stats: the embedded database in .* is in use by another pingd process \\(pid ${process.pid} on .+, alive \\d+ ms ago\\)`,
+        ),
+      );
     } finally {
       await db.close();
       rmSync(socket, { force: true });

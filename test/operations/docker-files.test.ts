@@ -61,11 +61,17 @@ test('the Dockerfile is multi-stage on an official Node LTS image, runs as node,
     ['node'],
     'the runtime stage drops root',
   );
-  const env = runtime.filter((i) => i.op === 'ENV').map((i) => i.args).join(' ');
+  const env = runtime
+    .filter((i) => i.op === 'ENV')
+    .map((i) => i.args)
+    .join(' ');
   assert.match(env, /\bHOST=0\.0\.0\.0\b/);
   assert.match(env, /\bPORT=8080\b/);
   assert.match(env, /\bNODE_ENV=production\b/);
-  assert.deepEqual(runtime.filter((i) => i.op === 'EXPOSE').map((i) => i.args), ['8080']);
+  assert.deepEqual(
+    runtime.filter((i) => i.op === 'EXPOSE').map((i) => i.args),
+    ['8080'],
+  );
 });
 
 test('the runtime installs production dependencies only and starts the command npm start runs, in exec form', () => {
@@ -74,7 +80,10 @@ test('the runtime installs production dependencies only and starts the command n
   assert.ok(install, 'npm ci in the runtime stage');
   assert.match(install, /npm ci --omit=dev --ignore-scripts\b/);
   const build = stages[0].filter((i) => i.op === 'RUN').map((i) => i.args);
-  assert.ok(build.some((r) => /\bnpm ci\b/.test(r) && !/--omit=dev/.test(r)), 'the build stage installs dev dependencies (tsc)');
+  assert.ok(
+    build.some((r) => /\bnpm ci\b/.test(r) && !/--omit=dev/.test(r)),
+    'the build stage installs dev dependencies (tsc)',
+  );
   assert.ok(build.includes('npm run build'));
 
   const cmd = runtime.find((i) => i.op === 'CMD');
@@ -82,8 +91,14 @@ test('the runtime installs production dependencies only and starts the command n
   const argv = JSON.parse(cmd.args) as string[]; // exec form: JSON, so no shell stands between Docker and node
   // npm start sets the glibc malloc settings the image sets as ENV, then runs the same command.
   const start = pkg.scripts.start.split(' ');
-  assert.deepEqual(start.filter((w: string) => /^MALLOC_/.test(w)), ['MALLOC_ARENA_MAX=2', 'MALLOC_MMAP_THRESHOLD_=131072']);
-  assert.deepEqual(argv, start.filter((w: string) => !/^MALLOC_/.test(w)));
+  assert.deepEqual(
+    start.filter((w: string) => /^MALLOC_/.test(w)),
+    ['MALLOC_ARENA_MAX=2', 'MALLOC_MMAP_THRESHOLD_=131072'],
+  );
+  assert.deepEqual(
+    argv,
+    start.filter((w: string) => !/^MALLOC_/.test(w)),
+  );
   assert.deepEqual(argv, ['node', 'bin/pingd.js', 'serve']);
   assert.equal(runtime.filter((i) => i.op === 'ENTRYPOINT').length, 0, 'no wrapper script in front of node');
 
@@ -95,14 +110,22 @@ test('the runtime installs production dependencies only and starts the command n
 
 test('the image gets everything the compiled CLI needs at run time, and the context leaves secrets out', () => {
   const copies = runtime.filter((i) => i.op === 'COPY').map((i) => i.args);
-  const sources = copies.flatMap((c) => c.replace(/--\S+\s+/g, '').split(/\s+/).slice(0, -1));
+  const sources = copies.flatMap((c) =>
+    c
+      .replace(/--\S+\s+/g, '')
+      .split(/\s+/)
+      .slice(0, -1),
+  );
   for (const needed of ['package.json', 'package-lock.json', 'bin', 'migrations', '/app/dist', 'src/web/views', 'src/web/assets']) {
     assert.ok(sources.includes(needed), `runtime stage copies ${needed}`);
   }
   assert.ok(copies.some((c) => c.startsWith('--from=build /app/dist')));
   // bin/pingd.js loads dist/cli.js; migrations are found relative to dist/db/.
   assert.match(read('bin/pingd.js'), /join\(root, 'dist', 'cli\.js'\)/);
-  const ignore = read('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const ignore = read('.dockerignore')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
   for (const p of ['.git', 'node_modules', 'dist', 'data', '.env']) assert.ok(ignore.includes(p), `.dockerignore has ${p}`);
   for (const p of ['src', 'bin', 'migrations', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
     assert.ok(!ignore.includes(p), `.dockerignore keeps ${p}`);
@@ -118,7 +141,9 @@ test('the image gets everything the compiled CLI needs at run time, and the cont
 
 test('the runtime needs no dev dependency, and carries none it does not use: "dependencies" is exactly what src/ imports', () => {
   const files = (dir: string): string[] =>
-    readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(`${dir}/${e.name}`) : e.name.endsWith('.ts') ? [`${dir}/${e.name}`] : []));
+    readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? files(`${dir}/${e.name}`) : e.name.endsWith('.ts') ? [`${dir}/${e.name}`] : [],
+    );
   const imported = new Set<string>();
   for (const f of files('src')) {
     const text = read(f);
@@ -130,9 +155,11 @@ test('the runtime needs no dev dependency, and carries none it does not use: "de
     }
   }
   assert.ok(imported.has('fastify') && imported.has('pg'), [...imported].join(' '));
-  for (const p of imported) assert.ok(p in pkg.dependencies, `${p} is imported by src/ but is not a production dependency (npm ci --omit=dev leaves it out)`);
+  for (const p of imported)
+    assert.ok(p in pkg.dependencies, `${p} is imported by src/ but is not a production dependency (npm ci --omit=dev leaves it out)`);
   // REGRESSION: xmlbuilder2 and xmlrpc sat in "dependencies" while src/ imported neither.
-  for (const p of Object.keys(pkg.dependencies)) assert.ok(imported.has(p), `${p} is a production dependency but src/ never imports it (a dev dependency, or none)`);
+  for (const p of Object.keys(pkg.dependencies))
+    assert.ok(imported.has(p), `${p} is a production dependency but src/ never imports it (a dev dependency, or none)`);
 });
 
 test('docker-compose.yml: the app waits for a healthy PostgreSQL, publishes only its own port, keeps data in a named volume', () => {
@@ -147,11 +174,18 @@ test('docker-compose.yml: the app waits for a healthy PostgreSQL, publishes only
   // Compose spells out the image's HEALTHCHECK: the same command, on /readyz.
   const imageCheck = runtime.find((i) => i.op === 'HEALTHCHECK')!.args;
   assert.deepEqual(['CMD', ...JSON.parse(imageCheck.replace(/^(--\S+\s+)*CMD\s+/, ''))], app.healthcheck.test);
-  for (const [k, v] of [['interval', '15s'], ['timeout', '5s'], ['start_period', '30s']]) {
+  for (const [k, v] of [
+    ['interval', '15s'],
+    ['timeout', '5s'],
+    ['start_period', '30s'],
+  ]) {
     assert.equal(app.healthcheck[k], v);
     assert.match(imageCheck, new RegExp(`--${k.replace('_', '-')}=${v}`));
   }
-  assert.match(app.environment.DATABASE_URL, /^postgres:\/\/\$\{POSTGRES_USER:-pingd\}:\$\{POSTGRES_PASSWORD:-pingd\}@postgres:5432\/\$\{POSTGRES_DB:-pingd\}$/);
+  assert.match(
+    app.environment.DATABASE_URL,
+    /^postgres:\/\/\$\{POSTGRES_USER:-pingd\}:\$\{POSTGRES_PASSWORD:-pingd\}@postgres:5432\/\$\{POSTGRES_DB:-pingd\}$/,
+  );
   // Longer than pingd's own bound, so Docker's SIGKILL never cuts a graceful shutdown short.
   const grace = Number(/^(\d+)s$/.exec(app.stop_grace_period)![1]);
   assert.ok(grace * 1000 > Number(describeConfig().find((c) => c.name === 'SHUTDOWN_TIMEOUT_MS')!.default));

@@ -50,12 +50,20 @@ test('at LOG_LEVEL=debug every request logs JSON lines with its reqId, echoed as
   const config = testConfig(tdb, { LOG_LEVEL: 'debug', METRICS_TOKEN: TOKEN, DATABASE_URL: withPassword(tdb.config.DATABASE_URL) });
   const app = await buildApp({ config, logStream: cap.stream });
   try {
-    const ping = await app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['Log blog', uniqueUrl('log')]) });
+    const ping = await app.inject({
+      method: 'POST',
+      url: '/RPC2',
+      headers: { 'content-type': 'text/xml' },
+      payload: methodCall('weblogUpdates.ping', ['Log blog', uniqueUrl('log')]),
+    });
     assert.match(ping.body, /<boolean>0<\/boolean>/);
     const id = ping.headers['x-request-id'] as string;
     assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     const mine = cap.lines.filter((l) => l.reqId === id);
-    assert.ok(mine.some((l) => l.msg === 'incoming request'), JSON.stringify(cap.lines.slice(-3)));
+    assert.ok(
+      mine.some((l) => l.msg === 'incoming request'),
+      JSON.stringify(cap.lines.slice(-3)),
+    );
     assert.ok(mine.some((l) => l.msg === 'request completed' && (l.res as { statusCode: number }).statusCode === 200));
     for (const l of mine) assert.equal(typeof l.time, 'number');
 
@@ -74,7 +82,10 @@ test('at LOG_LEVEL=debug every request logs JSON lines with its reqId, echoed as
 test('LOG_LEVEL is honoured: at warn, info lines are not written', async () => {
   const tdb = await createTestDatabase();
   dbs.push(tdb);
-  for (const [level, expectInfo] of [['warn', false], ['info', true]] as const) {
+  for (const [level, expectInfo] of [
+    ['warn', false],
+    ['info', true],
+  ] as const) {
     const cap = capture();
     const app = await buildApp({ config: testConfig(tdb, { LOG_LEVEL: level }), logStream: cap.stream });
     await app.ready();
@@ -103,7 +114,10 @@ test('a proxy X-Request-Id is kept only behind a trusted proxy, and only when it
 });
 
 test('safeConfig and redactUrl mask passwords and tokens', () => {
-  assert.equal(redactUrl('postgres://pingd:hunter2@db:5432/pingd?sslpassword=x&application_name=a'), 'postgres://redacted:redacted@db:5432/pingd?sslpassword=redacted&application_name=a');
+  assert.equal(
+    redactUrl('postgres://pingd:hunter2@db:5432/pingd?sslpassword=x&application_name=a'),
+    'postgres://redacted:redacted@db:5432/pingd?sslpassword=redacted&application_name=a',
+  );
   const tdb = { config: { DATABASE_URL: 'postgres://u:hunter2@h/d' }, drop: async () => undefined };
   const c = safeConfig(testConfig(tdb, { METRICS_TOKEN: 'tok-123' }));
   const text = JSON.stringify(c);
@@ -113,21 +127,38 @@ test('safeConfig and redactUrl mask passwords and tokens', () => {
   assert.equal(c.PORT, 8080);
 });
 
-test('credentials in a list setting (RELAY_TARGETS) are masked in the logged configuration, by the table\'s secret mark', () => {
+test("credentials in a list setting (RELAY_TARGETS) are masked in the logged configuration, by the table's secret mark", () => {
   const tdb = { config: {}, drop: async () => undefined };
-  const targets = ['http://relayuser:relaypass@127.0.0.1:9/RPC2', 'http://127.0.0.1:9/ping?token=relaytoken', 'http://apikey123@127.0.0.1:9/'];
+  const targets = [
+    'http://relayuser:relaypass@127.0.0.1:9/RPC2',
+    'http://127.0.0.1:9/ping?token=relaytoken',
+    'http://apikey123@127.0.0.1:9/',
+  ];
   const c = safeConfig(testConfig(tdb, { RELAY_TARGETS: Object.freeze(targets) }));
   const text = JSON.stringify(c);
-  for (const secret of ['relayuser', 'relaypass', 'relaytoken', 'apikey123']) assert.ok(!text.includes(secret), `${secret} leaked: ${text}`);
-  assert.deepEqual(c.RELAY_TARGETS, ['http://redacted:redacted@127.0.0.1:9/RPC2', 'http://127.0.0.1:9/ping?token=redacted', 'http://redacted@127.0.0.1:9/']);
+  for (const secret of ['relayuser', 'relaypass', 'relaytoken', 'apikey123'])
+    assert.ok(!text.includes(secret), `${secret} leaked: ${text}`);
+  assert.deepEqual(c.RELAY_TARGETS, [
+    'http://redacted:redacted@127.0.0.1:9/RPC2',
+    'http://127.0.0.1:9/ping?token=redacted',
+    'http://redacted@127.0.0.1:9/',
+  ]);
   // Every secret-looking name in the table carries the mark (a new token without it fails here).
-  for (const row of describeConfig()) if (/TOKEN|SECRET|PASSWORD|DATABASE_URL|TARGETS/.test(row.name)) assert.ok(row.secret, `${row.name} is not marked secret`);
+  for (const row of describeConfig())
+    if (/TOKEN|SECRET|PASSWORD|DATABASE_URL|TARGETS/.test(row.name)) assert.ok(row.secret, `${row.name} is not marked secret`);
 });
 
 test('the real process: a start against an unreachable database fails with exit 1 and never prints the password', async () => {
   // (The startup line of a process that does start is checked in shutdown.test.ts.)
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
-    env: { ...process.env, LOG_LEVEL: 'info', PORT: '0', DATABASE_URL: `postgres://pingd:${PASSWORD}@127.0.0.1:1/pingd`, DB_TIMEOUT_MS: '1000', METRICS_TOKEN: TOKEN },
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'info',
+      PORT: '0',
+      DATABASE_URL: `postgres://pingd:${PASSWORD}@127.0.0.1:1/pingd`,
+      DB_TIMEOUT_MS: '1000',
+      METRICS_TOKEN: TOKEN,
+    },
     encoding: 'utf8',
     timeout: 20_000,
   });

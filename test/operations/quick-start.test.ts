@@ -22,7 +22,10 @@ function tryIt(): string[] {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   const block = /Try it:\n\n```sh\n([\s\S]*?)\n```/.exec(readme);
   assert.ok(block, 'the README has a "Try it:" block');
-  return block[1].replace(/\\\n\s*/g, '').split('\n').filter((l) => l.trim() !== '');
+  return block[1]
+    .replace(/\\\n\s*/g, '')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
 }
 
 // curl runs asynchronously: the server answering it lives in this process's event loop.
@@ -33,7 +36,10 @@ test('the README\'s "Try it" commands each get "Thanks for the ping." (the secon
   assert.equal(commands.length, 2);
   for (const cmd of commands) {
     assert.match(cmd, /^curl /);
-    const r = await run('sh', ['-c', `${cmd.replaceAll('http://localhost:8080', t.url)} -w '\\n%{http_code}'`], { encoding: 'utf8', timeout: 30_000 });
+    const r = await run('sh', ['-c', `${cmd.replaceAll('http://localhost:8080', t.url)} -w '\\n%{http_code}'`], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     const status = r.stdout.trim().split('\n').pop();
     assert.equal(status, '200', `${cmd}\n${r.stdout}`);
     assert.match(r.stdout, /Thanks for the ping\./, cmd);

@@ -42,11 +42,21 @@ test('a user, password or query token in RELAY_TARGETS never reaches the logs, /
     assert.match(metrics.body, /pingd_relay/, 'the relay metrics are there');
     assert.deepEqual(leaked(metrics.body), [], 'the /metrics labels leaked');
 
-    const status = await app.inject({ method: 'POST', url: '/api/admin/cli', headers: { authorization: `Bearer ${ADMIN}` }, payload: { argv: ['relay', 'status'] } });
+    const status = await app.inject({
+      method: 'POST',
+      url: '/api/admin/cli',
+      headers: { authorization: `Bearer ${ADMIN}` },
+      payload: { argv: ['relay', 'status'] },
+    });
     assert.equal(status.statusCode, 200, status.body);
     assert.match(status.body, /127\.0\.0\.1:9/, 'relay status names the targets');
     assert.deepEqual(leaked(status.body), [], 'relay status leaked');
-    const json = await app.inject({ method: 'POST', url: '/api/admin/cli', headers: { authorization: `Bearer ${ADMIN}` }, payload: { argv: ['relay', 'status', '--json'] } });
+    const json = await app.inject({
+      method: 'POST',
+      url: '/api/admin/cli',
+      headers: { authorization: `Bearer ${ADMIN}` },
+      payload: { argv: ['relay', 'status', '--json'] },
+    });
     assert.equal(json.statusCode, 200, json.body);
     assert.deepEqual(leaked(json.body), [], 'relay status --json leaked');
 

@@ -20,7 +20,10 @@ test('bad values fail fast naming the variable', () => {
     [{ PORT: 'eighty' }, 'PORT must be an integer, got "eighty"'],
     [{ PORT: '70000' }, 'PORT must be between 0 and 65535, got 70000'],
     [{ PING_MIN_INTERVAL: '-1' }, 'PING_MIN_INTERVAL must be between 0 and 604800, got -1'],
-    [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; "maybe" is none of these'],
+    [
+      { TRUST_PROXY: 'maybe' },
+      'TRUST_PROXY must be false, a number of proxy hops (1-10), or proxy addresses/CIDR ranges; "maybe" is none of these',
+    ],
     [{ TRUST_PROXY: '11' }, 'TRUST_PROXY must be between 1 and 10, got 11'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a postgres:// URL, got scheme mysql:'],
@@ -28,7 +31,12 @@ test('bad values fail fast naming the variable', () => {
     [{ RENDER_CRON: '* *' }, 'RENDER_CRON must be a cron expression of 5 or 6 fields, got "* *"'],
     [{ ADMIN_TOKEN: 'letmein' }, 'ADMIN_TOKEN must be at least 16 characters (e.g. `openssl rand -hex 32`), got 7'],
   ];
-  for (const [env, msg] of bad) assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && e.message === msg, msg);
+  for (const [env, msg] of bad)
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && e.message === msg,
+      msg,
+    );
 });
 
 test('booleans and URLs parse', () => {

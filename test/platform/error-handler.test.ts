@@ -15,7 +15,10 @@ test('a database failure under /api answers 503 without the driver\'s message (i
     const body = r.json();
     assert.equal(body.code, 'DB_QUERY_FAILED');
     assert.equal(body.requestId, r.headers['x-request-id']);
-    assert.equal(body.message, 'The service cannot answer this request right now (its database or a queue is busy or down); try again shortly.');
+    assert.equal(
+      body.message,
+      'The service cannot answer this request right now (its database or a queue is busy or down); try again shortly.',
+    );
     assert.doesNotMatch(r.body, /closed|private-path|embedded/);
   } finally {
     await t.close();

@@ -38,7 +38,18 @@ test('each error class carries its code and the status the table gives it', () =
 
 test('no two error classes share a name, and every code in the table is an UPPER_SNAKE name', () => {
   for (const code of Object.keys(ERROR_STATUS)) assert.match(code, /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$/);
-  const names = [ConfigError, DatabaseError, FetchError, CharsetError, PingValidationError, StorageUnavailableError, RssPingError, SecretBoxError, XmlRpcFault, BlocklistFileError].map((c) => c.name);
+  const names = [
+    ConfigError,
+    DatabaseError,
+    FetchError,
+    CharsetError,
+    PingValidationError,
+    StorageUnavailableError,
+    RssPingError,
+    SecretBoxError,
+    XmlRpcFault,
+    BlocklistFileError,
+  ].map((c) => c.name);
   assert.equal(new Set(names).size, names.length);
 });
 
@@ -48,7 +59,12 @@ test('withContext wraps a failure with what was being done, keeping the cause', 
     withContext('reading the clock', async () => {
       throw cause;
     }),
-    (err: unknown) => err instanceof PingdError && err.code === 'DB_QUERY_FAILED' && err.statusCode === 503 && err.message === 'reading the clock: connection refused' && err.cause === cause,
+    (err: unknown) =>
+      err instanceof PingdError &&
+      err.code === 'DB_QUERY_FAILED' &&
+      err.statusCode === 503 &&
+      err.message === 'reading the clock: connection refused' &&
+      err.cause === cause,
   );
   assert.equal(await withContext('fine', async () => 42), 42);
 });

@@ -43,14 +43,17 @@ test('GET /pingSiteForm: a parameter repeated more than MAX_REPEATS times is ref
 
 // The documents' routes check ?since= in the handler (no querystring schema runs on every poll), with the same
 // bounds, and refuse in their own plain-text form.
-test('GET /changes.xml?since=: a value far longer than a cursor is refused with a 400 in the document\'s own text form', async () => {
+test("GET /changes.xml?since=: a value far longer than a cursor is refused with a 400 in the document's own text form", async () => {
   const res = await get(`/changes.xml?since=${'a'.repeat(65)}`);
   assert.equal(res.statusCode, 400);
   assert.match(res.headers['content-type'] as string, /^text\/plain/);
-  assert.equal(res.body, 'since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n');
+  assert.equal(
+    res.body,
+    'since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n',
+  );
 });
 
-test('GET /rssping/token: an absurd site_uri is refused with a 400 in the route\'s own text form', async () => {
+test("GET /rssping/token: an absurd site_uri is refused with a 400 in the route's own text form", async () => {
   const res = await get(`/rssping/token?site_uri=${'a'.repeat(8200)}`);
   assert.equal(res.statusCode, 400);
   assert.match(res.body, /querystring\/site_uri must NOT have more than 8192 characters/);

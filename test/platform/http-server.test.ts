@@ -33,7 +33,11 @@ function request(base: string, path: string, headers: Record<string, string>, me
 }
 
 const stable = (h: http.IncomingHttpHeaders | Record<string, unknown>) =>
-  Object.fromEntries(Object.entries(h).filter(([k]) => !PER_REQUEST.has(k)).sort(([a], [b]) => a.localeCompare(b)));
+  Object.fromEntries(
+    Object.entries(h)
+      .filter(([k]) => !PER_REQUEST.has(k))
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
 
 async function count304(t: TestApp, route: string, method = 'GET'): Promise<number> {
   const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
@@ -54,7 +58,7 @@ describe('early answers', () => {
   });
   after(() => t.close());
 
-  test('a poll naming the current ETag: the route\'s 304 head, its own request id, counted once', async () => {
+  test("a poll naming the current ETag: the route's 304 head, its own request id, counted once", async () => {
     const headers = { 'accept-encoding': 'gzip', 'if-none-match': etag, host: 'polls.example.net:8080' };
     const before = await count304(t, '/shortChanges.xml');
     const written = t.app.earlyAnswers.written;
@@ -66,7 +70,10 @@ describe('early answers', () => {
     assert.equal(routed.statusCode, 304);
     assert.equal(early.body, '');
     assert.deepEqual(stable(early.headers), stable(routed.headers));
-    assert.equal(early.headers.link, '<http://polls.example.net:8080/websub>; rel="hub", <http://polls.example.net:8080/shortChanges.xml>; rel="self"');
+    assert.equal(
+      early.headers.link,
+      '<http://polls.example.net:8080/websub>; rel="hub", <http://polls.example.net:8080/shortChanges.xml>; rel="self"',
+    );
     assert.match(String(early.headers['x-request-id']), ID);
     assert.notEqual(early.headers['x-request-id'], routed.headers['x-request-id']);
     assert.equal(await count304(t, '/shortChanges.xml'), before + 2, 'the early 304 and the routed one');
@@ -122,7 +129,13 @@ test('EarlyAnswers: exact URL, GET and HEAD only, one answer per URL', () => {
     });
   };
   const req = (method: string, url: string) => ({ method, url, headers: {} }) as unknown as http.IncomingMessage;
-  for (const [m, u, want] of [['GET', '/a.xml', true], ['HEAD', '/a.xml', true], ['POST', '/a.xml', false], ['GET', '/a.xml?x=1', false], ['GET', '/b.xml', false]] as const) {
+  for (const [m, u, want] of [
+    ['GET', '/a.xml', true],
+    ['HEAD', '/a.xml', true],
+    ['POST', '/a.xml', false],
+    ['GET', '/a.xml?x=1', false],
+    ['GET', '/b.xml', false],
+  ] as const) {
     const r = res();
     assert.equal(early.answer(req(m, u), r as unknown as http.ServerResponse), want, `${m} ${u}`);
     if (want) assert.deepEqual([r.status, r.headers, r.ended], [304, { 'x-request-id': 'id', etag: '"x"' }, true]);

@@ -18,7 +18,13 @@ test('a plain histogram and counter expose the same text as prom-client for the 
   const ours = new Registry();
   const theirs = new Registry();
   const h = new PlainHistogram('x_seconds', 'Help "quoted" \\ text.', buckets, ours);
-  const ph = new Histogram({ name: 'x_seconds', help: 'Help "quoted" \\ text.', labelNames: ['route', 'method', 'status_code'], buckets, registers: [theirs] });
+  const ph = new Histogram({
+    name: 'x_seconds',
+    help: 'Help "quoted" \\ text.',
+    labelNames: ['route', 'method', 'status_code'],
+    buckets,
+    registers: [theirs],
+  });
   const c = new PlainCounter('y_total', 'Counted.', ours);
   const pc = new Counter({ name: 'y_total', help: 'Counted.', labelNames: ['document', 'status'], registers: [theirs] });
   for (const [route, method, status, v] of observations) {

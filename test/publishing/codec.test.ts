@@ -6,7 +6,13 @@ import { spawnSync } from 'node:child_process';
 import zlib from 'node:zlib';
 import { brotliOptions, brotliTail, createCompressor, flushKind, gzipTail, tailLength } from '../../src/publishing/codec.js';
 
-async function cutStream(enc: 'gzip' | 'br', head: string, entries: string[], cuts: number[], sized = { expectedBytes: 0, distinct: false }): Promise<{ bytes: Buffer; at: Map<number, number> }> {
+async function cutStream(
+  enc: 'gzip' | 'br',
+  head: string,
+  entries: string[],
+  cuts: number[],
+  sized = { expectedBytes: 0, distinct: false },
+): Promise<{ bytes: Buffer; at: Map<number, number> }> {
   const z = createCompressor(enc, sized.expectedBytes, sized.distinct);
   const out: Buffer[] = [];
   let n = 0;
@@ -70,7 +76,8 @@ test('brotli: every cut + tail is a complete brotli stream', async () => {
 });
 
 test('brotli window: a live document over 1 MiB gets 1 MiB (LGWIN 20); an archive keeps the default up to 16 MiB', () => {
-  const lgwin = (bytes: number, distinct: boolean) => (brotliOptions(bytes, distinct).params as Record<number, number>)[zlib.constants.BROTLI_PARAM_LGWIN];
+  const lgwin = (bytes: number, distinct: boolean) =>
+    (brotliOptions(bytes, distinct).params as Record<number, number>)[zlib.constants.BROTLI_PARAM_LGWIN];
   assert.equal(lgwin(8 << 20, true), 20);
   assert.equal(lgwin(1 << 20, true), undefined); // quality 4, but small enough for the default window
   assert.equal(lgwin(8 << 20, false), undefined);
@@ -78,7 +85,7 @@ test('brotli window: a live document over 1 MiB gets 1 MiB (LGWIN 20); an archiv
   assert.equal(lgwin(200 << 10, true), undefined); // quality 11: small documents keep their best settings
 });
 
-test('brotli with the live documents\' 1 MiB window: cuts + tail still decode, across more than a window', async () => {
+test("brotli with the live documents' 1 MiB window: cuts + tail still decode, across more than a window", async () => {
   const many = Array.from({ length: 30_000 }, (_, i) => ` <weblog name="Blog ${i} ünï" url="http://b${i}.example.com/" when="${i}"/>\n`);
   const at = [0, 9_000, 30_000];
   const { bytes, at: cut } = await cutStream('br', head, many, at, { expectedBytes: 8 << 20, distinct: true });

@@ -31,17 +31,22 @@ export async function insertPings(q: Queryable, pings: TestPing[]): Promise<void
        returning id`,
       [p.url, p.name, p.rssUrl ?? null, at],
     );
-    await q.query(
-      `insert into pings (weblog_id, received_at, method, name, url, rss_url) values ($1, $2, $3, $4, $5, $6)`,
-      [w.id, at, p.method ?? 'ping', p.name, p.url, p.rssUrl ?? null],
-    );
+    await q.query(`insert into pings (weblog_id, received_at, method, name, url, rss_url) values ($1, $2, $3, $4, $5, $6)`, [
+      w.id,
+      at,
+      p.method ?? 'ping',
+      p.name,
+      p.url,
+      p.rssUrl ?? null,
+    ]);
   }
   await countAccepted(q, pings.length);
 }
 
 /** Adds to the running total of accepted pings, as intake's batch statement does (migrations/009_ping_totals.sql). */
 async function countAccepted(q: Queryable, n: number): Promise<void> {
-  if (n > 0) await q.query('insert into ping_totals as t (slot, n) values (0, $1) on conflict (slot) do update set n = t.n + excluded.n', [n]);
+  if (n > 0)
+    await q.query('insert into ping_totals as t (slot, n) values (0, $1) on conflict (slot) do update set n = t.n + excluded.n', [n]);
 }
 
 /**

@@ -34,7 +34,8 @@ describe('two instances on one database', () => {
       try {
         await assert.rejects(
           buildApp({ config: testConfig(a.db, { RENDER_SCHEDULER: false }), logger: false }),
-          (err: Error & { code?: string }) => err.code === 'DB_LOCKED' && /in use by another pingd process|already open in this process/.test(err.message),
+          (err: Error & { code?: string }) =>
+            err.code === 'DB_LOCKED' && /in use by another pingd process|already open in this process/.test(err.message),
         );
         // Within the one process, renders never overlap either: a tick asked for while one runs is skipped.
         const g = gate();
@@ -62,9 +63,13 @@ describe('two instances on one database', () => {
     const admin = new pg.Client({ connectionString: db.config.DATABASE_URL });
     await admin.connect();
     try {
-      for (let i = 0; i < 3; i++) assert.equal((await a.app.pings.accept({ method: 'ping', name: `Blog ${i}`, url: uniqueUrl() })).ok, true);
+      for (let i = 0; i < 3; i++)
+        assert.equal((await a.app.pings.accept({ method: 'ping', name: `Blog ${i}`, url: uniqueUrl() })).ok, true);
 
-      for (const [holder, other] of [[a, b], [b, a]] as const) {
+      for (const [holder, other] of [
+        [a, b],
+        [b, a],
+      ] as const) {
         const g = gate();
         let inside!: () => void;
         const entered = new Promise<void>((r) => (inside = r));
@@ -125,8 +130,14 @@ describe('the cursor and pings still being committed', () => {
         try {
           await c.query('begin');
           const [{ stamp }] = (await c.query(`select (extract(epoch from now()) * 1000000)::bigint as stamp`)).rows as { stamp: string }[];
-          const w = await c.query(`insert into weblogs (url, name, first_ping_at, last_ping_at) values ($1, 'Late', now(), now()) returning id`, [late]);
-          await c.query(`insert into pings (weblog_id, received_at, method, name, url) values ($1, now(), 'ping', 'Late', $2)`, [w.rows[0].id, late]);
+          const w = await c.query(
+            `insert into weblogs (url, name, first_ping_at, last_ping_at) values ($1, 'Late', now(), now()) returning id`,
+            [late],
+          );
+          await c.query(`insert into pings (weblog_id, received_at, method, name, url) values ($1, now(), 'ping', 'Late', $2)`, [
+            w.rows[0].id,
+            late,
+          ]);
           await new Promise((r) => setTimeout(r, 50));
           // Rendered while the ping is invisible: its cursor must not pass the open transaction's start.
           await t.app.renderer.tick({ force: true });
@@ -138,7 +149,10 @@ describe('the cursor and pings still being committed', () => {
           await t.app.renderer.tick();
           const d = await t.app.inject({ url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': String(r1.headers.etag) } });
           assert.equal(d.statusCode, 226);
-          assert.deepEqual(strictParse(d.rawPayload).children.map((x) => x.attrs.url), [late]);
+          assert.deepEqual(
+            strictParse(d.rawPayload).children.map((x) => x.attrs.url),
+            [late],
+          );
         } finally {
           await c.end();
         }
@@ -152,7 +166,10 @@ describe('the cursor and pings still being committed', () => {
         await t.app.renderer.tick();
         const d = await t.app.inject({ url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': String(r1.headers.etag) } });
         assert.equal(d.statusCode, 226);
-        assert.deepEqual(strictParse(d.rawPayload).children.map((x) => x.attrs.url), [late]);
+        assert.deepEqual(
+          strictParse(d.rawPayload).children.map((x) => x.attrs.url),
+          [late],
+        );
       }
     } finally {
       await t.close();

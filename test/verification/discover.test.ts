@@ -94,7 +94,12 @@ test('attribute spellings (inline): uppercase names and values, quotes of both k
   );
   assert.deepEqual(
     discoverFeeds(html, PAGE).map((l) => l.url),
-    ['http://blog.example.com/upper.xml', 'http://blog.example.com/single.xml', 'http://blog.example.com/unquoted.xml', 'http://blog.example.com/list.xml?a=1&b=2'],
+    [
+      'http://blog.example.com/upper.xml',
+      'http://blog.example.com/single.xml',
+      'http://blog.example.com/unquoted.xml',
+      'http://blog.example.com/list.xml?a=1&b=2',
+    ],
   );
 });
 
@@ -128,7 +133,11 @@ test('homepage-none.html: no feed links', () => {
 });
 
 test('chooseFeed: the first rss or atom link, skipping a JSON feed listed first', () => {
-  assert.deepEqual(chooseFeed(discoverFeeds(fixture('homepage.html'), PAGE)), { url: 'http://blog.example.com/atom.xml', type: 'atom', title: 'Atom' });
+  assert.deepEqual(chooseFeed(discoverFeeds(fixture('homepage.html'), PAGE)), {
+    url: 'http://blog.example.com/atom.xml',
+    type: 'atom',
+    title: 'Atom',
+  });
   const links: FeedLink[] = [
     { url: 'http://a.example/feed.json', type: 'json' },
     { url: 'http://a.example/rss.xml', type: 'rss' },

@@ -48,7 +48,17 @@ const rss = (channel: string) =>
 
 test('expected.json lists the fixtures this file reads', () => {
   assert.ok(Object.keys(expected).length >= 10, Object.keys(expected).join(' '));
-  for (const name of ['rss091.xml', 'rss092.xml', 'rss10.rdf', 'rss20.xml', 'atom03.xml', 'atom10.xml', 'latin1.xml', 'windows1252.xml', 'feed.json']) {
+  for (const name of [
+    'rss091.xml',
+    'rss092.xml',
+    'rss10.rdf',
+    'rss20.xml',
+    'atom03.xml',
+    'atom10.xml',
+    'latin1.xml',
+    'windows1252.xml',
+    'feed.json',
+  ]) {
     assert.ok(name in expected, name);
   }
 });
@@ -61,7 +71,11 @@ for (const [name, exp] of Object.entries(expected)) {
     assert.equal(feed.items.length, exp.items.length);
     feed.items.forEach((it, i) => {
       const e = exp.items[i];
-      assert.deepEqual({ title: it.title, link: it.link, guid: it.guid }, { title: e.title, link: e.link, guid: e.guid }, `${name} item ${i}`);
+      assert.deepEqual(
+        { title: it.title, link: it.link, guid: it.guid },
+        { title: e.title, link: e.link, guid: e.guid },
+        `${name} item ${i}`,
+      );
       if (e.date !== null) assert.equal(it.published?.toISOString(), e.date, `${name} item ${i} date`);
     });
   });
@@ -98,7 +112,10 @@ test('windows1252.xml decodes ’ (0x92), € (0x80) and — (0x97) as windows-1
 });
 
 test("xml-redirect.xml, the RSS Feed State document's malformed example kept verbatim, is a redirect", () => {
-  assert.deepEqual(parseFeed(fixture('xml-redirect.xml'), 'text/xml'), { kind: 'redirect', newLocation: 'http://feeds.feedburner.com/TheRssBlog' });
+  assert.deepEqual(parseFeed(fixture('xml-redirect.xml'), 'text/xml'), {
+    kind: 'redirect',
+    newLocation: 'http://feeds.feedburner.com/TheRssBlog',
+  });
 });
 
 test('a well-formed <redirect><newLocation> is a redirect', () => {
@@ -208,7 +225,9 @@ test('feedsmith 3.0.1 drops a single <skipDays><day> and a single <skipHours><ho
 });
 
 test('two or more days and hours are read too, and a channel without them has no such hints', () => {
-  const two = asFeed(parseFeed(rss('<skipDays><day>Saturday</day><day>Sunday</day></skipDays><skipHours><hour>0</hour><hour>23</hour></skipHours>')));
+  const two = asFeed(
+    parseFeed(rss('<skipDays><day>Saturday</day><day>Sunday</day></skipDays><skipHours><hour>0</hour><hour>23</hour></skipHours>')),
+  );
   assert.deepEqual(two.hints.skipDays, ['Saturday', 'Sunday']);
   assert.deepEqual(two.hints.skipHours, [0, 23]);
   const none = asFeed(parseFeed(rss('')));

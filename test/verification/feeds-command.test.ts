@@ -13,7 +13,13 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 
 test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 1, bad usage 2', { timeout: 120_000 }, async () => {
   const s = await startFeedServer('127.0.0.12');
-  const t = await startApp({ VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false });
+  const t = await startApp({
+    VERIFY_PINGS: 'mark',
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+  });
   const feed = `${s.origin}/gone.xml`;
   const blog = `${s.origin}/cli/`;
   try {
@@ -26,13 +32,19 @@ test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 
     await s.close();
   }
   const env = { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: t.config.DATABASE_URL ?? '', DATA_DIR: t.config.DATA_DIR };
-  const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'feeds', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
+  const cli = (...args: string[]) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'feeds', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
   // The command in this process too (a process costs seconds): its output and exit code as the CLI returns them.
   const run = async (...args: string[]) => {
     const out: string[] = [];
     const err: string[] = [];
     const { values, positionals } = parseArgs({ args, options: FEEDS_OPTIONS, allowPositionals: true });
-    const status = await feedsCommand(values, positionals, t.config, { openDb, EXIT, out: (s) => void out.push(`${s}\n`), err: (s) => void err.push(`${s}\n`) });
+    const status = await feedsCommand(values, positionals, t.config, {
+      openDb,
+      EXIT,
+      out: (s) => void out.push(`${s}\n`),
+      err: (s) => void err.push(`${s}\n`),
+    });
     return { status, stdout: out.join(''), stderr: err.join('') };
   };
   try {

@@ -189,7 +189,8 @@ test('permanentTarget: the last hop of the unbroken run of 301/308 hops from the
     ]),
     undefined,
   );
-  for (const temporary of [303, 307]) assert.equal(permanentTarget([{ status: temporary, to: 'http://a.example/feed' }]), undefined, String(temporary));
+  for (const temporary of [303, 307])
+    assert.equal(permanentTarget([{ status: temporary, to: 'http://a.example/feed' }]), undefined, String(temporary));
 });
 
 const CLEAR = { movedTo: null, movedSeen: 0 };

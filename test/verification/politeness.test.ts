@@ -20,7 +20,15 @@ after(async () => {
 });
 
 async function app(extra: Parameters<typeof startApp>[0] = {}): Promise<TestApp> {
-  const t = await startApp({ VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, VERIFY_FEED_INTERVAL: 0, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false, ...extra });
+  const t = await startApp({
+    VERIFY_PINGS: 'mark',
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    VERIFY_FEED_INTERVAL: 0,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+    ...extra,
+  });
   apps.push(t);
   await t.app.ready();
   return t;
@@ -32,8 +40,20 @@ async function server(host: string): Promise<FeedServer> {
   return s;
 }
 
-async function timingServer(host: string, delayMs: number): Promise<{ origin: string; log(): Promise<{ arrivals: { path: string; at: number }[]; maxInFlight: number }> }> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../helpers/timing-server.mjs', import.meta.url)), host, String(delayMs), fileURLToPath(new URL('../fixtures/feeds/rss20.xml', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function timingServer(
+  host: string,
+  delayMs: number,
+): Promise<{ origin: string; log(): Promise<{ arrivals: { path: string; at: number }[]; maxInFlight: number }> }> {
+  const child = spawn(
+    process.execPath,
+    [
+      fileURLToPath(new URL('../helpers/timing-server.mjs', import.meta.url)),
+      host,
+      String(delayMs),
+      fileURLToPath(new URL('../fixtures/feeds/rss20.xml', import.meta.url)),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   children.push(child);
   const port = await new Promise<string>((resolve, reject) => {
     child.stdout.once('data', (d: Buffer) => resolve(d.toString().trim()));
@@ -78,7 +98,10 @@ test('429 with Retry-After in seconds: no request to that host before then, for 
   assert.equal(job.outcome, 'unreachable');
   assert.equal(job.http_status, 429);
   const api = await weblogApi(t, `${s.origin}/busy/`);
-  assert.ok(Date.parse(api.body.feed.nextFetchAfter) >= started + 119_000, `the feed waits for Retry-After: ${api.body.feed.nextFetchAfter}`);
+  assert.ok(
+    Date.parse(api.body.feed.nextFetchAfter) >= started + 119_000,
+    `the feed waits for Retry-After: ${api.body.feed.nextFetchAfter}`,
+  );
   // Another weblog of the same host: its job waits (deferred, still open), and the host hears nothing.
   const other = `${s.origin}/other/`;
   await ping(t, other, `${s.origin}/other.xml`);
@@ -126,7 +149,7 @@ test('5xx backs the feed off exponentially; a success resets it', async () => {
   assert.equal(s.hits('/err.xml').length, 1);
   // Time passes (the backoff is over): the next failure doubles the wait.
   await t.app.db.query('update feeds set next_fetch_after = null where url = $1', [feed]);
-  await t.app.db.query("update ping_verifications set due_at = now() where outcome is null");
+  await t.app.db.query('update ping_verifications set due_at = now() where outcome is null');
   t.app.verification.worker?.wake();
   await settled(t, url);
   api = await weblogApi(t, url);

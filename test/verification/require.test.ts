@@ -13,7 +13,15 @@ let s: FeedServer;
 
 before(async () => {
   s = await startFeedServer('127.0.0.10');
-  t = await startApp({ VERIFY_PINGS: 'require', FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, VERIFY_FEED_INTERVAL: 0, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 });
+  t = await startApp({
+    VERIFY_PINGS: 'require',
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    VERIFY_FEED_INTERVAL: 0,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+    PUBLISH_POINTER_TTL_MS: 0,
+  });
   await t.app.ready();
 });
 

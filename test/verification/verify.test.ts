@@ -62,7 +62,10 @@ test('a pinged RSS 2.0 feed is fetched politely and its first fetch verifies the
 test('a matching validator gets 304 (not_modified); A-IM: feed goes with the validators; a new item verifies', async () => {
   const url = blog();
   let body = feedFixture('rss20.xml');
-  s.route('/cond/rss.xml', withEtag('"c1"', () => body));
+  s.route(
+    '/cond/rss.xml',
+    withEtag('"c1"', () => body),
+  );
   assert.equal((await pingAndSettle(t, url, `${s.origin}/cond/rss.xml`)).outcome, 'verified');
   assert.equal((await pingAndSettle(t, url, `${s.origin}/cond/rss.xml`)).outcome, 'not_modified');
   const second = s.hits('/cond/rss.xml')[1];
@@ -70,7 +73,10 @@ test('a matching validator gets 304 (not_modified); A-IM: feed goes with the val
   assert.equal(second.headers['a-im'], 'feed');
   // The publisher posts: a new ETag and one new item.
   body = feedFixture('rss20-next.xml');
-  s.route('/cond/rss.xml', withEtag('"c2"', () => body));
+  s.route(
+    '/cond/rss.xml',
+    withEtag('"c2"', () => body),
+  );
   const third = await pingAndSettle(t, url, `${s.origin}/cond/rss.xml`);
   assert.equal(third.outcome, 'verified');
   const api = await weblogApi(t, url);
@@ -124,7 +130,9 @@ test('more than 5 redirects is unreachable; 5 are followed', async () => {
 test('a feed that stamps a fresh date on every request but has no new item is "unchanged"', async () => {
   const url = blog();
   s.route('/fresh/rss.xml', (_req, res) => {
-    const stamped = feedFixture('rss20.xml').toString('utf8').replace(/<lastBuildDate>[^<]*<\/lastBuildDate>/, `<lastBuildDate>${new Date().toUTCString()}</lastBuildDate>`);
+    const stamped = feedFixture('rss20.xml')
+      .toString('utf8')
+      .replace(/<lastBuildDate>[^<]*<\/lastBuildDate>/, `<lastBuildDate>${new Date().toUTCString()}</lastBuildDate>`);
     res.writeHead(200, { 'content-type': 'application/rss+xml', 'last-modified': new Date().toUTCString() });
     res.end(stamped);
   });
@@ -240,7 +248,10 @@ test('a 301 moves the stored feed URL after two fetches saw it; a 302 never does
 
 test('the XML redirect of the RSS Feed State document (verbatim, malformed) is followed like a 301', async () => {
   const url = blog();
-  s.route('/xmlredirect.xml', bytes(xmlRedirectTo(feedFixture('xml-redirect.xml'), `${s.origin}/moved-here.xml`), { 'content-type': 'text/xml' }));
+  s.route(
+    '/xmlredirect.xml',
+    bytes(xmlRedirectTo(feedFixture('xml-redirect.xml'), `${s.origin}/moved-here.xml`), { 'content-type': 'text/xml' }),
+  );
   s.route('/moved-here.xml', bytes(feedFixture('rss10.rdf')));
   assert.equal((await pingAndSettle(t, url, `${s.origin}/xmlredirect.xml`)).outcome, 'verified');
   assert.equal(s.hits('/moved-here.xml').length, 1);
@@ -305,7 +316,13 @@ test('without a feed URL the homepage is read for autodiscovery; the first RSS/A
 });
 
 test('refused: a feed URL the address policy forbids is never requested', async () => {
-  const strict = await startApp({ VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: false, FETCH_HOST_INTERVAL_MS: 0, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false });
+  const strict = await startApp({
+    VERIFY_PINGS: 'mark',
+    FETCH_ALLOW_PRIVATE: false,
+    FETCH_HOST_INTERVAL_MS: 0,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+  });
   try {
     await strict.app.ready();
     const before = s.requests.length;
@@ -342,7 +359,10 @@ test('GET /api/weblogs refuses a missing or invalid url (400) and an unknown web
   assert.equal(bad.json().error, 'URL_INVALID');
   const unknown = await t.app.inject({ method: 'GET', url: `/api/weblogs?url=${encodeURIComponent('http://never.example/')}` });
   assert.equal(unknown.statusCode, 404);
-  assert.deepEqual(unknown.json(), { error: 'WEBLOG_UNKNOWN', message: 'No ping from http://never.example/ has been accepted (or it was pruned).' });
+  assert.deepEqual(unknown.json(), {
+    error: 'WEBLOG_UNKNOWN',
+    message: 'No ping from http://never.example/ has been accepted (or it was pruned).',
+  });
 });
 
 test('metrics count verifications by outcome, fetches by status class, bytes, and the queue', async () => {
@@ -373,7 +393,14 @@ test('VERIFY_PINGS=off queues nothing and fetches nothing', async () => {
 });
 
 test('pings that arrive while a fetch of their feed is recent are settled together by one later fetch', async () => {
-  const paced = await startApp({ VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, VERIFY_FEED_INTERVAL: 1, PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false });
+  const paced = await startApp({
+    VERIFY_PINGS: 'mark',
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    VERIFY_FEED_INTERVAL: 1,
+    PING_MIN_INTERVAL: 0,
+    RENDER_SCHEDULER: false,
+  });
   try {
     await paced.app.ready();
     s.route('/paced.xml', bytes(feedFixture('rss20.xml')));

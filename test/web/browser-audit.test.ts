@@ -24,7 +24,11 @@ after(async () => {
 test("at 375 px the home page's code examples and the status page's tables scrolled sideways but could not be reached by keyboard (axe scrollable-region-focusable): Tab reaches each, the arrow keys scroll it, the focus shows", async () => {
   // A long host name in the busiest hosts' table (a table that has no link to focus instead).
   const long = 'https://a-weblog-with-a-rather-long-host-name-for-a-phone.example.org/';
-  const ping = await fetch(`${base}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Long', long]) });
+  const ping = await fetch(`${base}/RPC2`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/xml' },
+    body: methodCall('weblogUpdates.ping', ['Long', long]),
+  });
   assert.match(await ping.text(), /<boolean>0<\/boolean>/);
   const pages: [string, number][] = [
     ['/', 2],
@@ -48,7 +52,11 @@ test("at 375 px the home page's code examples and the status page's tables scrol
     assert.ok(boxes.length >= atLeast, `${path}: ${JSON.stringify(boxes)}`);
     for (const b of boxes) {
       assert.equal(b.tabindex, '0', `${path} ${b.label}`);
-      assert.equal(await w.page.getByRole('region', { name: b.label, exact: true }).count(), 1, `${path}: a region named ${JSON.stringify(b.label)}`);
+      assert.equal(
+        await w.page.getByRole('region', { name: b.label, exact: true }).count(),
+        1,
+        `${path}: a region named ${JSON.stringify(b.label)}`,
+      );
     }
     const reached: string[] = [];
     for (let i = 0; i < 80 && reached.length < boxes.length; i++) {
@@ -65,7 +73,11 @@ test("at 375 px the home page's code examples and the status page's tables scrol
       await w.page.keyboard.press('ArrowRight');
       await w.page.waitForFunction(() => (document.activeElement as HTMLElement).scrollLeft > 0, undefined, { timeout: 5000 });
     }
-    assert.deepEqual(reached, boxes.map((b) => b.label), `${path}: every box that scrolls is reached with Tab, in order`);
+    assert.deepEqual(
+      reached,
+      boxes.map((b) => b.label),
+      `${path}: every box that scrolls is reached with Tab, in order`,
+    );
     await closeClean(w);
   }
 });
@@ -78,14 +90,26 @@ test('the status page, its assets and /api/stats reached the browser uncompresse
     if (u.pathname !== '/status' && !u.pathname.startsWith('/assets/') && u.pathname !== '/api/stats') return;
     seen.set(
       u.pathname + u.search,
-      (async () => ({ encoding: (await r.allHeaders())['content-encoding'], wire: (await r.request().sizes()).responseBodySize, decoded: (await r.body()).length }))(),
+      (async () => ({
+        encoding: (await r.allHeaders())['content-encoding'],
+        wire: (await r.request().sizes()).responseBodySize,
+        decoded: (await r.body()).length,
+      }))(),
     );
   });
   await w.page.goto(`${base}/status`);
   await w.page.waitForSelector('#chart-1h[data-points="60"]');
   await w.page.waitForSelector('#chart-24h[data-points="1440"]');
   const paths = [...seen.keys()].map((p) => p.replace(/\.[0-9a-f]{12}\./, '.*.')).sort();
-  assert.deepEqual(paths, ['/api/stats?window=1h', '/api/stats?window=24h', '/assets/site.*.css', '/assets/status.*.js', '/assets/uPlot.iife.min.*.js', '/assets/uPlot.min.*.css', '/status']);
+  assert.deepEqual(paths, [
+    '/api/stats?window=1h',
+    '/api/stats?window=24h',
+    '/assets/site.*.css',
+    '/assets/status.*.js',
+    '/assets/uPlot.iife.min.*.js',
+    '/assets/uPlot.min.*.css',
+    '/status',
+  ]);
   for (const [path, p] of seen) {
     const r = await p;
     assert.equal(r.encoding, 'br', path);

@@ -23,7 +23,11 @@ after(async () => {
 });
 
 async function xmlrpcPing(name: string, url: string): Promise<void> {
-  const res = await fetch(`${base}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', [name, url]) });
+  const res = await fetch(`${base}/RPC2`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/xml' },
+    body: methodCall('weblogUpdates.ping', [name, url]),
+  });
   const body = await res.text();
   assert.match(body, /<name>flerror<\/name><value><boolean>0<\/boolean>/, body);
 }
@@ -55,7 +59,11 @@ test('the weblog page: look a weblog up and see its pings, names shown as text, 
   const url = uniqueUrl('lookup');
   const name = '<img src=x id=injected> Lookup';
   await xmlrpcPing(name, url);
-  const again = await fetch(`${base}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', [name, url]) });
+  const again = await fetch(`${base}/RPC2`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/xml' },
+    body: methodCall('weblogUpdates.ping', [name, url]),
+  });
   assert.match(await again.text(), /<boolean>1<\/boolean>/, 'the second ping is throttled');
   const w = await watchedPage(browser);
   await w.page.goto(`${base}/weblog`);
@@ -74,7 +82,9 @@ test('the weblog page: look a weblog up and see its pings, names shown as text, 
   assert.equal(res?.status(), 404);
   assert.match((await w.page.locator('p.err').first().textContent()) ?? '', /^pingd has no ping from http:\/\/never-/);
   // The browser reports the page's own 404 status; nothing else went wrong.
-  assert.deepEqual(w.errors.splice(0), [`console: Failed to load resource: the server responded with a status of 404 (Not Found) (${unknown})`]);
+  assert.deepEqual(w.errors.splice(0), [
+    `console: Failed to load resource: the server responded with a status of 404 (Not Found) (${unknown})`,
+  ]);
   await closeClean(w);
 });
 
@@ -84,7 +94,8 @@ test('the status page: charts drawn, then pings sent from here change the chart 
   await w.page.addInitScript(() => {
     (window as unknown as { cls: number }).cls = 0;
     new PerformanceObserver((list) => {
-      for (const e of list.getEntries() as (PerformanceEntry & { value: number; hadRecentInput: boolean })[]) if (!e.hadRecentInput) (window as unknown as { cls: number }).cls += e.value;
+      for (const e of list.getEntries() as (PerformanceEntry & { value: number; hadRecentInput: boolean })[])
+        if (!e.hadRecentInput) (window as unknown as { cls: number }).cls += e.value;
     }).observe({ type: 'layout-shift', buffered: true });
   });
   await w.page.goto(`${base}/status`);
@@ -99,12 +110,16 @@ test('the status page: charts drawn, then pings sent from here change the chart 
 
   const names = ['Live One', 'Live Two', 'Live Three'];
   for (const n of names) await xmlrpcPing(n, uniqueUrl('live'));
-  await w.page.waitForFunction((want) => Number(document.getElementById('chart-1h')?.dataset.accepted) >= want, before + names.length, { timeout: 15_000 });
+  await w.page.waitForFunction((want) => Number(document.getElementById('chart-1h')?.dataset.accepted) >= want, before + names.length, {
+    timeout: 15_000,
+  });
   const recent = (await w.page.locator('#recent').textContent()) ?? '';
   for (const n of names) assert.ok(recent.includes(n), `${n} is in the latest pings: ${recent}`);
   assert.equal(await w.page.evaluate(() => (window as unknown as { marker?: number }).marker), 42, 'the page was not reloaded');
   // The next poll of /api/stats agrees with what the stream added.
-  await w.page.waitForFunction((want) => Number(document.getElementById('accepted-total')?.textContent) >= want, before + names.length, { timeout: 15_000 });
+  await w.page.waitForFunction((want) => Number(document.getElementById('accepted-total')?.textContent) >= want, before + names.length, {
+    timeout: 15_000,
+  });
   await closeClean(w);
 });
 
@@ -136,9 +151,16 @@ test('the status page: a stream refused beyond STREAM_MAX_CLIENTS shows reconnec
   try {
     await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
     await w.page.goto(`${smallBase}/status`);
-    await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'reconnecting', undefined, { timeout: 10_000 });
-    await w.page.waitForFunction(() => /refused/.test(document.getElementById('live-state')?.textContent ?? ''), undefined, { timeout: 10_000 });
-    assert.equal(await stateOf(w, 'live-state'), 'Live updates refused: This server already serves 1 streams; reconnect later. Retrying in 10 s.');
+    await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'reconnecting', undefined, {
+      timeout: 10_000,
+    });
+    await w.page.waitForFunction(() => /refused/.test(document.getElementById('live-state')?.textContent ?? ''), undefined, {
+      timeout: 10_000,
+    });
+    assert.equal(
+      await stateOf(w, 'live-state'),
+      'Live updates refused: This server already serves 1 streams; reconnect later. Retrying in 10 s.',
+    );
 
     holder.close();
     await holder.waitUntil(() => small.app.stream.size === 0, 5000, 'the place to be freed');
@@ -146,9 +168,15 @@ test('the status page: a stream refused beyond STREAM_MAX_CLIENTS shows reconnec
     await holder.waitUntil(() => small.app.stream.size === 1, 20_000, 'the page to reconnect');
     await w.page.waitForFunction(() => document.getElementById('recent-state')?.textContent === 'live', undefined, { timeout: 5000 });
     assert.equal(await stateOf(w, 'live-state'), 'Live: updates every few seconds.');
-    const res = await fetch(`${smallBase}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Back Again', uniqueUrl('back')]) });
+    const res = await fetch(`${smallBase}/RPC2`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/xml' },
+      body: methodCall('weblogUpdates.ping', ['Back Again', uniqueUrl('back')]),
+    });
     assert.match(await res.text(), /<boolean>0<\/boolean>/);
-    await w.page.waitForFunction(() => (document.getElementById('recent')?.textContent ?? '').includes('Back Again'), undefined, { timeout: 10_000 });
+    await w.page.waitForFunction(() => (document.getElementById('recent')?.textContent ?? '').includes('Back Again'), undefined, {
+      timeout: 10_000,
+    });
     await closeClean(w);
   } finally {
     holder.close();

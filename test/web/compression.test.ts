@@ -21,7 +21,11 @@ after(async () => {
 const decode: Record<'br' | 'gzip', (b: Buffer) => Buffer> = { br: (b) => zlib.brotliDecompressSync(b), gzip: (b) => zlib.gunzipSync(b) };
 
 function get(url: string, acceptEncoding?: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
-  return t.app.inject({ method: 'GET', url, headers: { ...(acceptEncoding === undefined ? {} : { 'accept-encoding': acceptEncoding }), ...headers } });
+  return t.app.inject({
+    method: 'GET',
+    url,
+    headers: { ...(acceptEncoding === undefined ? {} : { 'accept-encoding': acceptEncoding }), ...headers },
+  });
 }
 
 /**
@@ -46,7 +50,10 @@ function assertCoded(url: string, plain: LightMyRequestResponse, coded: LightMyR
   assert.equal(coded.headers.vary, 'Accept-Encoding', url);
   assert.equal(coded.headers['content-type'], plain.headers['content-type'], url);
   assert.equal(Number(coded.headers['content-length']), coded.rawPayload.length, `${url}: the length of the bytes sent`);
-  assert.ok(coded.rawPayload.length < plain.rawPayload.length * 0.75, `${url}: ${coded.rawPayload.length} of ${plain.rawPayload.length} bytes`);
+  assert.ok(
+    coded.rawPayload.length < plain.rawPayload.length * 0.75,
+    `${url}: ${coded.rawPayload.length} of ${plain.rawPayload.length} bytes`,
+  );
   assert.ok(decode[coding](coded.rawPayload).equals(plain.rawPayload), `${url}: decoded ${coding} is the uncompressed answer`);
 }
 
@@ -62,7 +69,11 @@ test('pages were sent uncompressed (Lighthouse: "enable text compression"): /, /
       const { plain, coded } = await pair(url, coding, samePart(re, coding));
       assertCoded(url, plain, coded, coding);
       assert.equal(coded.headers['content-type'], 'text/html; charset=utf-8', url);
-      assert.equal(coded.headers['content-security-policy'], plain.headers['content-security-policy'], "the pages' headers, compressed or not");
+      assert.equal(
+        coded.headers['content-security-policy'],
+        plain.headers['content-security-policy'],
+        "the pages' headers, compressed or not",
+      );
     }
   }
   // What Chromium sends: zstd is not made (Node 20's zlib has none), br is the best of the rest.
@@ -70,7 +81,11 @@ test('pages were sent uncompressed (Lighthouse: "enable text compression"): /, /
 });
 
 test("a GET ping's answer leaves uncompressed (the intake path: brotli added ~20% to a ping's CPU to save ~1 kB)", async () => {
-  for (const url of ['/pingSiteForm', `/pingSiteForm?name=Form&url=${encodeURIComponent(uniqueUrl('form'))}`, `/ping?name=Form&url=${encodeURIComponent(uniqueUrl('form'))}`]) {
+  for (const url of [
+    '/pingSiteForm',
+    `/pingSiteForm?name=Form&url=${encodeURIComponent(uniqueUrl('form'))}`,
+    `/ping?name=Form&url=${encodeURIComponent(uniqueUrl('form'))}`,
+  ]) {
     const res = await get(url, 'gzip, deflate, br, zstd');
     assert.equal(res.statusCode, 200, url);
     assert.ok(res.rawPayload.length > MIN_COMPRESS_BYTES, `${url}: big enough to be compressed otherwise`);
@@ -149,7 +164,7 @@ test(`a body under ${MIN_COMPRESS_BYTES} bytes (the asset 404) is sent as it is`
   assert.match(res.body, /^No asset site\.000000000000\.css/);
 });
 
-test('changes.xml keeps its own precompressed path: compressed once, not twice, and none of the pages\' headers', async () => {
+test("changes.xml keeps its own precompressed path: compressed once, not twice, and none of the pages' headers", async () => {
   assert.equal((await rpc(t.app, methodCall('weblogUpdates.ping', ['Listed', uniqueUrl('listed')]))).flerror, false);
   await t.app.renderer.tick();
   for (const coding of ['br', 'gzip'] as const) {
@@ -158,7 +173,7 @@ test('changes.xml keeps its own precompressed path: compressed once, not twice, 
     assert.equal(res.headers['content-encoding'], coding);
     assert.equal(String(res.headers.vary).match(/accept-encoding/gi)?.length, 1, `named once: ${res.headers.vary}`);
     assert.match(decode[coding](res.rawPayload).toString(), /^<\?xml /, 'one decoding gives the XML');
-    assert.equal(res.headers['content-security-policy'], undefined, 'the pages\' hooks never run on it');
+    assert.equal(res.headers['content-security-policy'], undefined, "the pages' hooks never run on it");
   }
 });
 
@@ -178,7 +193,8 @@ test('pages had no <meta name="description"> (Lighthouse SEO 90): every page has
     const metas = [...res.body.matchAll(/<meta name="description" content="([^"]*)">/g)].map((m) => m[1]);
     assert.deepEqual(metas, [description], url);
   }
-  for (const d of Object.values(DESCRIPTION)) assert.ok(d.length >= 50 && d.length <= 160 && !/[<>"'&]/.test(d), `${d.length} characters, nothing to escape: ${d}`);
+  for (const d of Object.values(DESCRIPTION))
+    assert.ok(d.length >= 50 && d.length <= 160 && !/[<>"'&]/.test(d), `${d.length} characters, nothing to escape: ${d}`);
   assert.equal(new Set(Object.values(DESCRIPTION)).size, Object.values(DESCRIPTION).length, 'no two pages say the same');
 });
 

@@ -54,7 +54,11 @@ test('refusals: 400 with the reason, everything echoed HTML-escaped, nothing sto
     [{ name: '<script>alert(1)</script>', url: 'javascript:alert(1)' }, 400, 'The weblog URL must use http or https, not javascript.'],
     [{ url: 'http://x.example.com/"><script>' }, 400, 'The weblog name is missing.'],
     [{ name: 'N', url: '' }, 400, 'The weblog URL is missing.'],
-    [{ name: 'N', url: 'http://x.example.com/', rssUrl: 'rss.xml' }, 400, 'The rssUrl is not an absolute URL: it must start with http:// or https://.'],
+    [
+      { name: 'N', url: 'http://x.example.com/', rssUrl: 'rss.xml' },
+      400,
+      'The rssUrl is not an absolute URL: it must start with http:// or https://.',
+    ],
   ];
   for (const [params, status, reason] of cases) {
     const res = await get(`/pingSiteForm?${q(params)}`);
@@ -80,7 +84,15 @@ test('throttled: 429 with Retry-After and the time to retry', async () => {
 test('curl against a listening server (HTTP/1.0, Connection: close)', async () => {
   await t.listen();
   const url = uniqueUrl('curl');
-  const { stdout } = await run('curl', ['-s', '--http1.0', '-o', '/dev/null', '-w', '%{http_code}', `${t.url}/pingSiteForm?${q({ name: 'Curl', url })}`]);
+  const { stdout } = await run('curl', [
+    '-s',
+    '--http1.0',
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code}',
+    `${t.url}/pingSiteForm?${q({ name: 'Curl', url })}`,
+  ]);
   assert.equal(stdout, '200');
   assert.equal((await findPingsByUrl(t.app.db, url)).length, 1);
 });

@@ -16,6 +16,9 @@ test('uPlot in src/web/assets/vendor is the installed uplot package, byte for by
     ['uPlot.min.css', 'dist/uPlot.min.css'],
     ['uPlot.LICENSE', 'LICENSE'],
   ]) {
-    assert.ok(readFileSync(join(vendor, ours)).equals(readFileSync(join(uplot, theirs))), `${ours} differs from uplot ${version}'s ${theirs}: run \`npm run vendor\``);
+    assert.ok(
+      readFileSync(join(vendor, ours)).equals(readFileSync(join(uplot, theirs))),
+      `${ours} differs from uplot ${version}'s ${theirs}: run \`npm run vendor\``,
+    );
   }
 });

@@ -48,7 +48,12 @@ export class Blocklist {
   }
 
   counts(): Record<RuleKind, number> {
-    return { host: this.hosts.size + this.hostAddrRules, url: this.urlPatterns.length, name: this.namePatterns.length, client: this.clientRules };
+    return {
+      host: this.hosts.size + this.hostAddrRules,
+      url: this.urlPatterns.length,
+      name: this.namePatterns.length,
+      client: this.clientRules,
+    };
   }
 
   /** The first rule the ping matches, cheapest checks first; undefined when nothing matches. */
@@ -80,7 +85,8 @@ export class Blocklist {
   private matchHost(host: string): BlockMatch | undefined {
     const family = isIP(host);
     if (family) {
-      if (this.hostAddrRules > 0 && this.hostAddrs.check(host, family === 6 ? 'ipv6' : 'ipv4')) return { kind: 'host', rule: `host:${host}` };
+      if (this.hostAddrRules > 0 && this.hostAddrs.check(host, family === 6 ? 'ipv6' : 'ipv4'))
+        return { kind: 'host', rule: `host:${host}` };
       return undefined;
     }
     if (this.hosts.size === 0) return undefined;

@@ -169,7 +169,9 @@ export class PingBatcher {
         this.flying.delete(batch);
         this.report({ size: batch.length, ms: performance.now() - started, ok: false });
         this.opts.onError?.(err);
-        const refusal = new StorageUnavailableError('The ping could not be stored (database unavailable); please ping again later.', { cause: err });
+        const refusal = new StorageUnavailableError('The ping could not be stored (database unavailable); please ping again later.', {
+          cause: err,
+        });
         for (const p of batch) p.reject(refusal);
         this.done();
       },
@@ -209,7 +211,8 @@ export class PingBatcher {
     // so nothing is lost (a settled promise ignores the late resolve).
     for (const b of this.flying) {
       if (b[0].enqueuedAt > limit) continue;
-      for (const p of b) if (p.enqueuedAt <= limit) p.reject(new StorageUnavailableError('The database did not answer in time; please ping again later.'));
+      for (const p of b)
+        if (p.enqueuedAt <= limit) p.reject(new StorageUnavailableError('The database did not answer in time; please ping again later.'));
     }
     if (this.queue.length === 0 || this.queue[0].enqueuedAt > limit) return;
     const keep: Pending[] = [];

@@ -14,9 +14,7 @@ export const EVENT_ORDER_LOCK = 0x70657673; // 'pevs'
 /** Slots of ping_totals a batch spreads its increment over (migrations/009_ping_totals.sql makes 0–15). */
 const PING_TOTAL_SLOTS = 16;
 
-export type InsertOutcome =
-  | { status: 'accepted'; id: number; receivedAt: Date }
-  | { status: 'throttled'; lastPingAt: Date | null };
+export type InsertOutcome = { status: 'accepted'; id: number; receivedAt: Date } | { status: 'throttled'; lastPingAt: Date | null };
 
 /**
  * One statement inserts a whole batch: new weblogs are created, known ones updated only when their last
@@ -93,7 +91,12 @@ select id, url, floor(extract(epoch from received_at) * 1000)::float8 as at_ms f
 // the "ping again after" message). Only runs when a batch had some.
 const LAST_PING_AT = 'select url, last_ping_at as at from weblogs where url = any($1::text[])';
 
-export async function insertPingBatch(q: Queryable, pings: ValidPing[], minIntervalSec: number, queueVerification = false): Promise<InsertOutcome[]> {
+export async function insertPingBatch(
+  q: Queryable,
+  pings: ValidPing[],
+  minIntervalSec: number,
+  queueVerification = false,
+): Promise<InsertOutcome[]> {
   const n = pings.length;
   const method: string[] = new Array(n);
   const name: string[] = new Array(n);
@@ -118,20 +121,29 @@ export async function insertPingBatch(q: Queryable, pings: ValidPing[], minInter
   await withContext(`inserting a batch of ${n} pings failed`, async () => {
     // Named: prepared once per connection. Planning this statement cost more than executing it for a
     // batch of 20 (profiled: ~1.2 ms per batch).
-    const rows = await q.query<{ id: number; url: string; at_ms: number }>(INSERT_BATCH, [method, name, url, changesUrl, rssUrl, tags, clientAddr, userAgent, minIntervalSec, queueVerification], {
-      name: 'pingd_insert_ping_batch',
-    });
+    const rows = await q.query<{ id: number; url: string; at_ms: number }>(
+      INSERT_BATCH,
+      [method, name, url, changesUrl, rssUrl, tags, clientAddr, userAgent, minIntervalSec, queueVerification],
+      {
+        name: 'pingd_insert_ping_batch',
+      },
+    );
     for (const r of rows) byUrl.set(r.url, { status: 'accepted', id: Number(r.id), receivedAt: new Date(Number(r.at_ms)) });
     if (rows.length < n) {
       const throttled = url.filter((u) => !byUrl.has(u));
-      for (const r of await q.query<{ url: string; at: Date }>(LAST_PING_AT, [throttled])) byUrl.set(r.url, { status: 'throttled', lastPingAt: new Date(r.at) });
+      for (const r of await q.query<{ url: string; at: Date }>(LAST_PING_AT, [throttled]))
+        byUrl.set(r.url, { status: 'throttled', lastPingAt: new Date(r.at) });
     }
   });
   return pings.map((p) => byUrl.get(p.url) ?? { status: 'throttled', lastPingAt: null });
 }
 
 /** Whether a weblog is inside its throttle window now (read-only; the insert decides for real). */
-export async function throttleState(q: Queryable, url: string, minIntervalSec: number): Promise<{ throttled: boolean; lastPingAt: Date | null }> {
+export async function throttleState(
+  q: Queryable,
+  url: string,
+  minIntervalSec: number,
+): Promise<{ throttled: boolean; lastPingAt: Date | null }> {
   if (minIntervalSec <= 0) return { throttled: false, lastPingAt: null };
   const [r] = await withContext(`reading the throttle of ${url}`, () =>
     q.query<{ last_ping_at: Date; throttled: boolean }>(

@@ -89,7 +89,10 @@ export class PingService {
       ping = validatePing(raw);
     } catch (err) {
       if (!(err instanceof PingValidationError)) throw err;
-      return { ok: false, result: this.report(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }, raw.url) };
+      return {
+        ok: false,
+        result: this.report(raw.method, { ok: false, reason: 'invalid', message: err.message, field: err.field }, raw.url),
+      };
     }
     for (const s of this.screens) {
       const r = s.ping?.(ping, extraUrls);
@@ -113,10 +116,12 @@ export class PingService {
     try {
       o = await this.batcher.submit(ping, extraWrite);
     } catch (err) {
-      if (err instanceof StorageUnavailableError) return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message }, ping.url);
+      if (err instanceof StorageUnavailableError)
+        return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message }, ping.url);
       throw err;
     }
-    if (o.status === 'accepted') return this.report(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping }, ping.url);
+    if (o.status === 'accepted')
+      return this.report(ping.method, { ok: true, message: THANKS, id: o.id, receivedAt: o.receivedAt, ping }, ping.url);
     return this.report(ping.method, throttleRefusal(ping.url, o.lastPingAt, this.minIntervalSec), ping.url);
   }
 

@@ -11,7 +11,9 @@ import { PingService } from './ping-service.js';
  * The options of a route that takes pings: its answer times go to app.pings.onAnswered (the status page's
  * intake latency). A route hook, not a global one: the polled documents never run it.
  */
-export function intakeRoute(app: FastifyInstance): { onResponse: (req: unknown, reply: { elapsedTime: number }, done: () => void) => void } {
+export function intakeRoute(app: FastifyInstance): {
+  onResponse: (req: unknown, reply: { elapsedTime: number }, done: () => void) => void;
+} {
   return {
     onResponse: (_req, reply, done) => {
       app.pings.answered(reply.elapsedTime);

@@ -67,7 +67,8 @@ export function cleanName(raw: string | null | undefined): string {
   if (raw == null) throw new PingValidationError('The weblog name is missing.', 'name');
   const name = stripControls(decodeHtmlReferences(raw)).replace(/\s+/g, ' ').trim();
   if (name === '') throw new PingValidationError('The weblog name is empty.', 'name');
-  if ([...name].length > MAX_NAME_LENGTH) throw new PingValidationError(`The weblog name is longer than ${MAX_NAME_LENGTH} characters.`, 'name');
+  if ([...name].length > MAX_NAME_LENGTH)
+    throw new PingValidationError(`The weblog name is longer than ${MAX_NAME_LENGTH} characters.`, 'name');
   return name;
 }
 
@@ -129,7 +130,8 @@ export function parseTags(raw: string | null | undefined): string[] | null {
     .filter((t) => t !== '');
   if (tags.length === 0) return null;
   if (tags.length > MAX_TAGS) throw new PingValidationError(`More than ${MAX_TAGS} tags.`, 'tags');
-  for (const t of tags) if ([...t].length > MAX_TAG_LENGTH) throw new PingValidationError(`A tag is longer than ${MAX_TAG_LENGTH} characters.`, 'tags');
+  for (const t of tags)
+    if ([...t].length > MAX_TAG_LENGTH) throw new PingValidationError(`A tag is longer than ${MAX_TAG_LENGTH} characters.`, 'tags');
   return tags;
 }
 

@@ -112,11 +112,20 @@ select s.last_id, s.n, w.id, w.name, w.url, w.rss_url, ${US('w.last_ping_at')} a
  */
 export async function weblogsPingedAfter(q: Queryable, afterId: number, limit: number): Promise<WeblogChanges> {
   return withContext('reading the weblogs pinged since the last render', async () => {
-    const rows = await q.query<{ last_id: number | null; n: number; id: number | null; name: string; url: string; rss_url: string | null; at_us: number }>(WEBLOGS_PINGED_AFTER, [afterId, limit]);
+    const rows = await q.query<{
+      last_id: number | null;
+      n: number;
+      id: number | null;
+      name: string;
+      url: string;
+      rss_url: string | null;
+      at_us: number;
+    }>(WEBLOGS_PINGED_AFTER, [afterId, limit]);
     const n = Number(rows[0]?.n ?? 0);
     if (n === 0) return { lastId: afterId, pings: 0, weblogs: [] };
     const weblogs: WeblogWindowRow[] = [];
-    for (const r of rows) if (r.id !== null) weblogs.push({ id: Number(r.id), name: r.name, url: r.url, rss_url: r.rss_url, at_us: Number(r.at_us) });
+    for (const r of rows)
+      if (r.id !== null) weblogs.push({ id: Number(r.id), name: r.name, url: r.url, rss_url: r.rss_url, at_us: Number(r.at_us) });
     return { lastId: Number(rows[0].last_id), pings: n, weblogs };
   });
 }

@@ -50,7 +50,11 @@ export function readStartTag(s: string, i: number): { attrs: Attr[]; selfClosing
 }
 
 /** Escapes a value for a double-quoted attribute, keeping the references already written. */
-export const escAttr = (v: string) => v.replace(/&(?![a-zA-Z]+;|#[0-9]+;|#x[0-9a-fA-F]+;)/g, '&amp;').replace(/</g, '&lt;').replace(/"/g, '&quot;');
+export const escAttr = (v: string) =>
+  v
+    .replace(/&(?![a-zA-Z]+;|#[0-9]+;|#x[0-9a-fA-F]+;)/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/"/g, '&quot;');
 
 /** Decodes the five XML entities and character references in an attribute value we read ourselves. */
 export function decodeAttrValue(v: string): string {

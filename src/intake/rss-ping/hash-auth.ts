@@ -42,7 +42,11 @@ export function servedDigest(body: Buffer): string | null {
 
 /** Same site: the same host name, a leading "www." ignored (RSS Ping's own example mixes the two). */
 export function sameSite(siteUrl: string, hashUrl: URL): boolean {
-  const bare = (h: string) => h.toLowerCase().replace(/^www\./, '').replace(/\.$/, '');
+  const bare = (h: string) =>
+    h
+      .toLowerCase()
+      .replace(/^www\./, '')
+      .replace(/\.$/, '');
   return bare(new URL(siteUrl).hostname) === bare(hashUrl.hostname);
 }
 
@@ -53,19 +57,32 @@ const ALG_NAME: Record<HashAlgorithm, string> = { sha1: 'SHA1', md5: 'MD5' };
  * when what is served is an MD5-sized digest. Never throws: an unusable hash URI leaves the ping
  * unauthenticated, with the reason in the note.
  */
-export async function checkPayloadHash(fetcher: SafeFetcher, opts: { siteUrl: string; hashUri: string; algorithm: HashAlgorithm | null; payload: Buffer }): Promise<HashCheck> {
+export async function checkPayloadHash(
+  fetcher: SafeFetcher,
+  opts: { siteUrl: string; hashUri: string; algorithm: HashAlgorithm | null; payload: Buffer },
+): Promise<HashCheck> {
   let url: URL;
   try {
     url = new URL(opts.hashUri.trim());
   } catch {
     return { outcome: 'unavailable', note: 'payload_hash_uri is not an absolute URL' };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { outcome: 'unavailable', note: 'payload_hash_uri is not an http(s) URL' };
-  if (!sameSite(opts.siteUrl, url)) return { outcome: 'unavailable', note: `payload_hash_uri is not on the site's host (${new URL(opts.siteUrl).hostname}), so it was not fetched` };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { outcome: 'unavailable', note: 'payload_hash_uri is not an http(s) URL' };
+  if (!sameSite(opts.siteUrl, url))
+    return {
+      outcome: 'unavailable',
+      note: `payload_hash_uri is not on the site's host (${new URL(opts.siteUrl).hostname}), so it was not fetched`,
+    };
   let body: Buffer;
   try {
-    const r = await fetcher.get(url.href, { maxBytes: HASH_FETCH_MAX_BYTES, maxRedirects: HASH_FETCH_MAX_REDIRECTS, accept: 'text/plain, */*;q=0.1' });
-    if (r.status < 200 || r.status > 299) return { outcome: 'unavailable', note: `payload_hash_uri could not be fetched (HTTP ${r.status})` };
+    const r = await fetcher.get(url.href, {
+      maxBytes: HASH_FETCH_MAX_BYTES,
+      maxRedirects: HASH_FETCH_MAX_REDIRECTS,
+      accept: 'text/plain, */*;q=0.1',
+    });
+    if (r.status < 200 || r.status > 299)
+      return { outcome: 'unavailable', note: `payload_hash_uri could not be fetched (HTTP ${r.status})` };
     body = r.body;
   } catch (err) {
     if (err instanceof FetchError) {
@@ -77,9 +94,14 @@ export async function checkPayloadHash(fetcher: SafeFetcher, opts: { siteUrl: st
   const served = servedDigest(body);
   const algorithm: HashAlgorithm = opts.algorithm ?? (served?.length === 32 ? 'md5' : 'sha1');
   const want = algorithm === 'md5' ? 32 : 40;
-  if (!served || served.length !== want) return { outcome: 'unavailable', note: `payload_hash_uri did not serve a ${ALG_NAME[algorithm]} hex digest` };
+  if (!served || served.length !== want)
+    return { outcome: 'unavailable', note: `payload_hash_uri did not serve a ${ALG_NAME[algorithm]} hex digest` };
   if (payloadDigests(opts.payload, algorithm).includes(served)) {
     return { outcome: 'match', algorithm, note: `the ${ALG_NAME[algorithm]} of the payload matches payload_hash_uri` };
   }
-  return { outcome: 'mismatch', algorithm, note: `The ${ALG_NAME[algorithm]} of the payload does not match the hash served at payload_hash_uri.` };
+  return {
+    outcome: 'mismatch',
+    algorithm,
+    note: `The ${ALG_NAME[algorithm]} of the payload does not match the hash served at payload_hash_uri.`,
+  };
 }

@@ -21,7 +21,8 @@ const plainCodePoint = (cp: number) => cp === 9 || cp === 10 || (cp >= 0x20 && c
 
 /** Where the named reference at `at` (just after its `&`) ends, and what it stands for; null if not one of the five. */
 function namedReference(s: string, at: number): [string, number] | null {
-  for (const name in XML_NAMED) if (s.startsWith(name, at) && s.charCodeAt(at + name.length) === 59) return [XML_NAMED[name], at + name.length + 1];
+  for (const name in XML_NAMED)
+    if (s.startsWith(name, at) && s.charCodeAt(at + name.length) === 59) return [XML_NAMED[name], at + name.length + 1];
   return null;
 }
 
@@ -35,7 +36,7 @@ function numericReference(s: string, at: number): [number, number] | null {
   let k = hex ? at + 1 : at;
   const first = k;
   let cp = 0;
-  for (;; k++) {
+  for (; ; k++) {
     const d = s.charCodeAt(k);
     const v = d >= 48 && d <= 57 ? d - 48 : hex && d >= 97 && d <= 102 ? d - 87 : hex && d >= 65 && d <= 70 ? d - 55 : -1;
     if (v < 0) break;
@@ -106,7 +107,7 @@ export function longTextAsCdata(xml: string): string {
   let runStart = 0;
   let runPieces: number[] = []; // start and end of each piece of text in the run
   let runLength = 0;
-  for (let i = 0; ; ) {
+  for (let i = 0; ;) {
     const lt = xml.indexOf('<', i);
     if (lt < 0) break; // text after the root is no element's text
     if (lt > i) {

@@ -15,7 +15,16 @@ import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
 import { decodeAttrValue, escAttr, readStartTag, type Attr } from './attributes.js';
 import { validatedLongText } from './long-text.js';
-import { firstElementName, forbiddenMarkup, MAX_ATTRIBUTES, MAX_ATTRIBUTES_PER_ELEMENT, MAX_DEPTH, MAX_FEEDS, prescan, refusal } from './prescan.js';
+import {
+  firstElementName,
+  forbiddenMarkup,
+  MAX_ATTRIBUTES,
+  MAX_ATTRIBUTES_PER_ELEMENT,
+  MAX_DEPTH,
+  MAX_FEEDS,
+  prescan,
+  refusal,
+} from './prescan.js';
 
 export class RssPingError extends PingdError<'RSSPING_INVALID'> {
   constructor(message: string) {
@@ -76,7 +85,6 @@ function decodeBytes(buf: Buffer, label: string): string {
   return d.decode(buf);
 }
 
-
 /**
  * Rewrites every start tag with its attributes double-quoted, so that `<rss_ping version=2>` becomes
  * well-formed; comments, CDATA sections and processing instructions are left alone. With `budget`, the
@@ -132,7 +140,8 @@ interface PayloadRegion {
 function findPayload(bin: string): PayloadRegion {
   PAYLOAD_START.lastIndex = 0;
   const m = PAYLOAD_START.exec(bin);
-  if (!m) throw new RssPingError('The rss_ping has no <payload>: RSS Ping carries the new item (a feed with one item, an item or an entry).');
+  if (!m)
+    throw new RssPingError('The rss_ping has no <payload>: RSS Ping carries the new item (a feed with one item, an item or an entry).');
   const tag = readStartTag(bin, m.index + '<payload'.length);
   if (!tag) throw new RssPingError('The <payload> start tag is not closed.');
   if (tag.selfClosing) throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
@@ -147,7 +156,8 @@ function findPayload(bin: string): PayloadRegion {
   // Not /<\/payload\s*>[\s\S]*<payload[\s/>]/ on the inner text: that backtracks once per "</payload>"
   // in it (quadratic; 16,000 of them took 1.5 s). The first end tag, then a start tag after it, is linear.
   const innerEnd = /<\/payload\s*>/.exec(inner);
-  if (PAYLOAD_START.exec(bin) || (innerEnd !== null && /<payload[\s/>]/.test(inner.slice(innerEnd.index)))) throw new RssPingError('The rss_ping has more than one <payload>; send one item per ping.');
+  if (PAYLOAD_START.exec(bin) || (innerEnd !== null && /<payload[\s/>]/.test(inner.slice(innerEnd.index))))
+    throw new RssPingError('The rss_ping has more than one <payload>; send one item per ping.');
   return region;
 }
 
@@ -188,10 +198,14 @@ export function hashAlgorithmOf(attrs: Record<string, string>, element: string):
   const preferred = ['algorithm', 'type', 'hash', 'method', 'alg'];
   const names = [...preferred.filter((n) => n in attrs), ...Object.keys(attrs).filter((n) => !preferred.includes(n))];
   for (const n of names) {
-    const v = attrs[n].trim().toLowerCase().replace(/[-_\s]/g, '');
+    const v = attrs[n]
+      .trim()
+      .toLowerCase()
+      .replace(/[-_\s]/g, '');
     if (v === 'sha1') return 'sha1';
     if (v === 'md5') return 'md5';
-    if (preferred.includes(n) && v !== '') throw new RssPingError(`Unsupported hash algorithm ${JSON.stringify(attrs[n].slice(0, 40))} on <${element}>: use SHA1 or MD5.`);
+    if (preferred.includes(n) && v !== '')
+      throw new RssPingError(`Unsupported hash algorithm ${JSON.stringify(attrs[n].slice(0, 40))} on <${element}>: use SHA1 or MD5.`);
   }
   return null;
 }
@@ -215,7 +229,8 @@ export interface ScannedRssPing {
 
 /** The cheap half of parseRssPing: refuses what can be refused without parsing. Linear in the body. */
 export function scanRssPing(body: Buffer | undefined, contentType?: string): ScannedRssPing {
-  if (!body || body.length === 0 || body.toString('latin1').trim() === '') throw new RssPingError('Empty request: POST an rss_ping document.');
+  if (!body || body.length === 0 || body.toString('latin1').trim() === '')
+    throw new RssPingError('Empty request: POST an rss_ping document.');
   let buf = body;
   let charset: RssPingDocument['charset'] | null = null;
   if (buf.length >= 2 && ((buf[0] === 0xfe && buf[1] === 0xff) || (buf[0] === 0xff && buf[1] === 0xfe))) {
@@ -274,22 +289,27 @@ export function readRssPing(scanned: ScannedRssPing): RssPingDocument {
   const fixed = quoteAttributes(outerText, { total: MAX_ATTRIBUTES - scanned.payloadAttributes });
   const valid = validatedLongText(fixed);
   // The validator's message can quote the whole open-tag stack (as long as the request): bound it.
-  if (typeof valid !== 'string') throw new RssPingError(`The rss_ping is not well-formed XML (${valid.msg.slice(0, 200)} at line ${valid.line}).`);
+  if (typeof valid !== 'string')
+    throw new RssPingError(`The rss_ping is not well-formed XML (${valid.msg.slice(0, 200)} at line ${valid.line}).`);
   let doc: Record<string, unknown>;
   try {
     doc = outerParser.parse(valid) as Record<string, unknown>;
   } catch (err) {
     const m = (err as Error).message;
-    throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('rss_ping') : `The rss_ping is not well-formed XML (${m.slice(0, 200)}).`);
+    throw new RssPingError(
+      /nested/i.test(m) ? refusal.nestedTooDeep('rss_ping') : `The rss_ping is not well-formed XML (${m.slice(0, 200)}).`,
+    );
   }
   const roots = Object.keys(doc).filter((k) => k !== '#text' && k !== '?xml');
-  if (roots.length !== 1 || roots[0] !== 'rss_ping') throw new RssPingError(`The document element must be <rss_ping>, not <${(roots[0] ?? '').slice(0, 40)}>.`);
+  if (roots.length !== 1 || roots[0] !== 'rss_ping')
+    throw new RssPingError(`The document element must be <rss_ping>, not <${(roots[0] ?? '').slice(0, 40)}>.`);
   const root = doc.rss_ping as Record<string, unknown> | string;
   if (typeof root !== 'object' || root === null) throw new RssPingError('The <rss_ping> element is empty.');
   const rootAttrs = (root['@'] as Record<string, string> | undefined) ?? {};
   const version = rootAttrs.version?.trim() ?? null;
   // RSS Ping: "version 2 (where 2.0 is implied if there is no '.0')". A missing version is read as 2.
-  if (version !== null && !/^2(\.\d+)?$/.test(version)) throw new RssPingError(`Unsupported rss_ping version ${JSON.stringify(version.slice(0, 20))}: this server reads version 2.`);
+  if (version !== null && !/^2(\.\d+)?$/.test(version))
+    throw new RssPingError(`Unsupported rss_ping version ${JSON.stringify(version.slice(0, 20))}: this server reads version 2.`);
 
   const list = (name: string): Node[] => (Array.isArray(root[name]) ? (root[name] as Node[]) : []);
   for (const name of SINGLE) {

@@ -41,32 +41,34 @@ insert into rssping_payloads (ping_id, received_at, site_url, site_name, feeds, 
 values ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`;
 
 export async function insertPayload(q: Queryable, pingId: number, receivedAt: Date, siteUrl: string, p: PayloadRecord): Promise<void> {
-  await withContext(`storing the rss_ping payload of ${siteUrl}`, () => q.query(INSERT_PAYLOAD, [
-    pingId,
-    receivedAt,
-    siteUrl,
-    p.siteName,
-    JSON.stringify(p.feeds),
-    p.auth,
-    p.authNote,
-    p.payloadType,
-    p.payloadEncoding,
-    JSON.stringify(p.payloadAttributes),
-    p.payloadFormat,
-    p.payload,
-    p.payloadSha1,
-    p.payloadHash,
-    p.payloadHashAlgorithm,
-    p.payloadHashUri,
-    p.publisherMboxHash,
-    p.publisherMboxHashAlgorithm,
-    p.headline,
-    p.itemLink,
-    p.itemGuid,
-    p.itemUri,
-    p.summary,
-    p.tokenized,
-  ]));
+  await withContext(`storing the rss_ping payload of ${siteUrl}`, () =>
+    q.query(INSERT_PAYLOAD, [
+      pingId,
+      receivedAt,
+      siteUrl,
+      p.siteName,
+      JSON.stringify(p.feeds),
+      p.auth,
+      p.authNote,
+      p.payloadType,
+      p.payloadEncoding,
+      JSON.stringify(p.payloadAttributes),
+      p.payloadFormat,
+      p.payload,
+      p.payloadSha1,
+      p.payloadHash,
+      p.payloadHashAlgorithm,
+      p.payloadHashUri,
+      p.publisherMboxHash,
+      p.publisherMboxHashAlgorithm,
+      p.headline,
+      p.itemLink,
+      p.itemGuid,
+      p.itemUri,
+      p.summary,
+      p.tokenized,
+    ]),
+  );
 }
 
 // updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
@@ -105,6 +107,12 @@ const payloadPage = newestFirstPages<PayloadWindowRow>(
 );
 
 /** One page of the payloads received in (fromUs, toUs], newest first, after the keyset `after`. */
-export async function payloadWindowPage(q: Queryable, fromUs: number, toUs: number, after: After | null, limit: number): Promise<PayloadWindowRow[]> {
+export async function payloadWindowPage(
+  q: Queryable,
+  fromUs: number,
+  toUs: number,
+  after: After | null,
+  limit: number,
+): Promise<PayloadWindowRow[]> {
   return withContext('reading a page of rss_ping payloads', () => payloadPage(q, fromUs, toUs, after, limit));
 }

@@ -59,7 +59,9 @@ function elementNames(el: El): string[] {
 
 /** Child elements with a local name, unprefixed (default namespace) ones first. */
 function children(el: El, localName: string, prefixes?: string[]): El[] {
-  const names = elementNames(el).filter((n) => local(n).toLowerCase() === localName.toLowerCase() && (!prefixes || prefixes.includes(prefixOf(n))));
+  const names = elementNames(el).filter(
+    (n) => local(n).toLowerCase() === localName.toLowerCase() && (!prefixes || prefixes.includes(prefixOf(n))),
+  );
   names.sort((a, b) => Number(a.includes(':')) - Number(b.includes(':')));
   return names.flatMap((n) => el[n] as El[]);
 }
@@ -84,7 +86,12 @@ function clean(s: string, max: number): string {
   // Code points of the first 2 × max + 2 UTF-16 units only (more than max of them if t has more): spreading
   // a whole 256 KiB description cost more than parsing it.
   const cps = [...t.slice(0, 2 * max + 2)];
-  return cps.length > max ? cps.slice(0, max - 1).join('').trimEnd() + '…' : t;
+  return cps.length > max
+    ? cps
+        .slice(0, max - 1)
+        .join('')
+        .trimEnd() + '…'
+    : t;
 }
 
 /** Plain text of a text construct: HTML-typed content (Atom type=html, mode=escaped, RSS description) has its tags removed. */
@@ -162,22 +169,28 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   if (text.includes('\u0000')) throw new RssPingError('The payload contains NUL characters.');
   // RSS Ping's examples put an XML declaration inside <payload>: drop it (and a BOM) before parsing.
   const body = text.replace(/^\uFEFF/, '').replace(/^\s*<\?xml[^>]*\?>/, '');
-  if (body.trim() === '') throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
+  if (body.trim() === '')
+    throw new RssPingError('The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
   const wrapped = `<payload>${body}</payload>`;
   const valid = validatedLongText(wrapped);
   // The validator's message can quote the whole open-tag stack (as long as the payload): bound it.
-  if (typeof valid !== 'string') throw new RssPingError(`The payload is not well-formed XML (${valid.msg.slice(0, 200)}, line ${valid.line}).`);
+  if (typeof valid !== 'string')
+    throw new RssPingError(`The payload is not well-formed XML (${valid.msg.slice(0, 200)}, line ${valid.line}).`);
   let doc: { payload?: El[] };
   try {
     doc = parser.parse(valid) as { payload?: El[] };
   } catch (err) {
     const m = (err as Error).message;
-    throw new RssPingError(/nested/i.test(m) ? refusal.nestedTooDeep('payload') : `The payload is not well-formed XML (${m.slice(0, 200)}).`);
+    throw new RssPingError(
+      /nested/i.test(m) ? refusal.nestedTooDeep('payload') : `The payload is not well-formed XML (${m.slice(0, 200)}).`,
+    );
   }
   const wrapper = doc.payload?.[0] ?? {};
   const roots = elementNames(wrapper).flatMap((n) => (wrapper[n] as El[]).map((el) => ({ name: n, el })));
   if (roots.length !== 1) {
-    throw new RssPingError(`The payload must hold exactly one element (a feed with one item, an RSS item or an Atom entry), not ${roots.length}.`);
+    throw new RssPingError(
+      `The payload must hold exactly one element (a feed with one item, an RSS item or an Atom entry), not ${roots.length}.`,
+    );
   }
   const { item, format } = locateItem(roots[0].el, roots[0].name);
 
@@ -215,7 +228,8 @@ export function extractPayload(text: string, siteUrl: string | null, payloadType
   if (!link) for (const l of children(item, 'link')) if ((link = httpLink(attr(l, 'href'), siteUrl))) break;
   const guidEl = children(item, 'guid')[0];
   const guid = guidEl ? identifier(deepText(guidEl)) : null;
-  const permalink = identifier(children(item, 'permalink').map(deepText)[0]) ?? identifier(attr(children(item, 'permalink')[0] ?? {}, 'href'));
+  const permalink =
+    identifier(children(item, 'permalink').map(deepText)[0]) ?? identifier(attr(children(item, 'permalink')[0] ?? {}, 'href'));
   const id = identifier(children(item, 'id').map(deepText)[0]);
   const about = identifier(attr(item, 'about'));
   // A permalink guid (the RSS 2.0 default) is a link too.

@@ -64,7 +64,8 @@ const fmt = (n: number) => n.toLocaleString('en-US');
 
 /** The refusals, worded once: the pre-scan and the attribute fix in parse.ts give the same ones. */
 export const refusal = {
-  nestedTooDeep: (where: Where) => `The ${where} is not well-formed XML (elements nested deeper than ${MAX_DEPTH} levels, counting from <rss_ping>).`,
+  nestedTooDeep: (where: Where) =>
+    `The ${where} is not well-formed XML (elements nested deeper than ${MAX_DEPTH} levels, counting from <rss_ping>).`,
   elements: () => `The rss_ping has more than ${fmt(MAX_ELEMENTS)} elements (payload included).`,
   attributes: () => `The rss_ping has more than ${fmt(MAX_ATTRIBUTES)} attributes (payload included).`,
   attributesOnOneElement: (where: Where) => `An element of the ${where} has more than ${fmt(MAX_ATTRIBUTES_PER_ELEMENT)} attributes.`,
@@ -73,7 +74,15 @@ export const refusal = {
 };
 
 // Character codes.
-const LT = 60, GT = 62, SLASH = 47, QMARK = 63, BANG = 33, EQ = 61, DQ = 34, SQ = 39, AMP = 38;
+const LT = 60,
+  GT = 62,
+  SLASH = 47,
+  QMARK = 63,
+  BANG = 33,
+  EQ = 61,
+  DQ = 34,
+  SQ = 39,
+  AMP = 38;
 // What \s matches in a latin1 string, as the lenient reader (attributes.ts, readStartTag) splits attributes.
 const isSpace = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0;
 // An attribute name as the lenient reader takes it: up to 256 of [^\s=/>"'<].
@@ -115,7 +124,8 @@ export function prescan(s: string): Prescan {
     if (c === QMARK || c === BANG) {
       if (++other > MAX_OTHER_MARKUP) return { ok: false, message: refusal.otherMarkup() };
       // Where each ends, searched from where the parser searches (so that `<!-->` is no comment).
-      const [close, from] = c === QMARK ? ['?>', 2] : s.startsWith('<!--', lt) ? ['-->', 4] : s.startsWith('<![CDATA[', lt) ? [']]>', 9] : ['>', 2];
+      const [close, from] =
+        c === QMARK ? ['?>', 2] : s.startsWith('<!--', lt) ? ['-->', 4] : s.startsWith('<![CDATA[', lt) ? [']]>', 9] : ['>', 2];
       const e = s.indexOf(close, lt + from);
       if (e < 0) break;
       i = e + close.length;

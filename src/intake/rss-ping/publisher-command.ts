@@ -40,7 +40,12 @@ export interface CommandDeps {
 
 const usage = (msg: string) => `pingd publisher: ${msg}\nUsage: ${PUBLISHER_USAGE}`;
 
-export async function publisherCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: CommandDeps): Promise<number> {
+export async function publisherCommand(
+  values: Record<string, unknown>,
+  positionals: string[],
+  config: Config,
+  deps: CommandDeps,
+): Promise<number> {
   const { EXIT } = deps;
   const [sub, site, ...extra] = positionals;
   if (!sub || !['add', 'list', 'remove'].includes(sub)) {
@@ -67,7 +72,9 @@ export async function publisherCommand(values: Record<string, unknown>, position
   const given = values.password as string | undefined;
   if (sub === 'add') {
     if (!config.RSSPING_SECRET) {
-      deps.err('pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see docs/reference/rss-ping.md).');
+      deps.err(
+        'pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see docs/reference/rss-ping.md).',
+      );
       return EXIT.CONFIG;
     }
     if (given !== undefined && (given.length < MIN_PASSWORD_LENGTH || given.length > MAX_PASSWORD_LENGTH)) {
@@ -97,7 +104,8 @@ export async function publisherCommand(values: Record<string, unknown>, position
       if (values.json) deps.out(JSON.stringify({ site_uri: siteUrl, replaced: r.replaced, ...(shown ? { password: shown } : {}) }));
       else {
         deps.out(`${r.replaced ? 'password replaced for' : 'publisher added:'} ${siteUrl}`);
-        if (shown) deps.out(`password: ${shown}\n(shown once: give it to the publisher; it signs each ping as sha1(site_uri + password + token))`);
+        if (shown)
+          deps.out(`password: ${shown}\n(shown once: give it to the publisher; it signs each ping as sha1(site_uri + password + token))`);
       }
       return EXIT.OK;
     }
@@ -111,7 +119,16 @@ export async function publisherCommand(values: Record<string, unknown>, position
     }
     const rows = await listPublishers(db);
     if (values.json) {
-      deps.out(JSON.stringify(rows.map((r) => ({ site_uri: r.site_url, created_at: new Date(r.created_at).toISOString(), updated_at: new Date(r.updated_at).toISOString(), live_tokens: r.live_tokens }))));
+      deps.out(
+        JSON.stringify(
+          rows.map((r) => ({
+            site_uri: r.site_url,
+            created_at: new Date(r.created_at).toISOString(),
+            updated_at: new Date(r.updated_at).toISOString(),
+            live_tokens: r.live_tokens,
+          })),
+        ),
+      );
     } else if (rows.length === 0) {
       deps.out('no publishers registered');
     } else {

@@ -17,7 +17,12 @@ function row(r: PublisherRow): PublisherRow {
 }
 
 /** Adds a publisher; with `replace`, an existing one gets the new password. Returns null when it exists and replace is false. */
-export async function addPublisher(q: Queryable, siteUrl: string, sealed: Buffer, replace = false): Promise<{ id: number; replaced: boolean } | null> {
+export async function addPublisher(
+  q: Queryable,
+  siteUrl: string,
+  sealed: Buffer,
+  replace = false,
+): Promise<{ id: number; replaced: boolean } | null> {
   return withContext(`adding the publisher ${siteUrl} failed`, async () => {
     const rows = await q.query<{ id: number; replaced: boolean }>(
       `insert into rssping_publishers as p (site_url, password_sealed) values ($1, $2)
@@ -32,7 +37,10 @@ export async function addPublisher(q: Queryable, siteUrl: string, sealed: Buffer
 
 export async function findPublisher(q: Queryable, siteUrl: string): Promise<PublisherRow | undefined> {
   return withContext(`looking up the publisher ${siteUrl} failed`, async () => {
-    const [r] = await q.query<PublisherRow>('select id, site_url, password_sealed, created_at, updated_at from rssping_publishers where site_url = $1', [siteUrl]);
+    const [r] = await q.query<PublisherRow>(
+      'select id, site_url, password_sealed, created_at, updated_at from rssping_publishers where site_url = $1',
+      [siteUrl],
+    );
     return r ? row(r) : undefined;
   });
 }

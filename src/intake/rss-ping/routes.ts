@@ -94,30 +94,55 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.RSSPING_BODY_LIMIT }, (_req, body, done) => done(null, body));
 
   const sendXml = (reply: FastifyReply, status: number, flerror: boolean, message: string, auth?: AuthLevel) =>
-    reply.code(status).header('content-type', XML_TYPE).header('cache-control', 'no-store').send(rssPingResponseXml(flerror, message, auth));
+    reply
+      .code(status)
+      .header('content-type', XML_TYPE)
+      .header('cache-control', 'no-store')
+      .send(rssPingResponseXml(flerror, message, auth));
 
   app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) req.log.error({ err }, 'rss ping handler failed');
-    if (req.method === 'GET') return reply.code(status).header('content-type', TEXT_TYPE).send(status === 500 ? 'Internal error; please try again later.' : err.message);
+    if (req.method === 'GET')
+      return reply
+        .code(status)
+        .header('content-type', TEXT_TYPE)
+        .send(status === 500 ? 'Internal error; please try again later.' : err.message);
     requests.inc({ outcome: status === 413 ? 'too_large' : status === 500 ? 'unavailable' : 'invalid', auth: 'none' });
-    const msg = status === 413 ? `The rss_ping is larger than ${config.RSSPING_BODY_LIMIT} bytes.` : status === 500 ? 'Internal error; please try again later.' : err.message;
+    const msg =
+      status === 413
+        ? `The rss_ping is larger than ${config.RSSPING_BODY_LIMIT} bytes.`
+        : status === 500
+          ? 'Internal error; please try again later.'
+          : err.message;
     return sendXml(reply, status, true, msg);
   });
 
   /** Publisher-side: uses the one-time endpoint (whatever happens next) and checks it was issued for this site. */
   async function publisherAuth(endpoint: string, ping: ValidPing): Promise<Auth> {
     const e = endpoint.toLowerCase();
-    if (!ENDPOINT.test(e)) throw new RssPingRefusal('unauthorized', 'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.');
+    if (!ENDPOINT.test(e))
+      throw new RssPingRefusal(
+        'unauthorized',
+        'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.',
+      );
     let r;
     try {
       r = await consumeEndpoint(app.db, e);
     } catch (err) {
       app.log.error({ err: { message: (err as Error).message } }, 'rss ping token check failed');
-      throw new RssPingRefusal('unavailable', 'The endpoint could not be checked (database unavailable); please get a new token and ping again later.');
+      throw new RssPingRefusal(
+        'unavailable',
+        'The endpoint could not be checked (database unavailable); please get a new token and ping again later.',
+      );
     }
-    if (r.status === 'unknown') throw new RssPingRefusal('unauthorized', 'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).');
-    if (r.status === 'expired') throw new RssPingRefusal('unauthorized', 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.');
+    if (r.status === 'unknown')
+      throw new RssPingRefusal(
+        'unauthorized',
+        'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).',
+      );
+    if (r.status === 'expired')
+      throw new RssPingRefusal('unauthorized', 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.');
     if (r.siteUrl !== ping.url) throw new RssPingRefusal('forbidden', `This endpoint was issued for ${r.siteUrl}, not for ${ping.url}.`);
     return { level: 'publisher_side', note: 'publisher_side' };
   }
@@ -139,7 +164,16 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       return null; // validation says why, after the parse
     }
     // throttled() reads the weblog's URL and the method alone; the ping is admitted after the parse.
-    const read = app.pings.throttled({ method: 'rssPing', name: '', url, changesUrl: null, rssUrl: null, tags: null, clientAddr: null, userAgent: null });
+    const read = app.pings.throttled({
+      method: 'rssPing',
+      name: '',
+      url,
+      changesUrl: null,
+      rssUrl: null,
+      tags: null,
+      clientAddr: null,
+      userAgent: null,
+    });
     // Only an economy: a database busy elsewhere (the embedded one's single session held by a render) is not
     // waited for here, or a ping would wait for it before the commit's own DB_TIMEOUT_MS even began.
     let timer: NodeJS.Timeout | undefined;
@@ -160,7 +194,12 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
     // A throttled ping is refused whatever its hash: don't let repeated pings make us fetch repeatedly.
     const throttled = checkedUrl === ping.url ? undefined : await app.pings.throttled(ping);
     if (throttled) throw RssPingRefusal.of(throttled);
-    const check = await checkPayloadHash(app.fetcher, { siteUrl: ping.url, hashUri: phu.uri, algorithm: phu.algorithm, payload: doc.payload.bytes });
+    const check = await checkPayloadHash(app.fetcher, {
+      siteUrl: ping.url,
+      hashUri: phu.uri,
+      algorithm: phu.algorithm,
+      payload: doc.payload.bytes,
+    });
     hashChecks.inc({ result: check.outcome });
     if (check.outcome === 'mismatch') throw new RssPingRefusal('forbidden', check.note);
     if (check.outcome === 'match') return { level: 'pingserver_side', note: `pingserver_side (${check.note})` };
@@ -188,7 +227,10 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
           userAgent: req.headers['user-agent'] ?? null,
         };
         // The intake path's screens and validation, as for every protocol (the further feed_uris screened too).
-        const admitted = app.pings.admit(raw, doc.feeds.slice(1).map((f) => f.uri));
+        const admitted = app.pings.admit(
+          raw,
+          doc.feeds.slice(1).map((f) => f.uri),
+        );
         if (!admitted.ok) throw RssPingRefusal.of(admitted.result);
         ping = admitted.ping;
         feedUrls = doc.feeds.map((f) => normalizeUrl(f.uri, 'feed_uri'));
@@ -206,7 +248,10 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
             ? await pingserverAuth(doc, ping, checkedUrl)
             : { level: 'none', note: 'no payload_hash_uri and no publisher endpoint' };
       if (auth.level === 'none' && config.RSSPING_REQUIRE_AUTH) {
-        throw new RssPingRefusal('unauthorized', `This server accepts only authenticated rss_pings (pingserver-side or publisher-side); not authenticated: ${auth.note}.`);
+        throw new RssPingRefusal(
+          'unauthorized',
+          `This server accepts only authenticated rss_pings (pingserver-side or publisher-side); not authenticated: ${auth.note}.`,
+        );
       }
 
       const record: PayloadRecord = {
@@ -265,7 +310,9 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       return reply
         .code(429)
         .header('retry-after', String(d.retryAfterSec))
-        .send(`Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${d.retryAfterSec} seconds.\n`);
+        .send(
+          `Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${d.retryAfterSec} seconds.\n`,
+        );
     }
     const siteUri = firstParam(req.query, 'site_uri');
     if (!siteUri) return reply.code(400).send('site_uri is missing: GET /rssping/token?site_uri=<your site URI>\n');

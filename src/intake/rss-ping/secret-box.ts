@@ -23,7 +23,9 @@ export class SecretBoxError extends PingdError<'RSSPING_SECRET_MISMATCH'> {
 
 /** The 256-bit sealing key derived from RSSPING_SECRET. */
 export function deriveKey(secret: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('pingd rss-ping'), Buffer.from('publisher password v1'), 32));
+  return Buffer.from(
+    hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('pingd rss-ping'), Buffer.from('publisher password v1'), 32),
+  );
 }
 
 /** Seals a password; the site URL is bound in as associated data so sealed values cannot be swapped between rows. */
@@ -45,7 +47,9 @@ export function openPassword(key: Buffer, siteUrl: string, sealed: Uint8Array): 
     d.setAuthTag(b.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES));
     return Buffer.concat([d.update(b.subarray(1 + IV_BYTES + TAG_BYTES)), d.final()]).toString('utf8');
   } catch (err) {
-    throw new SecretBoxError('the publisher password cannot be decrypted: RSSPING_SECRET is not the one it was stored with', { cause: err });
+    throw new SecretBoxError('the publisher password cannot be decrypted: RSSPING_SECRET is not the one it was stored with', {
+      cause: err,
+    });
   }
 }
 
@@ -56,7 +60,10 @@ export function generatePassword(): string {
 
 /** A single-use token: the issue time (RSS Ping calls the token "datetime") and 128 random bits. */
 export function newToken(now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}Z$/, 'Z');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}Z$/, 'Z');
   return `${stamp}-${randomBytes(16).toString('hex')}`;
 }
 

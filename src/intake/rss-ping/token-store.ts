@@ -15,7 +15,8 @@ export const MAX_LIVE_TOKENS = 20;
 /** Expired tokens are kept this long so that using one can be answered "expired" rather than "unknown". */
 export const EXPIRED_GRACE_SEC = 3600;
 
-export type ConsumeResult = { status: 'ok'; publisherId: number; siteUrl: string } | { status: 'expired'; siteUrl: string } | { status: 'unknown' };
+export type ConsumeResult =
+  { status: 'ok'; publisherId: number; siteUrl: string } | { status: 'expired'; siteUrl: string } | { status: 'unknown' };
 
 export type IssueResult = { ok: true; expiresAt: Date } | { ok: false; retryAt: Date };
 
@@ -23,7 +24,12 @@ export type IssueResult = { ok: true; expiresAt: Date } | { ok: false; retryAt: 
  * Stores a newly issued token's endpoints unless the publisher already holds MAX_LIVE_TOKENS unexpired
  * ones (then: when the oldest of them expires). Also purges long-expired tokens.
  */
-export async function issueToken(q: Queryable, publisherId: number, endpoints: { sha1: string; md5: string }, ttlSec = TOKEN_TTL_SEC): Promise<IssueResult> {
+export async function issueToken(
+  q: Queryable,
+  publisherId: number,
+  endpoints: { sha1: string; md5: string },
+  ttlSec = TOKEN_TTL_SEC,
+): Promise<IssueResult> {
   return withContext('issuing a token failed', async () => {
     const [r] = await q.query<{ expires_at: Date | null; retry_at: Date | null }>(
       `with purge as (

@@ -8,7 +8,8 @@ import type { MethodCall, XmlRpcValue } from './values.js';
 
 const MAX_FAST_PARAMS = 32;
 // What the full parser accepts as a declaration at the very start of the document (a subset of it).
-const DECL = /^<\?xml[ \t\r\n]+version[ \t\r\n]*=[ \t\r\n]*(?:"1\.[0-9]"|'1\.[0-9]')(?:[ \t\r\n]+encoding[ \t\r\n]*=[ \t\r\n]*(?:"[A-Za-z][A-Za-z0-9._-]*"|'[A-Za-z][A-Za-z0-9._-]*'))?(?:[ \t\r\n]+standalone[ \t\r\n]*=[ \t\r\n]*(?:"(?:yes|no)"|'(?:yes|no)'))?[ \t\r\n]*\?>/;
+const DECL =
+  /^<\?xml[ \t\r\n]+version[ \t\r\n]*=[ \t\r\n]*(?:"1\.[0-9]"|'1\.[0-9]')(?:[ \t\r\n]+encoding[ \t\r\n]*=[ \t\r\n]*(?:"[A-Za-z][A-Za-z0-9._-]*"|'[A-Za-z][A-Za-z0-9._-]*'))?(?:[ \t\r\n]+standalone[ \t\r\n]*=[ \t\r\n]*(?:"(?:yes|no)"|'(?:yes|no)'))?[ \t\r\n]*\?>/;
 const METHOD_NAME = /^[A-Za-z0-9_.:/]{1,128}$/;
 // The references decoded here; any other `&` sends the document to the full parser.
 const REF = /&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#x([0-9a-fA-F]{1,6}));/g;
@@ -26,7 +27,14 @@ function skipWs(s: string, i: number): number {
 // Code points whose numeric reference the full parser turns into the character itself (it drops or keeps
 // others literally); outside these, the document takes the full path.
 function plainCodePoint(cp: number): boolean {
-  return (cp >= 0x20 && cp < 0x7f) || (cp >= 0xa0 && cp < 0xd800) || (cp >= 0xe000 && cp < 0xfffe) || (cp >= 0x10000 && cp <= 0x10ffff) || cp === 0x09 || cp === 0x0a;
+  return (
+    (cp >= 0x20 && cp < 0x7f) ||
+    (cp >= 0xa0 && cp < 0xd800) ||
+    (cp >= 0xe000 && cp < 0xfffe) ||
+    (cp >= 0x10000 && cp <= 0x10ffff) ||
+    cp === 0x09 ||
+    cp === 0x0a
+  );
 }
 
 /** Character data between tags: line ends normalised as XML says, references decoded; undefined = not handled here. */

@@ -78,7 +78,8 @@ export function systemCall(methodName: string, params: XmlRpcValue[]): OutValue 
       const name = asString(params[0]);
       // Own keys only: METHODS['constructor'] is Object's constructor, which made methodHelp('constructor') an internal error.
       const info = name && Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
-      if (!info) throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: no method named ${JSON.stringify(String(name ?? '')).slice(0, 140)}.`);
+      if (!info)
+        throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: no method named ${JSON.stringify(String(name ?? '')).slice(0, 140)}.`);
       return methodName === 'system.methodHelp' ? info.help : info.signatures;
     }
   }

@@ -73,7 +73,10 @@ export function parseMethodCallText(text: string): MethodCall {
   if (valid !== true) {
     // The validator's message can quote the whole open-tag stack (800 kB for 100k unclosed tags): bound it.
     const msg = valid.err.msg.length > 200 ? `${valid.err.msg.slice(0, 200)}…` : valid.err.msg;
-    throw new XmlRpcFault(FAULT.PARSE_ERROR, `Parse error: not well-formed XML (${msg} at line ${valid.err.line}, column ${valid.err.col}).`);
+    throw new XmlRpcFault(
+      FAULT.PARSE_ERROR,
+      `Parse error: not well-formed XML (${msg} at line ${valid.err.line}, column ${valid.err.col}).`,
+    );
   }
   let doc: Record<string, unknown>;
   try {
@@ -82,7 +85,12 @@ export function parseMethodCallText(text: string): MethodCall {
     // What the validator lets through but the parser refuses: nesting beyond MAX_ELEMENT_DEPTH, an
     // unclosed processing instruction after the root element. Without this they were internal errors.
     const m = String((err as Error).message);
-    throw new XmlRpcFault(FAULT.PARSE_ERROR, /nested/i.test(m) ? `Parse error: elements nested deeper than ${MAX_ELEMENT_DEPTH} levels.` : `Parse error: ${m.slice(0, 200).replace(/\.+$/, '')}.`);
+    throw new XmlRpcFault(
+      FAULT.PARSE_ERROR,
+      /nested/i.test(m)
+        ? `Parse error: elements nested deeper than ${MAX_ELEMENT_DEPTH} levels.`
+        : `Parse error: ${m.slice(0, 200).replace(/\.+$/, '')}.`,
+    );
   }
   const call = doc.methodCall as Record<string, unknown> | undefined;
   const rootNames = Object.keys(doc).filter((k) => k !== '#text');
@@ -94,7 +102,8 @@ export function parseMethodCallText(text: string): MethodCall {
     throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: <methodCall> needs a <methodName>.');
   }
   const methodName = rawName.trim();
-  if (!/^[A-Za-z0-9_.:/]{1,128}$/.test(methodName)) throw new XmlRpcFault(FAULT.METHOD_NOT_FOUND, 'Method not found: the method name has characters XML-RPC does not allow.');
+  if (!/^[A-Za-z0-9_.:/]{1,128}$/.test(methodName))
+    throw new XmlRpcFault(FAULT.METHOD_NOT_FOUND, 'Method not found: the method name has characters XML-RPC does not allow.');
   const params: XmlRpcValue[] = [];
   const ps = call.params;
   if (ps !== undefined && typeof ps === 'object' && ps !== null) {
@@ -102,7 +111,8 @@ export function parseMethodCallText(text: string): MethodCall {
     if (Array.isArray(list)) {
       if (list.length > MAX_PARAMS) throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: more than ${MAX_PARAMS} parameters.`);
       for (const p of list) {
-        if (p === null || typeof p !== 'object' || !('value' in p)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: every <param> needs a <value>.');
+        if (p === null || typeof p !== 'object' || !('value' in p))
+          throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: every <param> needs a <value>.');
         params.push(toValue((p as Record<string, unknown>).value, 0));
       }
     }
@@ -118,14 +128,19 @@ function toValue(v: unknown, depth: number): XmlRpcValue {
   if (depth > MAX_DEPTH) throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: values nested deeper than ${MAX_DEPTH} levels.`);
   // Untyped <value>x</value> is a string (spec); <value></value> or <value/> is the empty string.
   if (typeof v === 'string') return { type: 'string', value: v };
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: malformed <value>.');
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: malformed <value>.');
   const o = v as Record<string, unknown>;
   const keys = Object.keys(o);
   const typed = keys.filter((k) => k !== '#text');
   if (typed.length !== 1) {
-    throw new XmlRpcFault(FAULT.INVALID_REQUEST, typed.length === 0 ? 'Invalid request: malformed <value>.' : 'Invalid request: a <value> holds more than one element.');
+    throw new XmlRpcFault(
+      FAULT.INVALID_REQUEST,
+      typed.length === 0 ? 'Invalid request: malformed <value>.' : 'Invalid request: a <value> holds more than one element.',
+    );
   }
-  if (typeof o['#text'] === 'string' && o['#text'].trim() !== '') throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: a <value> mixes text and a typed element.');
+  if (typeof o['#text'] === 'string' && o['#text'].trim() !== '')
+    throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: a <value> mixes text and a typed element.');
   const t = typed[0];
   if (!TYPES.has(t)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, `Invalid request: unknown value type <${t.slice(0, 40)}>.`);
   const inner = o[t];
@@ -180,7 +195,8 @@ function toValue(v: unknown, depth: number): XmlRpcValue {
       if (!Array.isArray(members)) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: malformed <struct>.');
       for (const m of members) {
         const name = (m as Record<string, unknown>)?.name;
-        if (typeof name !== 'string' || !('value' in (m as object))) throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: a <member> needs a <name> and a <value>.');
+        if (typeof name !== 'string' || !('value' in (m as object)))
+          throw new XmlRpcFault(FAULT.INVALID_REQUEST, 'Invalid request: a <member> needs a <name> and a <value>.');
         out.set(name, toValue((m as Record<string, unknown>).value, depth + 1));
       }
       return { type: 'struct', value: out };

@@ -28,7 +28,12 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
   app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 200;
     if (status === 200) req.log.error({ err }, 'xml-rpc handler failed');
-    const msg = status === 413 ? `Request body larger than ${opts.config.BODY_LIMIT} bytes.` : status === 200 ? 'Internal error; please try again later.' : err.message;
+    const msg =
+      status === 413
+        ? `Request body larger than ${opts.config.BODY_LIMIT} bytes.`
+        : status === 200
+          ? 'Internal error; please try again later.'
+          : err.message;
     return sendXml(reply, faultXml(status === 200 ? FAULT.INTERNAL_ERROR : FAULT.INVALID_REQUEST, msg), status);
   });
 

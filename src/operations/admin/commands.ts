@@ -127,7 +127,12 @@ export function parseInvocation(argv: readonly string[], commands: Record<string
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: { help: { type: 'boolean', short: 'h' }, ...(command.options ?? {}) }, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args: rest,
+      options: { help: { type: 'boolean', short: 'h' }, ...(command.options ?? {}) },
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (err) {
     io.err(`pingd ${name}: ${(err as Error).message}\nUsage: ${command.usage}`);
     return EXIT.USAGE;

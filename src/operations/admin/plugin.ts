@@ -37,11 +37,18 @@ async function adminPlugin(app: FastifyInstance, opts: { config: Config }): Prom
       socket = listenAdminSocket(adminSocketPath(config.DATA_DIR), (req, res) => app.routing(req, res), {
         requestTimeout: config.REQUEST_TIMEOUT_MS,
         headersTimeout: Math.min(60_000, config.REQUEST_TIMEOUT_MS),
-        onError: (err) => app.log.warn({ err: { message: err.message } }, 'admin socket failed; commands reach this server over HTTP with ADMIN_TOKEN only'),
+        onError: (err) =>
+          app.log.warn(
+            { err: { message: err.message } },
+            'admin socket failed; commands reach this server over HTTP with ADMIN_TOKEN only',
+          ),
       });
     } catch (err) {
       // The server serves without it: commands then need ADMIN_TOKEN, or the server stopped.
-      app.log.warn({ err: { message: (err as Error).message } }, 'admin socket not opened; commands reach this server over HTTP with ADMIN_TOKEN only');
+      app.log.warn(
+        { err: { message: (err as Error).message } },
+        'admin socket not opened; commands reach this server over HTTP with ADMIN_TOKEN only',
+      );
     }
     done();
   });

@@ -18,10 +18,7 @@ export const ADMIN_ANSWERS = {
 } as const;
 
 /** Flags and values of one command line; the longest real one (publisher add with a password) is far below. */
-const CliRequest = Type.Object(
-  { argv: Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 64 }) },
-  { additionalProperties: false },
-);
+const CliRequest = Type.Object({ argv: Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 64 }) }, { additionalProperties: false });
 const CliAnswer = Type.Object({
   /** The command's exit code, as `pingd` itself would exit (docs/reference/cli.md). */
   code: Type.Integer(),

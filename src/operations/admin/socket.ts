@@ -43,7 +43,8 @@ export function listenAdminSocket(
   route: (req: IncomingMessage, res: ServerResponse) => void,
   opts: { requestTimeout: number; headersTimeout: number; onError(err: Error): void },
 ): AdminSocket {
-  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new Error(`the socket path ${path} is longer than ${MAX_PATH_BYTES} bytes; use a shorter DATA_DIR`);
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES)
+    throw new Error(`the socket path ${path} is longer than ${MAX_PATH_BYTES} bytes; use a shorter DATA_DIR`);
   try {
     if (!lstatSync(path).isSocket()) throw new Error(`${path} exists and is not a socket; remove it`);
     unlinkSync(path);

@@ -9,6 +9,9 @@ const ANSWERS: Record<string, { status: number; message: string }> = {
 };
 
 export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
-  const a = ANSWERS[err.code] ?? { status: err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400, message: 'The request cannot be routed.' };
+  const a = ANSWERS[err.code] ?? {
+    status: err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400,
+    message: 'The request cannot be routed.',
+  };
   void reply.code(a.status).header('content-type', 'text/plain; charset=utf-8').header(REQUEST_ID_HEADER, req.id).send(`${a.message}\n`);
 }

@@ -15,7 +15,12 @@ export const READY_TIMEOUT_MS = 3000;
 
 export type Readiness =
   | { ready: true; database: 'postgres' | 'pglite' }
-  | { ready: false; reason: 'shutting down' | 'disk full' | 'database unreachable' | 'migrations pending'; pending?: string[]; error?: string };
+  | {
+      ready: false;
+      reason: 'shutting down' | 'disk full' | 'database unreachable' | 'migrations pending';
+      pending?: string[];
+      error?: string;
+    };
 
 class ReadinessTimeout extends PingdError<'READY_TIMEOUT'> {
   constructor(message: string) {
@@ -45,7 +50,12 @@ const ReadyOk = Type.Object({ status: Type.Literal('ok'), database: Type.Union([
 /** GET /readyz when it cannot, and why (the driver's own message stays in the log). */
 const ReadyNot = Type.Object({
   status: Type.Literal('unavailable'),
-  reason: Type.Union([Type.Literal('shutting down'), Type.Literal('disk full'), Type.Literal('database unreachable'), Type.Literal('migrations pending')]),
+  reason: Type.Union([
+    Type.Literal('shutting down'),
+    Type.Literal('disk full'),
+    Type.Literal('database unreachable'),
+    Type.Literal('migrations pending'),
+  ]),
   pending: Type.Optional(Type.Array(Type.String())),
 });
 

@@ -30,7 +30,8 @@ export async function listLogPartitions(q: Queryable, log: string): Promise<stri
 
 /** Whether the error is PostgreSQL giving up on a lock (lock_timeout): the change is retried later. */
 export function isLockTimeout(err: unknown): boolean {
-  for (let e = err as { code?: string; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) if (e.code === '55P03') return true;
+  for (let e = err as { code?: string; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++)
+    if (e.code === '55P03') return true;
   return false;
 }
 
@@ -64,7 +65,10 @@ export async function createDayPartition(q: Queryable, log: string, name: string
 }
 
 export async function countRows(q: Queryable, table: string, before?: Date): Promise<number> {
-  const [r] = await q.query<{ n: number }>(`select count(*)::bigint as n from ${ident(table)}${before ? ' where received_at < $1' : ''}`, before ? [before] : []);
+  const [r] = await q.query<{ n: number }>(
+    `select count(*)::bigint as n from ${ident(table)}${before ? ' where received_at < $1' : ''}`,
+    before ? [before] : [],
+  );
   return Number(r.n);
 }
 

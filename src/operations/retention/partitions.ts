@@ -46,7 +46,9 @@ export function parsePartition(log: PartitionedLog, name: string): LogPartition 
 export function daysMissing(parts: LogPartition[], from: Date, to: Date): Date[] {
   const out: Date[] = [];
   for (let t = utcDay(from).getTime(); t < to.getTime(); t += DAY_MS) {
-    const covered = parts.some((p) => p.kind !== 'default' && (p.from === null || p.from.getTime() <= t) && p.to !== null && t < p.to.getTime());
+    const covered = parts.some(
+      (p) => p.kind !== 'default' && (p.from === null || p.from.getTime() <= t) && p.to !== null && t < p.to.getTime(),
+    );
     if (!covered) out.push(new Date(t));
   }
   return out;
@@ -79,7 +81,8 @@ export async function ensureLogPartitions(q: Queryable, from: Date, to: Date): P
   const made: string[] = [];
   for (const log of PARTITIONED_LOGS) {
     for (const day of daysMissing(await logPartitions(q, log), from, to)) {
-      if (await createDayPartition(q, log, dayPartitionName(log, day), day, new Date(day.getTime() + DAY_MS))) made.push(dayPartitionName(log, day));
+      if (await createDayPartition(q, log, dayPartitionName(log, day), day, new Date(day.getTime() + DAY_MS)))
+        made.push(dayPartitionName(log, day));
     }
   }
   return made;

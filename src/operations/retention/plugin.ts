@@ -89,7 +89,16 @@ async function retentionPlugin(app: FastifyInstance, opts: { config: Config }): 
       deleted.inc({ table: 'relay_jobs' }, res.relayJobsDeleted);
       runs.inc({ outcome: 'pruned' });
       lastSuccess.set(Date.now() / 1000);
-      const fields = { pingsDeleted: res.pingsDeleted, payloadsDeleted: res.payloadsDeleted, verificationsDeleted: res.verificationsDeleted, itemsDeleted: res.itemsDeleted, archivesDeleted: res.archivesDeleted, relayJobsDeleted: res.relayJobsDeleted, batches: res.batches, complete: res.complete };
+      const fields = {
+        pingsDeleted: res.pingsDeleted,
+        payloadsDeleted: res.payloadsDeleted,
+        verificationsDeleted: res.verificationsDeleted,
+        itemsDeleted: res.itemsDeleted,
+        archivesDeleted: res.archivesDeleted,
+        relayJobsDeleted: res.relayJobsDeleted,
+        batches: res.batches,
+        complete: res.complete,
+      };
       if (res.pingsDeleted > 0 || res.archivesDeleted > 0 || !res.complete) app.log.info(fields, 'retention pass done');
       else app.log.debug(fields, 'retention pass done');
       return { ran: true, result: res };

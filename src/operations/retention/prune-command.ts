@@ -33,7 +33,8 @@ export interface CommandDeps {
 export function parseDays(raw: unknown, flag: string, fallback: number): number | string {
   if (raw === undefined) return fallback;
   const s = String(raw).trim();
-  if (!/^\d{1,5}$/.test(s) || Number(s) > 36500) return `${flag} must be a whole number of days between 0 and 36500, got ${JSON.stringify(raw)}`;
+  if (!/^\d{1,5}$/.test(s) || Number(s) > 36500)
+    return `${flag} must be a whole number of days between 0 and 36500, got ${JSON.stringify(raw)}`;
   return Number(s);
 }
 
@@ -45,7 +46,11 @@ function describe(r: PruneResult): string {
       ? `${verb} ${r.pingsDeleted} pings received before ${r.pingCutoff.toISOString()} (and ${r.payloadsDeleted} RSS Ping payloads, ${r.verificationsDeleted} verifications, ${r.itemsDeleted} found items)`
       : 'raw pings are kept forever (days = 0)',
   );
-  lines.push(r.archiveCutoff ? `${verb} ${r.archivesDeleted} hourly archives older than ${r.archiveCutoff.toISOString()}` : 'hourly archives are kept forever (archive days = 0)');
+  lines.push(
+    r.archiveCutoff
+      ? `${verb} ${r.archivesDeleted} hourly archives older than ${r.archiveCutoff.toISOString()}`
+      : 'hourly archives are kept forever (archive days = 0)',
+  );
   lines.push(`${verb} ${r.relayJobsDeleted} finished relay jobs`);
   if (r.partitionsDropped > 0) lines.push(`dropped ${r.partitionsDropped} day partitions whole`);
   if (r.lockTimeouts > 0) lines.push(`${r.lockTimeouts} partition could not be dropped at once (a long read held its log): run again`);
@@ -65,7 +70,13 @@ export async function pruneCommand(values: Record<string, unknown>, config: Conf
   const db = await deps.openDb(config);
   try {
     const r = await db.withTryAdvisoryLock(RETENTION_LOCK, (q) =>
-      prune(q, { pingDays: days as number, archiveDays: archiveDays as number, batchSize: config.RETENTION_BATCH, dryRun: Boolean(values['dry-run']), relayHistorySec: config.PING_MIN_INTERVAL }),
+      prune(q, {
+        pingDays: days as number,
+        archiveDays: archiveDays as number,
+        batchSize: config.RETENTION_BATCH,
+        dryRun: Boolean(values['dry-run']),
+        relayHistorySec: config.PING_MIN_INTERVAL,
+      }),
     );
     if (!r.ran) {
       deps.err('pingd prune: another instance is pruning now; try again later');

@@ -91,7 +91,11 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     dryRun: Boolean(opts.dryRun),
   };
 
-  const drain = async (cutoff: Date, del: (q: Queryable, c: Date, n: number) => Promise<number>, batchSize = opts.batchSize): Promise<number> => {
+  const drain = async (
+    cutoff: Date,
+    del: (q: Queryable, c: Date, n: number) => Promise<number>,
+    batchSize = opts.batchSize,
+  ): Promise<number> => {
     let total = 0;
     for (let i = 0; ; i++) {
       if (i >= maxBatches || opts.shouldStop?.()) {
@@ -140,7 +144,9 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
       n += rows;
     }
     for (const part of plan.trim) {
-      n += opts.dryRun ? await countRows(q, part.name, cutoff) : await drain(cutoff, (qq, c, lim) => deletePartitionRowsBefore(qq, key, part.name, c, lim));
+      n += opts.dryRun
+        ? await countRows(q, part.name, cutoff)
+        : await drain(cutoff, (qq, c, lim) => deletePartitionRowsBefore(qq, key, part.name, c, lim));
     }
     return n;
   };
@@ -150,18 +156,24 @@ export async function prune(q: Queryable, opts: PruneOptions): Promise<PruneResu
     if (closedUs !== null && closedUs / 1000 < result.pingCutoff.getTime()) result.pingCutoff = new Date(Math.floor(closedUs / 1000));
     result.pingsDeleted = await trimLog('pings', 'pings', result.pingCutoff);
     result.payloadsDeleted = await trimLog('rssping_payloads', 'payloads', result.pingCutoff);
-    result.verificationsDeleted = opts.dryRun ? await countVerificationsBefore(q, result.pingCutoff) : await drain(result.pingCutoff, deleteVerificationsBefore);
+    result.verificationsDeleted = opts.dryRun
+      ? await countVerificationsBefore(q, result.pingCutoff)
+      : await drain(result.pingCutoff, deleteVerificationsBefore);
     result.itemsDeleted = await trimLog('feed_items', 'items', result.pingCutoff);
   }
   if (result.archiveCutoff) {
-    result.archivesDeleted = opts.dryRun ? await countArchivesBefore(q, result.archiveCutoff) : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));
+    result.archivesDeleted = opts.dryRun
+      ? await countArchivesBefore(q, result.archiveCutoff)
+      : await drain(result.archiveCutoff, deleteArchivesBefore, Math.min(ARCHIVE_BATCH, opts.batchSize));
   }
   const relayCutoff = new Date(now.getTime() - Math.max(DAY_MS, (opts.relayHistorySec ?? 0) * 1000));
   const deadCutoff = new Date(now.getTime() - 7 * DAY_MS);
   // Most installations relay nothing: no batch at all then.
   const relayDue = await countFinishedJobs(q, relayCutoff, deadCutoff, 1);
   if (relayDue > 0) {
-    result.relayJobsDeleted = opts.dryRun ? await countFinishedJobs(q, relayCutoff, deadCutoff) : await drain(relayCutoff, (qq, c, n) => pruneFinishedJobs(qq, c, deadCutoff, n));
+    result.relayJobsDeleted = opts.dryRun
+      ? await countFinishedJobs(q, relayCutoff, deadCutoff)
+      : await drain(relayCutoff, (qq, c, n) => pruneFinishedJobs(qq, c, deadCutoff, n));
   }
   return result;
 }

@@ -56,7 +56,13 @@ async function countBefore(q: Queryable, log: Log, cutoff: Date): Promise<number
  * The same batched delete on one partition of a partitioned log (its default partition, or the rows
  * migration 011 found): src/operations/retention/partitions.ts says which.
  */
-export const deletePartitionRowsBefore = (q: Queryable, log: 'pings' | 'payloads' | 'items', partition: string, cutoff: Date, limit: number): Promise<number> =>
-  deleteBefore(q, log, cutoff, limit, `"${partition.replace(/"/g, '""')}"`);
-export const deleteVerificationsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> => deleteBefore(q, 'verifications', cutoff, limit);
+export const deletePartitionRowsBefore = (
+  q: Queryable,
+  log: 'pings' | 'payloads' | 'items',
+  partition: string,
+  cutoff: Date,
+  limit: number,
+): Promise<number> => deleteBefore(q, log, cutoff, limit, `"${partition.replace(/"/g, '""')}"`);
+export const deleteVerificationsBefore = (q: Queryable, cutoff: Date, limit: number): Promise<number> =>
+  deleteBefore(q, 'verifications', cutoff, limit);
 export const countVerificationsBefore = (q: Queryable, cutoff: Date): Promise<number> => countBefore(q, 'verifications', cutoff);

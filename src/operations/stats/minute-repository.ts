@@ -41,12 +41,18 @@ export async function minuteCounts(q: Queryable, from: number, to: number): Prom
     ),
   );
   const out: SeriesCount[] = [];
-  for (const r of rows) for (let i = 0; i < r.minutes.length; i++) out.push({ minute: Number(r.minutes[i]), series: r.series, n: Number(r.ns[i]) });
+  for (const r of rows)
+    for (let i = 0; i < r.minutes.length; i++) out.push({ minute: Number(r.minutes[i]), series: r.series, n: Number(r.ns[i]) });
   return out;
 }
 
 /** The hosts with the most pings over the minutes in [from, to], busiest first. */
-export async function topHosts(q: Queryable, from: number, to: number, limit: number): Promise<{ host: string; accepted: number; refused: number }[]> {
+export async function topHosts(
+  q: Queryable,
+  from: number,
+  to: number,
+  limit: number,
+): Promise<{ host: string; accepted: number; refused: number }[]> {
   const rows = await withContext('reading the busiest hosts failed', () =>
     q.query<{ host: string; accepted: string | number; refused: string | number }>(
       `select host, sum(accepted) as accepted, sum(refused) as refused
@@ -61,8 +67,14 @@ export async function topHosts(q: Queryable, from: number, to: number, limit: nu
 /** Drops minutes before `before` (ms); returns how many rows went. */
 export async function pruneMinutes(q: Queryable, before: number): Promise<number> {
   return withContext('pruning the minute statistics failed', async () => {
-    const a = await q.query<{ n: string | number }>('with d as (delete from stats_minutes where minute < $1 returning 1) select count(*) as n from d', [new Date(before)]);
-    const b = await q.query<{ n: string | number }>('with d as (delete from stats_minute_hosts where minute < $1 returning 1) select count(*) as n from d', [new Date(before)]);
+    const a = await q.query<{ n: string | number }>(
+      'with d as (delete from stats_minutes where minute < $1 returning 1) select count(*) as n from d',
+      [new Date(before)],
+    );
+    const b = await q.query<{ n: string | number }>(
+      'with d as (delete from stats_minute_hosts where minute < $1 returning 1) select count(*) as n from d',
+      [new Date(before)],
+    );
     return Number(a[0].n) + Number(b[0].n);
   });
 }

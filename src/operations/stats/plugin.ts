@@ -78,7 +78,9 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
       committed++;
       if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
         lastPrune = Date.now();
-        await pruneMinutes(app.db, Date.now() - KEEP_MS).catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'pruning the minute statistics failed'));
+        await pruneMinutes(app.db, Date.now() - KEEP_MS).catch((err: Error) =>
+          app.log.warn({ err: { message: err.message } }, 'pruning the minute statistics failed'),
+        );
       }
     })().finally(() => {
       flushing = undefined;
@@ -94,8 +96,14 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       const before = committed;
       const pending = tally.pending();
-      const mine: Drained = { counts: [...pending.counts, ...(writing?.counts ?? [])], hosts: [...pending.hosts, ...(writing?.hosts ?? [])] };
-      const [stored, hosts] = await Promise.all([minuteCounts(app.db, from, to), topHosts(app.db, Math.max(from, to - 59 * MINUTE_MS), to, TOP_HOSTS)]);
+      const mine: Drained = {
+        counts: [...pending.counts, ...(writing?.counts ?? [])],
+        hosts: [...pending.hosts, ...(writing?.hosts ?? [])],
+      };
+      const [stored, hosts] = await Promise.all([
+        minuteCounts(app.db, from, to),
+        topHosts(app.db, Math.max(from, to - 59 * MINUTE_MS), to, TOP_HOSTS),
+      ]);
       if (committed === before || attempt === 2) return { stored, hosts, mine };
     }
   };
@@ -141,7 +149,13 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
         pingQueue: app.pings.pending,
         queues: [
           { name: 'verification', depth: verify.depth, oldestAgeSeconds: Math.round(verify.oldestAgeSec) },
-          { name: 'relay', depth: relay.depth, oldestAgeSeconds: Math.round(relay.oldestAgeSec), dropped: relay.dropped, suppressed: relay.suppressed },
+          {
+            name: 'relay',
+            depth: relay.depth,
+            oldestAgeSeconds: Math.round(relay.oldestAgeSec),
+            dropped: relay.dropped,
+            suppressed: relay.suppressed,
+          },
         ],
       },
       recent: recent.map((p) => ({ id: p.id, receivedAt: p.receivedAt.toISOString(), method: p.method, name: p.name, url: p.url })),
@@ -151,7 +165,12 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const answerFor = (window: StatsWindow): Promise<Answer> => {
     const hit = cache.get(window);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.answer;
-    const answer = compute(window).then((r) => ({ reply: r, json: JSON.stringify(r), etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"`, coded: {} }));
+    const answer = compute(window).then((r) => ({
+      reply: r,
+      json: JSON.stringify(r),
+      etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"`,
+      coded: {},
+    }));
     cache.set(window, { at: Date.now(), answer });
     answer.catch(() => cache.delete(window));
     return answer;
@@ -164,18 +183,25 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
     { schema: { querystring: Query, response: { 200: StatsReply, 400: ApiError, 503: ApiError } } },
     async (req, reply) => {
       const window = req.query.window ?? '1h';
-      if (!isWindow(window)) return reply.code(400).send({ error: 'WINDOW_INVALID', message: `window must be 1h or 24h, not ${JSON.stringify(window)}.` });
+      if (!isWindow(window))
+        return reply.code(400).send({ error: 'WINDOW_INVALID', message: `window must be 1h or 24h, not ${JSON.stringify(window)}.` });
       let a: Answer;
       try {
         a = await answerFor(window);
       } catch (err) {
         req.log.warn({ err: { message: (err as Error).message } }, 'statistics unavailable');
-        return reply.code(503).header('cache-control', 'no-store').send({ error: 'STATS_UNAVAILABLE', message: 'The database did not answer; statistics are unavailable for now.' });
+        return reply
+          .code(503)
+          .header('cache-control', 'no-store')
+          .send({ error: 'STATS_UNAVAILABLE', message: 'The database did not answer; statistics are unavailable for now.' });
       }
       // Each coding is a representation with its own tag (RFC 9110 §8.8.3), as the published documents'.
       const enc = negotiateEncoding(req.headers['accept-encoding']);
       const etag = enc === 'identity' ? a.etag : a.etag.replace(/"$/, enc === 'br' ? '-br"' : '-gz"');
-      reply.header('cache-control', `public, max-age=${CACHE_MS / 1000}`).header('etag', etag).header('vary', 'Accept-Encoding');
+      reply
+        .header('cache-control', `public, max-age=${CACHE_MS / 1000}`)
+        .header('etag', etag)
+        .header('vary', 'Accept-Encoding');
       if (req.headers['if-none-match'] === etag) return reply.code(304).send();
       // The JSON made with the answer (the schema above documents it; its shape is buildSnapshot's type).
       reply.type('application/json; charset=utf-8');
@@ -199,7 +225,11 @@ function compressJson(enc: 'gzip' | 'br', json: string): Buffer {
   const bytes = Buffer.from(json);
   if (enc === 'gzip') return zlib.gzipSync(bytes, { level: 4 });
   return zlib.brotliCompressSync(bytes, {
-    params: { [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_QUALITY]: 4, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
+    params: {
+      [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+      [zlib.constants.BROTLI_PARAM_QUALITY]: 4,
+      [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length,
+    },
   });
 }
 

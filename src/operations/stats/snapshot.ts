@@ -62,7 +62,9 @@ export const StatsReply = Type.Object({
       }),
     ),
   }),
-  recent: Type.Array(Type.Object({ id: Type.Integer(), receivedAt: Type.String(), method: Type.String(), name: Type.String(), url: Type.String() })),
+  recent: Type.Array(
+    Type.Object({ id: Type.Integer(), receivedAt: Type.String(), method: Type.String(), name: Type.String(), url: Type.String() }),
+  ),
   uptimeSeconds: Type.Integer(),
 });
 export type StatsReply = Static<typeof StatsReply>;

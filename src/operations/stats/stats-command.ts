@@ -37,7 +37,8 @@ export interface StatsDeps {
 function bounded(raw: unknown, flag: string, fallback: number, max: number): number | string {
   if (raw === undefined) return fallback;
   const s = String(raw).trim();
-  if (!/^\d{1,4}$/.test(s) || Number(s) < 1 || Number(s) > max) return `${flag} must be a whole number between 1 and ${max}, got ${JSON.stringify(raw)}`;
+  if (!/^\d{1,4}$/.test(s) || Number(s) < 1 || Number(s) > max)
+    return `${flag} must be a whole number between 1 and ${max}, got ${JSON.stringify(raw)}`;
   return Number(s);
 }
 

@@ -30,7 +30,6 @@ function endClient(c: pg.Client): Promise<void> {
   });
 }
 
-
 export interface DbOptions {
   databaseUrl?: string;
   dataDir: string;
@@ -49,7 +48,12 @@ export interface DbOptions {
 export async function openDatabase(opts: DbOptions): Promise<Db> {
   return opts.databaseUrl
     ? openPostgres(opts.databaseUrl, opts)
-    : openPglite(opts.dataDir, { cacheMb: opts.embeddedCacheMb, minFreeMb: opts.diskMinFreeMb, onDiskChange: opts.onDiskChange, onError: opts.onBackgroundError });
+    : openPglite(opts.dataDir, {
+        cacheMb: opts.embeddedCacheMb,
+        minFreeMb: opts.diskMinFreeMb,
+        onDiskChange: opts.onDiskChange,
+        onError: opts.onBackgroundError,
+      });
 }
 
 // int8 (count(*), bigserial) fits a JS number for any realistic ping count; parse it as one so both
@@ -93,7 +97,9 @@ function openPostgres(url: string, opts: DbOptions): Db {
   };
   const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
     async query<T>(sql: string, params?: unknown[], opts?: { name?: string }) {
-      const r = await checked(() => (opts?.name ? c.query({ name: opts.name, text: sql, values: params as unknown[] }) : c.query(sql, params as unknown[])));
+      const r = await checked(() =>
+        opts?.name ? c.query({ name: opts.name, text: sql, values: params as unknown[] }) : c.query(sql, params as unknown[]),
+      );
       return r.rows as T[];
     },
     async exec(sql: string) {
@@ -188,7 +194,12 @@ async function listenPostgres(
   let retry: NodeJS.Timeout | undefined;
   const connect = async (): Promise<void> => {
     // Bounded like the pool's connections: a server that accepts but never answers must not hold a start or close.
-    const c = new pg.Client({ connectionString: url, application_name: 'pingd-listen', keepAlive: true, connectionTimeoutMillis: LISTEN_CONNECT_MS });
+    const c = new pg.Client({
+      connectionString: url,
+      application_name: 'pingd-listen',
+      keepAlive: true,
+      connectionTimeoutMillis: LISTEN_CONNECT_MS,
+    });
     const lost = (err?: Error) => {
       if (client !== c) return;
       client = undefined;

@@ -74,7 +74,11 @@ export interface DirLock {
  * called if another process ever replaces the lock while we hold it (we stalled longer than STALE_MS): the
  * caller must stop using the directory at once.
  */
-export async function acquireDirLock(path: string, onLost: () => void, opts: { heartbeatMs?: number; staleMs?: number } = {}): Promise<DirLock> {
+export async function acquireDirLock(
+  path: string,
+  onLost: () => void,
+  opts: { heartbeatMs?: number; staleMs?: number } = {},
+): Promise<DirLock> {
   const heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
   const staleMs = opts.staleMs ?? STALE_MS;
   const dir = path.replace(/\/[^/]*$/, '');

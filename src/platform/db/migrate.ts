@@ -58,12 +58,10 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
 
 /** The migrations not yet applied (for readiness checks). */
 export async function pendingMigrations(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
-  const rows = await db
-    .query<{ version: number }>('select version from schema_migrations')
-    .catch((err) => {
-      if (/schema_migrations/.test(String(err?.message))) return [];
-      throw err;
-    });
+  const rows = await db.query<{ version: number }>('select version from schema_migrations').catch((err) => {
+    if (/schema_migrations/.test(String(err?.message))) return [];
+    throw err;
+  });
   const have = new Set(rows.map((r) => Number(r.version)));
   return listMigrations(dir)
     .filter((m) => !have.has(m.version))

@@ -140,7 +140,14 @@ export async function openPglite(dataDir: string, opts: PgliteOptions = {}): Pro
         await t.terminate().catch(() => undefined);
         reopenFailures++;
         nextReopenAt = Date.now() + reopenBackoffMs(reopenFailures);
-        if (!closed) opts.onError?.(new DatabaseError(`cannot open the embedded database in ${dir} again after its disk was full: ${err.message}`, 'DB_UNAVAILABLE', { cause: err }));
+        if (!closed)
+          opts.onError?.(
+            new DatabaseError(
+              `cannot open the embedded database in ${dir} again after its disk was full: ${err.message}`,
+              'DB_UNAVAILABLE',
+              { cause: err },
+            ),
+          );
       },
     );
     reopening = { thread: t, done: done.finally(() => (reopening = null)) };

@@ -25,5 +25,4 @@ export interface WorkerError {
 
 /** The answer to request `id`. */
 export type WorkerReply =
-  | { id: number; ok: true; rows?: Record<string, unknown>[]; bytea?: string[]; tx?: number }
-  | { id: number; ok: false; error: WorkerError };
+  { id: number; ok: true; rows?: Record<string, unknown>[]; bytea?: string[]; tx?: number } | { id: number; ok: false; error: WorkerError };

@@ -39,7 +39,9 @@ export function createInProcess(pgdata: string): Promise<void> {
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     child.on('error', fail);
-    child.on('close', (code, signal) => (code === 0 ? done() : fail(new Error(stderr.trim() || `creating it ended with ${code ?? signal}`))));
+    child.on('close', (code, signal) =>
+      code === 0 ? done() : fail(new Error(stderr.trim() || `creating it ended with ${code ?? signal}`)),
+    );
   });
 }
 

@@ -105,7 +105,12 @@ port.on('message', (m: WorkerRequest) => {
         if (db) throw new Error('a database is already open in this thread');
         // PGlite's start parameters are all or nothing: its defaults, then the cache size (a later -c wins).
         const startParams = m.cacheMb === undefined ? undefined : [...PGlite.defaultStartParams, '-c', `shared_buffers=${m.cacheMb}MB`];
-        const opening = new PGlite(m.dataDir, { pgliteWasmModule: m.wasm, startParams, serializers: { [BYTEA_OID]: byteaToHex }, parsers: { [BYTEA_OID]: hexToBytea } });
+        const opening = new PGlite(m.dataDir, {
+          pgliteWasmModule: m.wasm,
+          startParams,
+          serializers: { [BYTEA_OID]: byteaToHex },
+          parsers: { [BYTEA_OID]: hexToBytea },
+        });
         await opening.waitReady;
         db = opening;
       });

@@ -6,4 +6,3 @@ export const tsParam = (n: number): string => `(timestamptz 'epoch' + $${n}::big
 
 /** SQL for "timestamptz column or expression `col` as µs since the epoch (bigint)". */
 export const usOf = (col: string): string => `(extract(epoch from ${col}) * 1000000)::bigint`;
-

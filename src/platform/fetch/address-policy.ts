@@ -112,7 +112,10 @@ export function checkAddress(address: string, policy: AddressPolicy = DEFAULT_PO
  * Checks every address a host name resolved to: one forbidden address refuses the whole host, so that a
  * name with a public and a private record cannot be used to reach the private one.
  */
-export function checkAddresses(addresses: readonly string[], policy: AddressPolicy = DEFAULT_POLICY): { allowed: true } | { allowed: false; address: string; range: string } {
+export function checkAddresses(
+  addresses: readonly string[],
+  policy: AddressPolicy = DEFAULT_POLICY,
+): { allowed: true } | { allowed: false; address: string; range: string } {
   if (addresses.length === 0) return { allowed: false, address: '', range: 'no address' };
   for (const a of addresses) {
     const d = checkAddress(a, policy);

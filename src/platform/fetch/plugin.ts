@@ -27,9 +27,12 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   // and the bare product token it fell back to promised a link it did not send.
   const contact = config.FETCH_CONTACT_URL ?? (config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}/` : undefined);
   if (!contact && config.VERIFY_PINGS !== 'off') {
-    app.log.warn(`outbound requests say only User-Agent: ${userAgent()}: set FETCH_CONTACT_URL (or PUBLIC_URL) to a page about this server, so the hosts it fetches from can tell who asks`);
+    app.log.warn(
+      `outbound requests say only User-Agent: ${userAgent()}: set FETCH_CONTACT_URL (or PUBLIC_URL) to a page about this server, so the hosts it fetches from can tell who asks`,
+    );
   }
-  if (config.FETCH_ALLOW_PRIVATE) app.log.warn('FETCH_ALLOW_PRIVATE=true: outbound requests may reach loopback, private and metadata addresses');
+  if (config.FETCH_ALLOW_PRIVATE)
+    app.log.warn('FETCH_ALLOW_PRIVATE=true: outbound requests may reach loopback, private and metadata addresses');
   app.decorate(
     'fetcher',
     new SafeFetcher({

@@ -140,10 +140,23 @@ export class SafeFetcher {
     return this.bounded(url, timeoutMs, async (signal) => {
       const target = parseTarget(url, url);
       const addresses = await this.resolve(target, signal, timeoutMs);
-      const headers = { ...(o.headers ?? {}), 'user-agent': this.opts.userAgent, 'content-type': o.contentType, 'content-length': String(o.body.length) };
+      const headers = {
+        ...(o.headers ?? {}),
+        'user-agent': this.opts.userAgent,
+        'content-type': o.contentType,
+        'content-length': String(o.body.length),
+      };
       const res = await request(target, addresses, headers, signal, { method: 'POST', body: o.body });
       const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES, signal, timeoutMs, target.href, o.oversize ?? 'truncate');
-      return { url: target.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: [], hops: [], address: res.socket?.remoteAddress ?? addresses[0] };
+      return {
+        url: target.href,
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        body,
+        redirects: [],
+        hops: [],
+        address: res.socket?.remoteAddress ?? addresses[0],
+      };
     });
   }
 
@@ -196,7 +209,15 @@ export class SafeFetcher {
         continue;
       }
       const body = await readBody(res, maxBytes, current.href, signal, timeoutMs);
-      return { url: current.href, status: res.statusCode ?? 0, headers: res.headers, body, redirects: hops.map((h) => h.to), hops, address: res.socket?.remoteAddress ?? addresses[0] };
+      return {
+        url: current.href,
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        body,
+        redirects: hops.map((h) => h.to),
+        hops,
+        address: res.socket?.remoteAddress ?? addresses[0],
+      };
     }
   }
 
@@ -219,7 +240,8 @@ export class SafeFetcher {
     } else {
       // getaddrinfo cannot be cancelled; stop waiting for it at the deadline instead.
       const aborted = new Promise<never>((_, reject) => {
-        const fail = () => reject(new FetchError('FETCH_TIMEOUT', `no complete answer within ${timeoutMs} ms (DNS lookup of ${host})`, url.href));
+        const fail = () =>
+          reject(new FetchError('FETCH_TIMEOUT', `no complete answer within ${timeoutMs} ms (DNS lookup of ${host})`, url.href));
         if (signal.aborted) fail();
         else signal.addEventListener('abort', fail, { once: true });
       });
@@ -228,12 +250,19 @@ export class SafeFetcher {
         addresses = await Promise.race([this.lookup(host), aborted]);
       } catch (err) {
         if (err instanceof FetchError) throw err;
-        throw new FetchError('FETCH_DNS_FAILED', `cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, url.href, { cause: err });
+        throw new FetchError(
+          'FETCH_DNS_FAILED',
+          `cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+          url.href,
+          { cause: err },
+        );
       }
     }
     const verdict = checkAddresses(addresses, this.policy);
     if (!verdict.allowed) {
-      const what = parseIp(host) ? `${host} is ${/^(IPv4|unspec)/.test(verdict.range) ? 'an' : 'a'} ${verdict.range} address` : `${host} resolves to ${verdict.address || 'no address'} (${verdict.range})`;
+      const what = parseIp(host)
+        ? `${host} is ${/^(IPv4|unspec)/.test(verdict.range) ? 'an' : 'a'} ${verdict.range} address`
+        : `${host} resolves to ${verdict.address || 'no address'} (${verdict.range})`;
       throw new FetchError('FETCH_ADDRESS_BLOCKED', `${what}, which this server does not connect to`, url.href);
     }
     return addresses;
@@ -246,23 +275,38 @@ function parseTarget(raw: string, base: string, from?: URL): URL {
   try {
     u = new URL(raw, from ?? undefined);
   } catch {
-    throw new FetchError('FETCH_URL_INVALID', from ? `the redirect to ${JSON.stringify(raw.slice(0, 200))} is not a valid URL` : 'not an absolute URL', base);
+    throw new FetchError(
+      'FETCH_URL_INVALID',
+      from ? `the redirect to ${JSON.stringify(raw.slice(0, 200))} is not a valid URL` : 'not an absolute URL',
+      base,
+    );
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new FetchError('FETCH_URL_INVALID', `only http and https URLs are fetched, not ${u.protocol.slice(0, -1)}`, u.href);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new FetchError('FETCH_URL_INVALID', `only http and https URLs are fetched, not ${u.protocol.slice(0, -1)}`, u.href);
   if (u.username || u.password) throw new FetchError('FETCH_URL_INVALID', 'URLs with a user name or password are not fetched', u.href);
   if (!u.hostname) throw new FetchError('FETCH_URL_INVALID', 'the URL has no host', u.href);
   u.hash = '';
   return u;
 }
 
-function request(url: URL, addresses: string[], headers: Record<string, string>, signal: AbortSignal, send: { method: 'GET' | 'POST'; body?: Buffer } = { method: 'GET' }): Promise<IncomingMessage> {
+function request(
+  url: URL,
+  addresses: string[],
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  send: { method: 'GET' | 'POST'; body?: Buffer } = { method: 'GET' },
+): Promise<IncomingMessage> {
   const hostname = url.hostname.replace(/^\[|\]$/g, '');
   const family = (a: string) => (a.includes(':') ? 6 : 4);
   // The socket asks this instead of DNS: it only ever sees the addresses checked above.
   const pinned = (_host: string, options: { all?: boolean; family?: number }, cb: (...args: unknown[]) => void) => {
     const usable = addresses.filter((a) => !options.family || family(a) === options.family);
     const list = usable.length ? usable : addresses;
-    if (options.all) cb(null, list.map((address): LookupAddress => ({ address, family: family(address) })));
+    if (options.all)
+      cb(
+        null,
+        list.map((address): LookupAddress => ({ address, family: family(address) })),
+      );
     else cb(null, list[0], family(list[0]));
   };
   const mod = url.protocol === 'https:' ? https : http;
@@ -282,7 +326,13 @@ function request(url: URL, addresses: string[], headers: Record<string, string>,
       },
       resolve,
     );
-    req.on('error', (err) => reject(signal.aborted ? err : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err })));
+    req.on('error', (err) =>
+      reject(
+        signal.aborted
+          ? err
+          : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err }),
+      ),
+    );
     req.end(send.body);
   });
 }
@@ -300,7 +350,14 @@ function cutOff(signal: AbortSignal, timeoutMs: number, url: string): FetchError
  * The first `maxBytes` of an answer; the connection is dropped after them. 'truncate': its size is the
  * peer's business, and the first bytes are the answer. 'fail': an answer over the cap is FETCH_TOO_LARGE.
  */
-async function readSome(res: IncomingMessage, maxBytes: number, signal: AbortSignal, timeoutMs: number, url: string, oversize: 'truncate' | 'fail'): Promise<Buffer> {
+async function readSome(
+  res: IncomingMessage,
+  maxBytes: number,
+  signal: AbortSignal,
+  timeoutMs: number,
+  url: string,
+  oversize: 'truncate' | 'fail',
+): Promise<Buffer> {
   const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
   const declared = Number(res.headers['content-length']);
   if (oversize === 'fail' && Number.isFinite(declared) && declared > maxBytes) {
@@ -343,7 +400,9 @@ async function readBody(res: IncomingMessage, maxBytes: number, url: string, sig
   const cut = cutOff(signal, timeoutMs, url);
   if (cut) throw cut;
   const raw = Buffer.concat(chunks);
-  const encoding = String(res.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const encoding = String(res.headers['content-encoding'] ?? '')
+    .trim()
+    .toLowerCase();
   if (encoding === '' || encoding === 'identity') return raw;
   // The compressed body is already bounded; maxOutputLength bounds what it expands to (gzip bombs). The
   // asynchronous forms decompress on libuv's thread pool: a 5 MB feed is no work for the event loop.

@@ -118,7 +118,6 @@ export function canonicalAddress(text: string | null | undefined): string | null
   return ipaddr.process(s).toString();
 }
 
-
 /**
  * Whether `s` is an IPv4 address in canonical dotted-decimal form: four decimal octets 0-255 without
  * leading zeros (what ipaddr.js's toString() writes, so canonicalAddress may return it as is).

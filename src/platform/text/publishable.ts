@@ -26,7 +26,12 @@ export function cleanLine(s: string, max: number): string {
     .trim();
   if (t.length <= max) return t;
   const cps = [...t.slice(0, 2 * max + 2)];
-  return cps.length > max ? cps.slice(0, max - 1).join('').trimEnd() + '…' : t;
+  return cps.length > max
+    ? cps
+        .slice(0, max - 1)
+        .join('')
+        .trimEnd() + '…'
+    : t;
 }
 
 const MAX_LINK = 2048;
@@ -52,9 +57,46 @@ export function publishableLink(raw: string | null | undefined, base?: string): 
 }
 
 /** Elements whose content is not text a reader sees. */
-const HIDDEN = new Set(['script', 'style', 'template', 'noscript', 'iframe', 'noembed', 'noframes', 'object', 'svg', 'math', 'head', 'title', 'textarea', 'xmp']);
+const HIDDEN = new Set([
+  'script',
+  'style',
+  'template',
+  'noscript',
+  'iframe',
+  'noembed',
+  'noframes',
+  'object',
+  'svg',
+  'math',
+  'head',
+  'title',
+  'textarea',
+  'xmp',
+]);
 /** Elements that separate words (a line break between two paragraphs becomes a space). */
-const BREAKS = new Set(['p', 'br', 'div', 'li', 'tr', 'td', 'th', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'blockquote', 'pre', 'hr', 'img', 'section', 'article', 'dd', 'dt']);
+const BREAKS = new Set([
+  'p',
+  'br',
+  'div',
+  'li',
+  'tr',
+  'td',
+  'th',
+  'h1',
+  'h2',
+  'h3',
+  'h4',
+  'h5',
+  'h6',
+  'blockquote',
+  'pre',
+  'hr',
+  'img',
+  'section',
+  'article',
+  'dd',
+  'dt',
+]);
 /** Elements with no end tag: they never open a hidden region. */
 const VOID = new Set(['area', 'base', 'br', 'col', 'embed', 'hr', 'img', 'input', 'link', 'meta', 'source', 'track', 'wbr']);
 

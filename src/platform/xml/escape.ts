@@ -44,7 +44,15 @@ const NEEDS_WORK = new RegExp(`[&<>"\\t\\n\\r${FORBIDDEN_CLASS}\\uD800-\\uDFFF]`
 const SPECIAL = /[&<>"\t\n\r]/g;
 // Tab, LF and CR are written as character references: a parser would otherwise normalise them to spaces
 // in attribute values (XML 1.0 §3.3.3), and what we publish must read back exactly as stored.
-const ENTITY: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\t': '&#9;', '\n': '&#10;', '\r': '&#13;' };
+const ENTITY: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  '\t': '&#9;',
+  '\n': '&#10;',
+  '\r': '&#13;',
+};
 
 /**
  * Escapes text for a double-quoted XML attribute value, removing characters XML 1.0 forbids. On the hot

@@ -20,7 +20,8 @@ export const ARCHIVE_PAGE_ROWS = 2000;
  */
 export const EMBEDDED_ARCHIVE_PAGE_ROWS = 1000;
 
-export const archivePageRows = (kind: 'postgres' | 'pglite'): number => (kind === 'pglite' ? EMBEDDED_ARCHIVE_PAGE_ROWS : ARCHIVE_PAGE_ROWS);
+export const archivePageRows = (kind: 'postgres' | 'pglite'): number =>
+  kind === 'pglite' ? EMBEDDED_ARCHIVE_PAGE_ROWS : ARCHIVE_PAGE_ROWS;
 export const HOUR_MS = 3_600_000;
 export const ARCHIVE_DOCUMENT = 'archive';
 

@@ -31,7 +31,8 @@ async function* weblogPages(q: Queryable, w: RenderWindow, reads: ListingReads):
 async function* keptPages(kept: KeptEntries, updatedMs: number): AsyncIterable<Entry[]> {
   for (let i = 0; i < kept.length; i += PAGE_ROWS) {
     const page: Entry[] = [];
-    for (let j = i; j < Math.min(i + PAGE_ROWS, kept.length); j++) page.push({ xml: weblogElementFrom(kept.start(j), kept.atUs(j) / 1000, updatedMs), atUs: kept.atUs(j) });
+    for (let j = i; j < Math.min(i + PAGE_ROWS, kept.length); j++)
+      page.push({ xml: weblogElementFrom(kept.start(j), kept.atUs(j) / 1000, updatedMs), atUs: kept.atUs(j) });
     yield page;
   }
 }
@@ -42,7 +43,14 @@ async function* keptPages(kept: KeptEntries, updatedMs: number): AsyncIterable<E
  * latest verified ping is what counts. When the listing can be followed (every accepted ping is listed),
  * the window's weblogs are kept between renders and only what changed is read (window-cache.ts).
  */
-export function weblogUpdatesDocument(name: string, path: string, windowSec: number, reads: ListingReads = listingReads(), maxAgeSec?: number, cache: WindowCache | null = windowCacheFor(reads, [windowSec])): LiveDocument {
+export function weblogUpdatesDocument(
+  name: string,
+  path: string,
+  windowSec: number,
+  reads: ListingReads = listingReads(),
+  maxAgeSec?: number,
+  cache: WindowCache | null = windowCacheFor(reads, [windowSec]),
+): LiveDocument {
   return {
     name,
     path,

@@ -140,20 +140,31 @@ export class KeptEntries {
 
   /** Entries [from, to) as a list of their own, with their columns copied (the text is shared). */
   slice(from: number, to: number): KeptEntries {
-    const [ids, ats, refs, lens] = [this.ids.slice(from, to), this.ats.slice(from, to), this.refs.slice(from, to), this.lens.slice(from, to)];
+    const [ids, ats, refs, lens] = [
+      this.ids.slice(from, to),
+      this.ats.slice(from, to),
+      this.refs.slice(from, to),
+      this.lens.slice(from, to),
+    ];
     return new KeptEntries(this.text, 0, { ids, ats, refs, lens });
   }
 
   /** Entries [from, to) as a list of their own, sharing this one's columns and text. */
   view(from: number, to: number): KeptEntries {
-    const [ids, ats, refs, lens] = [this.ids.subarray(from, to), this.ats.subarray(from, to), this.refs.subarray(from, to), this.lens.subarray(from, to)];
+    const [ids, ats, refs, lens] = [
+      this.ids.subarray(from, to),
+      this.ats.subarray(from, to),
+      this.refs.subarray(from, to),
+      this.lens.subarray(from, to),
+    ];
     return new KeptEntries(this.text, 0, { ids, ats, refs, lens });
   }
 
   /** The same entries with their text copied into new blocks: drops the bytes of entries no list keeps. */
   compacted(): KeptEntries {
     const out = new KeptEntries(new TextBlocks(), Math.max(16, this.length));
-    for (let i = 0; i < this.length; i++) out.place(out.length++, this.ids[i], this.ats[i], out.text.addFrom(this.text, this.refs[i], this.lens[i]), this.lens[i]);
+    for (let i = 0; i < this.length; i++)
+      out.place(out.length++, this.ids[i], this.ats[i], out.text.addFrom(this.text, this.refs[i], this.lens[i]), this.lens[i]);
     return out;
   }
 

@@ -1,8 +1,27 @@
 // Owns which pings the weblogUpdates documents list (VERIFY_PINGS): every accepted ping, or under
 // `require` only those whose feed verification found something new. Both read the same row shapes.
 import type { Queryable } from '../../platform/db/database.js';
-import { hourPage, hourPingsAfter, hourStats, lastPingId, weblogsPingedAfter, weblogWindowPage, weblogWindowStats, type After, type HourStats, type PingPageRow, type WeblogChanges, type WeblogWindowRow, type WindowStats } from '../../intake/ping/window-repository.js';
-import { verifiedHourPage, verifiedHourStats, verifiedWeblogWindowPage, verifiedWeblogWindowStats } from '../../verification/listing-repository.js';
+import {
+  hourPage,
+  hourPingsAfter,
+  hourStats,
+  lastPingId,
+  weblogsPingedAfter,
+  weblogWindowPage,
+  weblogWindowStats,
+  type After,
+  type HourStats,
+  type PingPageRow,
+  type WeblogChanges,
+  type WeblogWindowRow,
+  type WindowStats,
+} from '../../intake/ping/window-repository.js';
+import {
+  verifiedHourPage,
+  verifiedHourStats,
+  verifiedWeblogWindowPage,
+  verifiedWeblogWindowStats,
+} from '../../verification/listing-repository.js';
 
 export type Listing = 'all' | 'verified';
 

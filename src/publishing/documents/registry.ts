@@ -20,7 +20,8 @@ export class DocumentRegistry {
   /** Adds a document; its name and path must be new, and the path absolute. */
   register(doc: LiveDocument): void {
     if (!doc.path.startsWith('/')) throw new Error(`document path must start with /: ${doc.path}`);
-    if (this.byPath.has(doc.path) || this.list().some((d) => d.name === doc.name)) throw new Error(`document ${doc.path} is already registered`);
+    if (this.byPath.has(doc.path) || this.list().some((d) => d.name === doc.name))
+      throw new Error(`document ${doc.path} is already registered`);
     this.byPath.set(doc.path, doc);
   }
 

@@ -28,11 +28,19 @@ const LAYOUT = { prettyPrint: true, indent: '', newline: '\n' } as const;
 
 /** The feed's head: channel metadata. `updated` is the rendering time (whole seconds). */
 export function updatesHead(updated: Date, windowSec = UPDATES_WINDOW_SEC, base = 'http://localhost:8080'): string {
-  const channel = create({ version: '1.0', encoding: 'utf-8' }).ele('rss').att('version', '2.0').att('xmlns:rssping', RSSPING_NS).ele('channel');
+  const channel = create({ version: '1.0', encoding: 'utf-8' })
+    .ele('rss')
+    .att('version', '2.0')
+    .att('xmlns:rssping', RSSPING_NS)
+    .ele('channel');
   channel.ele('title').txt('RSS Ping updates');
   // The channel's link is the site, absolute (feed validators reject a relative one): PUBLIC_URL's.
   channel.ele('link').txt(`${base}/`);
-  channel.ele('description').txt(`New items of the last ${Math.round(windowSec / 60)} minutes, newest first: carried by RSS Ping (with how each ping was authenticated) or found by fetching a pinged feed.`);
+  channel
+    .ele('description')
+    .txt(
+      `New items of the last ${Math.round(windowSec / 60)} minutes, newest first: carried by RSS Ping (with how each ping was authenticated) or found by fetching a pinged feed.`,
+    );
   channel.ele('lastBuildDate').txt(updated.toUTCString());
   channel.ele('generator').txt('pingd');
   channel.ele('docs').txt('https://www.rssboard.org/rss-specification');
@@ -87,7 +95,11 @@ export function foundItem(r: ItemWindowRow): string {
   if (link) item.ele('link').txt(escapeXml(link));
   if (r.summary) item.ele('description').txt(escapeXml(r.summary));
   const guid = r.guid ?? link;
-  if (guid) item.ele('guid').att('isPermaLink', String(guid === link)).txt(escapeXml(guid));
+  if (guid)
+    item
+      .ele('guid')
+      .att('isPermaLink', String(guid === link))
+      .txt(escapeXml(guid));
   item.ele('pubDate').txt(new Date((r.published_us ?? r.at_us) / 1000).toUTCString());
   item.ele('source').att('url', escapeXml(r.feed_url)).txt(escapeXml(r.weblog_name));
   item.ele('rssping:site').att('url', escapeXml(r.weblog_url)).txt(escapeXml(r.weblog_name));
@@ -114,7 +126,11 @@ async function* sourcePages<R extends { at_us: number }>(
 }
 
 /** Two newest-first entry streams as one, newest first (ties: the first stream's entry first). */
-export async function* mergeNewestFirst(a: AsyncGenerator<Entry[]>, b: AsyncGenerator<Entry[]>, pageSize = PAGE_ROWS): AsyncGenerator<Entry[]> {
+export async function* mergeNewestFirst(
+  a: AsyncGenerator<Entry[]>,
+  b: AsyncGenerator<Entry[]>,
+  pageSize = PAGE_ROWS,
+): AsyncGenerator<Entry[]> {
   const bufs: Entry[][] = [[], []];
   const srcs = [a, b];
   const done = [false, false];
@@ -143,8 +159,16 @@ export async function* mergeNewestFirst(a: AsyncGenerator<Entry[]>, b: AsyncGene
 
 function pages(q: Queryable, w: RenderWindow): AsyncIterable<Entry[]> {
   return mergeNewestFirst(
-    sourcePages((after) => payloadWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS), (r: PayloadWindowRow) => r.ping_id, updatesItem),
-    sourcePages((after) => itemWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS), (r: ItemWindowRow) => r.id, foundItem),
+    sourcePages(
+      (after) => payloadWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS),
+      (r: PayloadWindowRow) => r.ping_id,
+      updatesItem,
+    ),
+    sourcePages(
+      (after) => itemWindowPage(q, w.fromUs, w.toUs, after, PAGE_ROWS),
+      (r: ItemWindowRow) => r.id,
+      foundItem,
+    ),
   );
 }
 

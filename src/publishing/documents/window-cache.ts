@@ -33,7 +33,11 @@ const COMPACT_SLACK_BYTES = 4 << 20;
 const newerFirst = (a: KeptWeblog, b: KeptWeblog): number => b.atUs - a.atUs || b.id - a.id;
 
 /** A row as it is kept: the part of its element that does not depend on the render time, escaped once. */
-export const keptWeblog = (r: WeblogWindowRow): KeptWeblog => ({ id: r.id, atUs: r.at_us, start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }) });
+export const keptWeblog = (r: WeblogWindowRow): KeptWeblog => ({
+  id: r.id,
+  atUs: r.at_us,
+  start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }),
+});
 
 /**
  * `kept` (newest first) with each `changed` weblog in place of its former entry, and nothing at or before
@@ -163,7 +167,8 @@ export class WindowCache {
     }
     const keptFromUs = Math.max(this.keptFromUs, fromUs);
     const old = this.kept!;
-    const kept = changed.size === 0 && old.length > 0 && old.atUs(old.length - 1) > keptFromUs ? old : mergeChanged(old, changed.values(), keptFromUs);
+    const kept =
+      changed.size === 0 && old.length > 0 && old.atUs(old.length - 1) > keptFromUs ? old : mergeChanged(old, changed.values(), keptFromUs);
     if (kept.length > this.max) return false;
     // The text of weblogs that changed or left the window stays in the blocks until they are copied.
     this.kept = kept.text.bytes > 2 * kept.textBytes() + COMPACT_SLACK_BYTES ? kept.compacted() : kept;

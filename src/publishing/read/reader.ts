@@ -8,7 +8,15 @@ import { promisify } from 'node:util';
 import { LRUCache } from 'lru-cache';
 import type { Db } from '../../platform/db/database.js';
 import { brotliTail, gzipTail, tailLength, type Encoding } from '../codec.js';
-import { CHUNK_BYTES, currentRendering, deltasOf, readChunks, type DeltaCut, type RenderingMeta, type Variant } from '../rendering-store.js';
+import {
+  CHUNK_BYTES,
+  currentRendering,
+  deltasOf,
+  readChunks,
+  type DeltaCut,
+  type RenderingMeta,
+  type Variant,
+} from '../rendering-store.js';
 
 const gunzip = promisify(zlib.gunzip);
 
@@ -46,7 +54,11 @@ export class Reader {
    * invented tags with A-IM: feed cost ~900 queries, one after another, and flushed a cache of misses).
    */
   private readonly deltaSets = new LRUCache<number, Promise<Map<number, DeltaCut>>>({ max: DELTA_SETS_MAX });
-  private readonly bodies = new LRUCache<string, Buffer>({ maxSize: CACHE_TOTAL_MAX, maxEntrySize: CACHE_TOTAL_MAX, sizeCalculation: (b) => Math.max(1, b.length) });
+  private readonly bodies = new LRUCache<string, Buffer>({
+    maxSize: CACHE_TOTAL_MAX,
+    maxEntrySize: CACHE_TOTAL_MAX,
+    sizeCalculation: (b) => Math.max(1, b.length),
+  });
   /** Per path, the rendering whose bodies `bodies` may hold (see keep()). */
   private readonly cachedRendering = new LRUCache<string, number>({ max: POINTERS_MAX });
 

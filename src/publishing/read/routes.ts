@@ -10,7 +10,16 @@ import { archivePath, parseArchivePath } from '../documents/archive.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import type { Reader } from './reader.js';
 import type { EarlyAnswers } from '../../platform/http-server.js';
-import { IMMUTABLE, notModifiedHeadFor, refuseSince, serveDocument, serveNotModified, sinceWithinLimits, type ResponseSink, type ServePolicy } from './serve.js';
+import {
+  IMMUTABLE,
+  notModifiedHeadFor,
+  refuseSince,
+  serveDocument,
+  serveNotModified,
+  sinceWithinLimits,
+  type ResponseSink,
+  type ServePolicy,
+} from './serve.js';
 
 export interface DocumentRoutesOptions {
   documents: DocumentRegistry;
@@ -76,7 +85,11 @@ export async function documentRoutes(app: FastifyInstance, opts: DocumentRoutesO
       document: doc.name,
       deltas: doc.deltas,
       cacheControl: () => live,
-      missing: { status: 503, message: `${doc.path} has not been rendered yet; try again in ${cadenceSec} seconds.`, retryAfterSec: cadenceSec },
+      missing: {
+        status: 503,
+        message: `${doc.path} has not been rendered yet; try again in ${cadenceSec} seconds.`,
+        retryAfterSec: cadenceSec,
+      },
       links: (req) => linkFor(requestBase(opts.publicUrl, opts.port, req)),
     };
     opts.early?.add(doc.path, {

@@ -73,11 +73,22 @@ function varyOf(policy: ServePolicy): string {
 }
 
 /** The 304's head (RFC 9110 §15.4.5: the validators, Cache-Control and Vary a 200 would carry, and the Link). */
-function notModifiedHead(meta: RenderingMeta, v: Validators, policy: ServePolicy, enc: Encoding, link: string | undefined): Readonly<Record<string, string>> {
+function notModifiedHead(
+  meta: RenderingMeta,
+  v: Validators,
+  policy: ServePolicy,
+  enc: Encoding,
+  link: string | undefined,
+): Readonly<Record<string, string>> {
   const key = link === undefined ? enc : `${enc} ${link}`;
   let h = v.heads.get(key);
   if (h === undefined) {
-    const head: Record<string, string> = { etag: v.etag[enc], 'last-modified': v.lastModified, vary: varyOf(policy), 'cache-control': policy.cacheControl(meta) };
+    const head: Record<string, string> = {
+      etag: v.etag[enc],
+      'last-modified': v.lastModified,
+      vary: varyOf(policy),
+      'cache-control': policy.cacheControl(meta),
+    };
     if (link !== undefined) head.link = link;
     h = Object.freeze(head);
     if (v.heads.size < HEADS_MAX) v.heads.set(key, h);
@@ -97,7 +108,14 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
  * for it: a tag of the current rendering in any coding is a 304, §13.1.2 weak comparison, before any
  * If-Modified-Since or A-IM).
  */
-export function serveNotModified(reader: Reader, path: string, policy: ServePolicy, req: FastifyRequest, reply: FastifyReply, record: ResponseSink): FastifyReply | null {
+export function serveNotModified(
+  reader: Reader,
+  path: string,
+  policy: ServePolicy,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  record: ResponseSink,
+): FastifyReply | null {
   if (policy.deltas && (req.query as Query | undefined)?.since !== undefined) return null;
   const head = notModifiedHeadFor(reader, path, policy, req.headers, req, record);
   return head === null ? null : reply.code(304).headers(head).send();
@@ -108,7 +126,14 @@ export function serveNotModified(reader: Reader, path: string, policy: ServePoli
  * server's early answers use it before Fastify sees the request): null when serveDocument must answer.
  * Records the 304 when there is one.
  */
-export function notModifiedHeadFor(reader: Reader, path: string, policy: ServePolicy, headers: IncomingHttpHeaders, origin: RequestOrigin, record: ResponseSink): Readonly<Record<string, string>> | null {
+export function notModifiedHeadFor(
+  reader: Reader,
+  path: string,
+  policy: ServePolicy,
+  headers: IncomingHttpHeaders,
+  origin: RequestOrigin,
+  record: ResponseSink,
+): Readonly<Record<string, string>> | null {
   const inm = headers['if-none-match'];
   if (typeof inm !== 'string') return null;
   const meta = reader.fresh(path);
@@ -121,7 +146,17 @@ export function notModifiedHeadFor(reader: Reader, path: string, policy: ServePo
 }
 
 /** A full (200) or delta (226) body with its length and coding; HEAD gets the head only. */
-async function sendBody(reply: FastifyReply, head: boolean, meta: RenderingMeta, enc: Encoding, policy: ServePolicy, record: ResponseSink, status: number, length: number, body: () => Promise<Buffer | NodeJS.ReadableStream>): Promise<FastifyReply> {
+async function sendBody(
+  reply: FastifyReply,
+  head: boolean,
+  meta: RenderingMeta,
+  enc: Encoding,
+  policy: ServePolicy,
+  record: ResponseSink,
+  status: number,
+  length: number,
+  body: () => Promise<Buffer | NodeJS.ReadableStream>,
+): Promise<FastifyReply> {
   reply.code(status).header('content-type', meta.contentType).header('content-length', String(length));
   const ce = CONTENT_ENCODING[enc];
   if (ce) reply.header('content-encoding', ce);
@@ -147,7 +182,9 @@ export function sinceWithinLimits(since: string | string[]): boolean {
 export function refuseSince(reply: FastifyReply, policy: ServePolicy, record: ResponseSink): FastifyReply {
   record(policy.document, 400, 0);
   reply.code(400).header('content-type', 'text/plain; charset=utf-8').header('cache-control', 'no-store');
-  return reply.send('since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n');
+  return reply.send(
+    'since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n',
+  );
 }
 
 function notModified(reply: FastifyReply, policy: ServePolicy, record: ResponseSink): FastifyReply {
@@ -155,7 +192,14 @@ function notModified(reply: FastifyReply, policy: ServePolicy, record: ResponseS
   return reply.code(304).send();
 }
 
-export async function serveDocument(reader: Reader, path: string, policy: ServePolicy, req: FastifyRequest, reply: FastifyReply, record: ResponseSink): Promise<FastifyReply> {
+export async function serveDocument(
+  reader: Reader,
+  path: string,
+  policy: ServePolicy,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  record: ResponseSink,
+): Promise<FastifyReply> {
   const meta = await reader.current(path);
   if (!meta) {
     record(policy.document, policy.missing.status, 0);
@@ -178,18 +222,35 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
     const token = Array.isArray(sinceRaw) ? sinceRaw[0] : sinceRaw;
     const base = parseToken(token ?? '');
     if (!base) return refuseSince(reply, policy, record);
-    reply.header('etag', v.etag[enc]).header('last-modified', v.lastModified).header('cache-control', policy.cacheControl(meta)).header('vary', 'Accept-Encoding');
+    reply
+      .header('etag', v.etag[enc])
+      .header('last-modified', v.lastModified)
+      .header('cache-control', policy.cacheControl(meta))
+      .header('vary', 'Accept-Encoding');
     const inm = parseIfNoneMatch(header(req.headers, 'if-none-match'));
-    if (inm && (inm.any || inm.refs.some((r) => r.id === current.id && r.cursorUs === current.cursorUs))) return notModified(reply, policy, record);
+    if (inm && (inm.any || inm.refs.some((r) => r.id === current.id && r.cursorUs === current.cursorUs)))
+      return notModified(reply, policy, record);
     const cut = await reader.deltaCut(meta, base.id, base.cursorUs);
-    if (cut) return sendBody(reply, head, meta, enc, policy, record, 200, reader.deltaLength(meta, cut, enc), () => reader.deltaBody(meta, cut, enc));
+    if (cut)
+      return sendBody(reply, head, meta, enc, policy, record, 200, reader.deltaLength(meta, cut, enc), () =>
+        reader.deltaBody(meta, cut, enc),
+      );
     // An unknown or too old cursor: the whole document (whose ETag gives the next cursor).
     return sendBody(reply, head, meta, enc, policy, record, 200, reader.fullLength(meta, enc), () => reader.fullBody(meta, enc));
   }
 
   // ------------------------------------------------------------------------------------------------------
   reply.header('etag', v.etag[enc]).header('last-modified', v.lastModified).header('vary', varyOf(policy));
-  const d = decide({ ifNoneMatch: header(req.headers, 'if-none-match'), ifModifiedSince: header(req.headers, 'if-modified-since'), aIm: header(req.headers, 'a-im') }, current, meta.updatedMs, policy.deltas);
+  const d = decide(
+    {
+      ifNoneMatch: header(req.headers, 'if-none-match'),
+      ifModifiedSince: header(req.headers, 'if-modified-since'),
+      aIm: header(req.headers, 'a-im'),
+    },
+    current,
+    meta.updatedMs,
+    policy.deltas,
+  );
   if (d.kind === 'not-modified') {
     reply.header('cache-control', policy.cacheControl(meta));
     return notModified(reply, policy, record);
@@ -204,7 +265,9 @@ export async function serveDocument(reader: Reader, path: string, policy: ServeP
     if (cut) {
       const found = cut;
       reply.header('cache-control', 'no-store, im').header('im', 'feed');
-      return sendBody(reply, head, meta, enc, policy, record, 226, reader.deltaLength(meta, found, enc), () => reader.deltaBody(meta, found, enc));
+      return sendBody(reply, head, meta, enc, policy, record, 226, reader.deltaLength(meta, found, enc), () =>
+        reader.deltaBody(meta, found, enc),
+      );
     }
   }
   reply.header('cache-control', policy.cacheControl(meta));

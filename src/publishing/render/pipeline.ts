@@ -221,7 +221,10 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
   };
 
   // Unknown size: assume big (fast settings) rather than small (brotli 11 on 100 MB takes minutes).
-  const expected = source.entries !== undefined ? source.head.length + source.foot.length + source.entries * BYTES_PER_ENTRY_ESTIMATE : opts.expectedBytes || Infinity;
+  const expected =
+    source.entries !== undefined
+      ? source.head.length + source.foot.length + source.entries * BYTES_PER_ENTRY_ESTIMATE
+      : opts.expectedBytes || Infinity;
   // Identity that will clearly be too big is not written at all (estimate at twice the limit, to be safe).
   const identity = new ChunkWriter(q, renderingId, 'identity', fileFor(''), IDENTITY_STORE_MAX);
   if (Number.isFinite(expected) && expected > 2 * IDENTITY_STORE_MAX) identity.dropped = true;
@@ -229,8 +232,12 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
   const gzip = new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'gzip', fileFor('.gz')), expected);
   const br = new CompressedSink('br', new ChunkWriter(q, renderingId, 'br', fileFor('.br')), expected, distinct);
   const withDeltas = opts.bases.length > 0;
-  let dgzip: CompressedSink | null = withDeltas ? new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'dgzip', null), expected) : null;
-  let dbr: CompressedSink | null = withDeltas ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), expected, distinct) : null;
+  let dgzip: CompressedSink | null = withDeltas
+    ? new CompressedSink('gzip', new ChunkWriter(q, renderingId, 'dgzip', null), expected)
+    : null;
+  let dbr: CompressedSink | null = withDeltas
+    ? new CompressedSink('br', new ChunkWriter(q, renderingId, 'dbr', null), expected, distinct)
+    : null;
 
   const sha = createHash('sha256');
   let crc = 0;
@@ -276,7 +283,11 @@ export async function runPipeline(source: RenderSource, opts: PipelineOptions): 
       for (const e of page) {
         if (withDeltas) {
           if (e.atUs > lastAt) throw new PingdError('PUBLISH_RENDER_FAILED', 'entries of a document with deltas must come newest first');
-          if ((e.count ?? 1) !== 1) throw new PingdError('PUBLISH_RENDER_FAILED', 'entries of a document with deltas must come one by one (cut points fall between them)');
+          if ((e.count ?? 1) !== 1)
+            throw new PingdError(
+              'PUBLISH_RENDER_FAILED',
+              'entries of a document with deltas must come one by one (cut points fall between them)',
+            );
           lastAt = e.atUs;
           await cutBefore(e.atUs);
         }

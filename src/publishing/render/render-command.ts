@@ -56,14 +56,23 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       error: (o: object, m?: string) => deps.err(`error: ${m ?? ''} ${JSON.stringify(o)}`),
     };
     // The same documents, lock and code as the server's renderer.
-    const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT)), { db, log, deltaWindowSec: config.PUBLISH_DELTA_WINDOW, publishDir: config.PUBLISH_DIR });
+    const renderer = new Renderer(publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT)), {
+      db,
+      log,
+      deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
+      publishDir: config.PUBLISH_DIR,
+    });
 
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {
       if (hourMs !== null) {
         const r = await renderer.renderHour(hourMs);
         if (r !== null) {
-          deps.out(r === 'identical' ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)` : describe(r));
+          deps.out(
+            r === 'identical'
+              ? `${new Date(hourMs).toISOString().slice(0, 13)}: unchanged (same bytes as the published archive)`
+              : describe(r),
+          );
           return EXIT.OK;
         }
       } else {

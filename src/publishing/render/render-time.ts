@@ -37,11 +37,18 @@ export function closeLimitUs(t: RenderTime): number {
  * previous rendering is from this same second, the render is dated the next one, and waits for it (manual
  * renders only; the schedule is at most once a second). Injected times (tests) are moved, not waited for.
  */
-export function nextSecond(prev: { updatedMs: number } | undefined, t: RenderTime): { nowUs: number; updatedMs: number; waitMs: number } | null {
+export function nextSecond(
+  prev: { updatedMs: number } | undefined,
+  t: RenderTime,
+): { nowUs: number; updatedMs: number; waitMs: number } | null {
   if (!prev || prev.updatedMs < wholeSecond(t.nowUs)) return null;
   const next = prev.updatedMs + 1000;
   const waitMs = next - t.nowUs / 1000;
-  return { nowUs: Math.max(t.nowUs, next * 1000), updatedMs: next, waitMs: !t.injected && waitMs > 0 && waitMs <= 1100 ? Math.ceil(waitMs) : 0 };
+  return {
+    nowUs: Math.max(t.nowUs, next * 1000),
+    updatedMs: next,
+    waitMs: !t.injected && waitMs > 0 && waitMs <= 1100 ? Math.ceil(waitMs) : 0,
+  };
 }
 
 /** A render's last rendering, as far as throttling goes: when it was made, dated, and how long it took. */

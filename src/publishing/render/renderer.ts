@@ -222,7 +222,9 @@ export class Renderer {
     }
     if (opts.liveOnly) return report;
     const current = hourStart(t.nowUs / 1000);
-    await attempt(archivePath(current), ARCHIVE_DOCUMENT, () => this.renderArchive(q, current, { closed: false, t, force: Boolean(opts.force) }));
+    await attempt(archivePath(current), ARCHIVE_DOCUMENT, () =>
+      this.renderArchive(q, current, { closed: false, t, force: Boolean(opts.force) }),
+    );
     try {
       report.closedHours = await this.closeHours(q, t, opts.closeBudgetMs ?? Infinity, attempt);
     } catch (err) {
@@ -254,8 +256,18 @@ export class Renderer {
 
   private async renderLive(q: Queryable, doc: LiveDocument, t: RenderTime, shared: TickShared, force: boolean): Promise<Outcome> {
     const prev = await currentRendering(this.opts.db, doc.path);
-    if (!force && prev && doc.maxAgeSec !== undefined && liveMayWait(prev, t.clock.nowUs, doc.maxAgeSec, this.opts.cadenceSec ?? 0, THROTTLE_FROM_MS)) return 'throttled';
-    const windowAt = (nowUs: number, updatedMs: number): RenderWindow => ({ updatedMs, toUs: nowUs, fromUs: nowUs - doc.windowSec * 1_000_000 });
+    if (
+      !force &&
+      prev &&
+      doc.maxAgeSec !== undefined &&
+      liveMayWait(prev, t.clock.nowUs, doc.maxAgeSec, this.opts.cadenceSec ?? 0, THROTTLE_FROM_MS)
+    )
+      return 'throttled';
+    const windowAt = (nowUs: number, updatedMs: number): RenderWindow => ({
+      updatedMs,
+      toUs: nowUs,
+      fromUs: nowUs - doc.windowSec * 1_000_000,
+    });
     return this.withSnapshot(q, async () => {
       let w = windowAt(t.nowUs, wholeSecond(t.nowUs));
       let fingerprint = await doc.fingerprint(q, w, shared);
@@ -266,7 +278,17 @@ export class Renderer {
         fingerprint = await doc.fingerprint(q, w, shared);
       }
       return this.store(
-        { path: doc.path, document: doc.name, contentType: doc.contentType, updatedMs: w.updatedMs, cursorUs: cursorFor(t, w.toUs), fingerprint, closed: false, deltas: doc.deltas, basesFromUs: w.fromUs },
+        {
+          path: doc.path,
+          document: doc.name,
+          contentType: doc.contentType,
+          updatedMs: w.updatedMs,
+          cursorUs: cursorFor(t, w.toUs),
+          fingerprint,
+          closed: false,
+          deltas: doc.deltas,
+          basesFromUs: w.fromUs,
+        },
         prev,
         () => doc.source(q, w, shared),
       );
@@ -295,7 +317,12 @@ export class Renderer {
       o.closed ? { updatedMs: endMs, toUs: endMs * 1000 } : { updatedMs, toUs: Math.min(endMs * 1000, nowUs + 1) };
     // The open hour's pings are kept between its renders when the listing can be followed; a closing render
     // reads the whole hour (the bytes it keeps for good come from the database itself).
-    const read = (toUs: number) => readArchive(q, startMs, toUs, { reads: this.documents.listing, pageRows: archivePageRows(this.opts.db.kind), cache: o.closed ? null : this.openHour });
+    const read = (toUs: number) =>
+      readArchive(q, startMs, toUs, {
+        reads: this.documents.listing,
+        pageRows: archivePageRows(this.opts.db.kind),
+        cache: o.closed ? null : this.openHour,
+      });
     return this.withSnapshot(q, async () => {
       let f = frame(o.t.nowUs, wholeSecond(o.t.nowUs));
       let hour = await read(f.toUs);
@@ -308,7 +335,17 @@ export class Renderer {
       }
       const { updatedMs, toUs } = f;
       return this.store(
-        { path, document: ARCHIVE_DOCUMENT, contentType: CONTENT_TYPE, updatedMs, cursorUs: cursorFor(o.t, toUs), fingerprint: print(), closed: o.closed, deltas: false, hourStartMs: startMs },
+        {
+          path,
+          document: ARCHIVE_DOCUMENT,
+          contentType: CONTENT_TYPE,
+          updatedMs,
+          cursorUs: cursorFor(o.t, toUs),
+          fingerprint: print(),
+          closed: o.closed,
+          deltas: false,
+          hourStartMs: startMs,
+        },
         prev,
         async () => hour.source(updatedMs),
       );
@@ -316,7 +353,12 @@ export class Renderer {
   }
 
   /** Closes (renders for the last time) every finished hour not yet closed, oldest first, within a budget. */
-  private async closeHours(q: Queryable, t: RenderTime, budgetMs: number, attempt: (path: string, document: string, fn: () => Promise<Outcome>) => Promise<boolean>): Promise<number> {
+  private async closeHours(
+    q: Queryable,
+    t: RenderTime,
+    budgetMs: number,
+    attempt: (path: string, document: string, fn: () => Promise<Outcome>) => Promise<boolean>,
+  ): Promise<number> {
     const db = this.opts.db;
     let nextUs = await getWatermark(db, ARCHIVES_CLOSED_WATERMARK);
     if (nextUs === null) {
@@ -329,7 +371,9 @@ export class Renderer {
     let closed = 0;
     while (nextUs + HOUR_MS * 1000 <= limitUs && performance.now() - started < budgetMs) {
       const startMs = nextUs / 1000;
-      const ok = await attempt(archivePath(startMs), ARCHIVE_DOCUMENT, () => this.renderArchive(q, startMs, { closed: true, t, force: false }));
+      const ok = await attempt(archivePath(startMs), ARCHIVE_DOCUMENT, () =>
+        this.renderArchive(q, startMs, { closed: true, t, force: false }),
+      );
       if (!ok) break; // retried next tick; later hours wait so none is skipped
       nextUs += HOUR_MS * 1000;
       await setWatermark(db, ARCHIVES_CLOSED_WATERMARK, nextUs);
@@ -377,7 +421,15 @@ export class Renderer {
         return 'identical';
       }
       const ms = performance.now() - started;
-      await completeRendering(db, { id, path: spec.path, document: spec.document, closed: spec.closed, renderMs: ms, hourStartMs: spec.hourStartMs, ...result });
+      await completeRendering(db, {
+        id,
+        path: spec.path,
+        document: spec.document,
+        closed: spec.closed,
+        renderMs: ms,
+        hourStartMs: spec.hourStartMs,
+        ...result,
+      });
       result.commitFiles();
       this.opts.onPublished?.(spec.path);
       return {

@@ -45,7 +45,10 @@ export function scheduleRenders(renderer: Renderer, opts: { cron: string; cadenc
       .tick({ skipIfBusy: true, closeBudgetMs: (opts.cadenceSec * 1000) / 2 })
       .then((r) => {
         if (r && (r.rendered.length || r.failed.length)) {
-          opts.log.debug({ reason, rendered: r.rendered.map((x) => `${x.path}#${x.id}`), closedHours: r.closedHours, failed: r.failed }, 'render tick');
+          opts.log.debug(
+            { reason, rendered: r.rendered.map((x) => `${x.path}#${x.id}`), closedHours: r.closedHours, failed: r.failed },
+            'render tick',
+          );
         }
       })
       .catch((err: Error) => opts.log.error({ err: { message: err.message } }, 'render tick failed'))

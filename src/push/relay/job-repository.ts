@@ -156,20 +156,36 @@ export interface DerivedPage {
  */
 export async function deriveJobs(
   db: Db,
-  o: { rule: RelayRule; targets: readonly string[]; marker: string; minIntervalSec: number; loopWindowSec: number; queueMax: number; pageSize: number },
+  o: {
+    rule: RelayRule;
+    targets: readonly string[];
+    marker: string;
+    minIntervalSec: number;
+    loopWindowSec: number;
+    queueMax: number;
+    pageSize: number;
+  },
 ): Promise<DerivedPage | null> {
   return withContext('deriving relay jobs', () =>
     db.transaction(async (tx) => {
-      const [c] = await tx.query<{ position: number; rule: RelayRule }>('select position, rule from relay_cursor where id = 1 for update skip locked');
-      if (!c || c.rule !== o.rule) return null;
-      const [r] = await tx.query<{ position: number; read: number; queued: number; suppressed: Record<string, number | string> | string; racy: (number | string)[] }>(
-        derive(o.rule),
-        [Number(c.position), o.pageSize, o.targets, o.marker, o.minIntervalSec, o.loopWindowSec],
-        { name: `pingd_relay_derive_${o.rule}` },
+      const [c] = await tx.query<{ position: number; rule: RelayRule }>(
+        'select position, rule from relay_cursor where id = 1 for update skip locked',
       );
+      if (!c || c.rule !== o.rule) return null;
+      const [r] = await tx.query<{
+        position: number;
+        read: number;
+        queued: number;
+        suppressed: Record<string, number | string> | string;
+        racy: (number | string)[];
+      }>(derive(o.rule), [Number(c.position), o.pageSize, o.targets, o.marker, o.minIntervalSec, o.loopWindowSec], {
+        name: `pingd_relay_derive_${o.rule}`,
+      });
       const suppressed = numbers(typeof r.suppressed === 'string' ? (JSON.parse(r.suppressed) as Record<string, number>) : r.suppressed);
       if (r.racy.length > 0) {
-        for (const x of await tx.query<{ target: string; n: number }>(RECHECK, [r.racy, o.loopWindowSec], { name: 'pingd_relay_recheck' })) {
+        for (const x of await tx.query<{ target: string; n: number }>(RECHECK, [r.racy, o.loopWindowSec], {
+          name: 'pingd_relay_recheck',
+        })) {
           suppressed[x.target] = (suppressed[x.target] ?? 0) + Number(x.n);
         }
       }
@@ -185,7 +201,8 @@ export async function deriveJobs(
   );
 }
 
-const numbers = (o: Record<string, number | string>): Record<string, number> => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Number(v)]));
+const numbers = (o: Record<string, number | string>): Record<string, number> =>
+  Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Number(v)]));
 
 export interface RelayJob {
   id: number;
@@ -263,7 +280,9 @@ export async function claimJobs(
 ): Promise<RelayJob[]> {
   return withContext('claiming relay jobs', async () => {
     const claimedAt = Date.now();
-    const rows = await q.query<RawJob>(CLAIM, [o.targets, o.limit, o.leaseSec, o.breakerAfter, o.perTarget, o.windowMs], { name: 'pingd_relay_claim' });
+    const rows = await q.query<RawJob>(CLAIM, [o.targets, o.limit, o.leaseSec, o.breakerAfter, o.perTarget, o.windowMs], {
+      name: 'pingd_relay_claim',
+    });
     return rows
       .map((r) => ({
         id: Number(r.id),
@@ -356,7 +375,12 @@ from a where r.url = a.target`;
  * Records a batch of outcomes (and what they say of their targets) in one statement. `minIntervalSec`:
  * how long a job folded into after its send waits (the longer of PING_MIN_INTERVAL and the loop window).
  */
-export async function recordOutcomes(q: Queryable, rows: readonly OutcomeRow[], given: readonly TargetUpdate[], o: { maxAttempts: number; minIntervalSec: number; breakerAfter: number; breakerPauseSec: number }): Promise<void> {
+export async function recordOutcomes(
+  q: Queryable,
+  rows: readonly OutcomeRow[],
+  given: readonly TargetUpdate[],
+  o: { maxAttempts: number; minIntervalSec: number; breakerAfter: number; breakerPauseSec: number },
+): Promise<void> {
   if (rows.length === 0 && given.length === 0) return;
   // A job leaves the queue only with a request's outcome, whose target is counted here: the jobs' target
   // must have a row in `a` for `settled` (an attempt with no counts is still an attempt).
@@ -404,6 +428,11 @@ export async function queueStats(q: Queryable): Promise<{ depth: number; oldestA
               (select coalesce(sum(suppressed), 0) from relay_queues)::float8 as suppressed
          from relay_jobs where state = 'pending'`,
     );
-    return { depth: Number(r.depth), oldestAgeSec: Math.max(0, Number(r.age ?? 0)), dropped: Number(r.dropped), suppressed: Number(r.suppressed) };
+    return {
+      depth: Number(r.depth),
+      oldestAgeSec: Math.max(0, Number(r.age ?? 0)),
+      dropped: Number(r.dropped),
+      suppressed: Number(r.suppressed),
+    };
   });
 }

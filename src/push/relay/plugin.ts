@@ -20,13 +20,22 @@ import { systemLookup } from '../../platform/fetch/safe-fetch.js';
 import { parseIp } from '../../platform/net/ip.js';
 
 /** The targets whose address the policy refuses (a name that does not resolve within 2 s is left out). */
-export async function refusedTargets(urls: readonly string[], policy: AddressPolicy, lookup = systemLookup): Promise<{ url: string; address: string; range: string }[]> {
+export async function refusedTargets(
+  urls: readonly string[],
+  policy: AddressPolicy,
+  lookup = systemLookup,
+): Promise<{ url: string; address: string; range: string }[]> {
   const out: { url: string; address: string; range: string }[] = [];
   for (const url of urls) {
     const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
     let addresses: string[];
     try {
-      addresses = parseIp(host) ? [host] : await Promise.race([lookup(host), new Promise<string[]>((_, reject) => setTimeout(() => reject(new Error('slow')), 2000).unref())]);
+      addresses = parseIp(host)
+        ? [host]
+        : await Promise.race([
+            lookup(host),
+            new Promise<string[]>((_, reject) => setTimeout(() => reject(new Error('slow')), 2000).unref()),
+          ]);
     } catch {
       continue;
     }
@@ -71,12 +80,13 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     app.decorate('relay', { targets, relay: undefined, worker: undefined, timing });
     return;
   }
-  if (config.RELAY_ONLY_VERIFIED && config.VERIFY_PINGS === 'off') throw new ConfigError('RELAY_ONLY_VERIFIED=true needs verification: VERIFY_PINGS must be mark or require');
+  if (config.RELAY_ONLY_VERIFIED && config.VERIFY_PINGS === 'off')
+    throw new ConfigError('RELAY_ONLY_VERIFIED=true needs verification: VERIFY_PINGS must be mark or require');
   const rule: RelayRule = config.VERIFY_PINGS === 'require' || config.RELAY_ONLY_VERIFIED ? 'require' : 'listed';
 
   const relays = new Counter({
     name: 'pingd_relay_total',
-    help: 'Relay requests by target and outcome (delivered: flerror 0; refused: flerror 1; failed: retried; dead: out of attempts; deferred: put back for the target\'s turn).',
+    help: "Relay requests by target and outcome (delivered: flerror 0; refused: flerror 1; failed: retried; dead: out of attempts; deferred: put back for the target's turn).",
     labelNames: ['target', 'outcome'] as const,
     registers: [app.metrics],
   });
@@ -121,20 +131,41 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     onQueued: () => worker?.wake(),
     onEvent: ({ job, outcome, result }) => {
       relays.inc({ target: shown(job.target), outcome });
-      const line = { job: job.id, ping: job.pingId, target: shown(job.target), weblog: job.weblogUrl, attempt: job.attempts, method: result?.method, outcome };
-      if (outcome === 'dead') app.log.warn({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay: out of attempts; a dead letter (`pingd relay retry`)');
-      else if (outcome === 'failed') app.log.info({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay failed; retried later');
-      else if (outcome !== 'deferred') app.log.debug({ ...line, message: result?.outcome !== 'failed' ? result?.message : undefined }, 'relayed');
+      const line = {
+        job: job.id,
+        ping: job.pingId,
+        target: shown(job.target),
+        weblog: job.weblogUrl,
+        attempt: job.attempts,
+        method: result?.method,
+        outcome,
+      };
+      if (outcome === 'dead')
+        app.log.warn(
+          { ...line, error: result?.outcome === 'failed' ? result.error : undefined },
+          'relay: out of attempts; a dead letter (`pingd relay retry`)',
+        );
+      else if (outcome === 'failed')
+        app.log.info({ ...line, error: result?.outcome === 'failed' ? result.error : undefined }, 'relay failed; retried later');
+      else if (outcome !== 'deferred')
+        app.log.debug({ ...line, message: result?.outcome !== 'failed' ? result?.message : undefined }, 'relayed');
     },
     onSkipped: (target, reason, n) => {
       skipped.inc({ target: shown(target), reason }, n);
-      if (reason === 'suppressed') return void app.log.debug({ target: shown(target), suppressed: n }, 'relay: pings of weblogs relayed within RELAY_LOOP_WINDOW were not relayed again');
+      if (reason === 'suppressed')
+        return void app.log.debug(
+          { target: shown(target), suppressed: n },
+          'relay: pings of weblogs relayed within RELAY_LOOP_WINDOW were not relayed again',
+        );
       // A full queue drops on every page while it lasts: said once a minute per target, with the count.
       const d = drops.get(target) ?? { n: 0, at: 0 };
       d.n += n;
       drops.set(target, d);
       if (performance.now() - d.at < 60_000) return;
-      app.log.warn({ target: shown(target), dropped: d.n, max: config.RELAY_QUEUE_MAX }, "relay: the target's queue is full (RELAY_QUEUE_MAX); its stalest waiting weblogs were dropped");
+      app.log.warn(
+        { target: shown(target), dropped: d.n, max: config.RELAY_QUEUE_MAX },
+        "relay: the target's queue is full (RELAY_QUEUE_MAX); its stalest waiting weblogs were dropped",
+      );
       drops.set(target, { n: 0, at: performance.now() });
     },
     onError: (err, what) => app.log.warn({ err: { message: err.message } }, `relay: ${what} failed`),
@@ -143,7 +174,14 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     concurrency: hand,
     pollMs: timing.pollMs,
     claim: (limit) =>
-      claimJobs(app.db, { targets: relay.targetUrls, limit, leaseSec, breakerAfter: timing.breakerAfter, perTarget: PER_TARGET_CLAIM, windowMs: timing.windowMs }),
+      claimJobs(app.db, {
+        targets: relay.targetUrls,
+        limit,
+        leaseSec,
+        breakerAfter: timing.breakerAfter,
+        perTarget: PER_TARGET_CLAIM,
+        windowMs: timing.windowMs,
+      }),
     run: (job) => relay.run(job),
     intakeBusy: () => intake.perSecond() >= YIELD_RATE,
     onError: (err, job) => app.log.warn({ err: { message: err.message }, job: job?.id }, 'relay job failed; it is retried after its lease'),
@@ -160,14 +198,26 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   app.addHook('onReady', async () => {
     // Said at start, not only in each failed relay's line: a target the address policy refuses (a
     // loopback or intranet ping server) fails every time until FETCH_ALLOW_ADDRESSES names it.
-    void refusedTargets(targets.map((t) => t.url), app.fetcher.policy).then((refused) => {
+    void refusedTargets(
+      targets.map((t) => t.url),
+      app.fetcher.policy,
+    ).then((refused) => {
       for (const r of refused) {
-        app.log.warn({ target: shown(r.url), address: r.address, range: r.range }, `relay: target ${shown(r.url)} is at ${r.address} (${r.range}), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=${r.address})`);
+        app.log.warn(
+          { target: shown(r.url), address: r.address, range: r.range },
+          `relay: target ${shown(r.url)} is at ${r.address} (${r.range}), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=${r.address})`,
+        );
       }
     });
-    await syncTargets(app.db, targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })));
+    await syncTargets(
+      app.db,
+      targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })),
+    );
     await ensureCursor(app.db, rule);
-    await reconcileQueues(app.db, targets.map((t) => t.url));
+    await reconcileQueues(
+      app.db,
+      targets.map((t) => t.url),
+    );
     relay.start();
     worker?.start();
   });

@@ -42,15 +42,27 @@ export function formatStatus(rows: TargetStatus[], now = new Date()): string {
     out.push(redactUrl(r.url));
     out.push(`  delivered ${r.delivered}   refused ${r.refused}   failed attempts ${r.failed}   dead letters ${r.dead}`);
     const age = r.oldestPendingAt ? ` (oldest ${Math.max(0, Math.round((now.getTime() - r.oldestPendingAt.getTime()) / 1000))} s)` : '';
-    out.push(`  waiting   ${r.pending}${age}   dropped ${r.dropped} (queue full)   suppressed ${r.suppressed} (relayed within the loop window)`);
-    const breaker = r.breaker === 'open' ? `open until ${iso(r.openUntil)}` : r.breaker === 'probing' ? `probing (${r.failures} failures in a row)` : 'closed';
+    out.push(
+      `  waiting   ${r.pending}${age}   dropped ${r.dropped} (queue full)   suppressed ${r.suppressed} (relayed within the loop window)`,
+    );
+    const breaker =
+      r.breaker === 'open'
+        ? `open until ${iso(r.openUntil)}`
+        : r.breaker === 'probing'
+          ? `probing (${r.failures} failures in a row)`
+          : 'closed';
     out.push(`  breaker   ${breaker}${r.pingOnly ? '   method: weblogUpdates.ping (extendedPing was refused)' : ''}`);
     out.push(`  last      attempt ${iso(r.lastAttemptAt)}, success ${iso(r.lastSuccessAt)}${r.lastError ? `, error: ${r.lastError}` : ''}`);
   }
   return out.join('\n');
 }
 
-export async function relayCommand(values: Record<string, unknown>, positionals: string[], config: Config, deps: RelayDeps): Promise<number> {
+export async function relayCommand(
+  values: Record<string, unknown>,
+  positionals: string[],
+  config: Config,
+  deps: RelayDeps,
+): Promise<number> {
   const [sub, ...rest] = positionals;
   if (sub !== 'status' && sub !== 'retry') {
     deps.err(`pingd relay: expected status or retry\nUsage: ${RELAY_USAGE}`);
@@ -64,7 +76,15 @@ export async function relayCommand(values: Record<string, unknown>, positionals:
   try {
     if (sub === 'status') {
       const rows = await targetStatus(db, DEFAULT_RELAY_TIMING.breakerAfter);
-      deps.out(values.json ? JSON.stringify(rows.map((r) => ({ ...r, url: redactUrl(r.url) })), null, 2) : formatStatus(rows));
+      deps.out(
+        values.json
+          ? JSON.stringify(
+              rows.map((r) => ({ ...r, url: redactUrl(r.url) })),
+              null,
+              2,
+            )
+          : formatStatus(rows),
+      );
       return deps.EXIT.OK;
     }
     const target = rest[0];
@@ -73,7 +93,9 @@ export async function relayCommand(values: Record<string, unknown>, positionals:
       return deps.EXIT.FAILURE;
     }
     const n = await retryDead(db, target);
-    deps.out(values.json ? JSON.stringify({ target: redactUrl(target), requeued: n }) : `${n} dead letters of ${redactUrl(target)} queued again`);
+    deps.out(
+      values.json ? JSON.stringify({ target: redactUrl(target), requeued: n }) : `${n} dead letters of ${redactUrl(target)} queued again`,
+    );
     return deps.EXIT.OK;
   } finally {
     await db.close();

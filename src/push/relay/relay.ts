@@ -4,7 +4,15 @@
 // remembered), and recording their outcomes in batches (one statement per batch), so the relay's database
 // work stays a few statements a second however many pings pass through.
 import type { Db } from '../../platform/db/database.js';
-import { deriveJobs, recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type RelayRule, type TargetUpdate } from './job-repository.js';
+import {
+  deriveJobs,
+  recordOutcomes,
+  type JobOutcome,
+  type OutcomeRow,
+  type RelayJob,
+  type RelayRule,
+  type TargetUpdate,
+} from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
 import type { RelayTarget } from './targets.js';
 import { HostGate } from '../../verification/host-gate.js';
@@ -242,7 +250,14 @@ export class Relay {
         u.openUntil = new Date(Math.max(until, u.openUntil?.getTime() ?? 0));
         retryAt = Math.max(retryAt, until);
       }
-      this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: 'failed', error: u.lastError, retryAt: new Date(retryAt) });
+      this.queueOutcome({
+        id: job.id,
+        seq: job.seq,
+        target: job.target,
+        outcome: 'failed',
+        error: u.lastError,
+        retryAt: new Date(retryAt),
+      });
       this.opts.onEvent({ job, outcome: job.attempts >= this.opts.maxAttempts ? 'dead' : 'failed', result });
     } else {
       if (result.outcome === 'delivered') u.delivered++;
@@ -260,7 +275,8 @@ export class Relay {
 
   private update(target: string): TargetUpdate {
     let u = this.updates.get(target);
-    if (!u) this.updates.set(target, (u = { target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false }));
+    if (!u)
+      this.updates.set(target, (u = { target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false }));
     return u;
   }
 

@@ -70,7 +70,8 @@ function cappedAgent(secure: boolean, maxBytes: number, tooLarge: () => void): h
 }
 
 // XML 1.0 Char: no C0 controls but tab, newline and carriage return; no lone surrogates, U+FFFE/U+FFFF.
-const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const NOT_XML =
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 export function xmlText(s: string): string {
   return s.replace(NOT_XML, '');
@@ -89,7 +90,8 @@ export function callFor(p: RelayPing, pingOnly: boolean): { method: string; para
   return { method: 'weblogUpdates.ping', params: [name, url] };
 }
 
-type Answer = { kind: 'value'; value: unknown } | { kind: 'fault'; message: string } | { kind: 'error'; error: FetchError; blockedUntil?: Date };
+type Answer =
+  { kind: 'value'; value: unknown } | { kind: 'fault'; message: string } | { kind: 'error'; error: FetchError; blockedUntil?: Date };
 
 export class RelaySender {
   private readonly resolve: (host: string) => Promise<string[]>;
@@ -114,7 +116,15 @@ export class RelaySender {
       a = await this.call(target, second.method, second.params);
     }
     if (a.kind === 'fault') return { outcome: 'failed', method, fellBack, error: `fault: ${a.message}`, code: 'XMLRPC_FAULT' };
-    if (a.kind === 'error') return { outcome: 'failed', method, fellBack, error: a.error.message, code: a.error.code, ...(a.blockedUntil ? { blockedUntil: a.blockedUntil } : {}) };
+    if (a.kind === 'error')
+      return {
+        outcome: 'failed',
+        method,
+        fellBack,
+        error: a.error.message,
+        code: a.error.code,
+        ...(a.blockedUntil ? { blockedUntil: a.blockedUntil } : {}),
+      };
     const { flerror, message } = readAnswer(a.value);
     return { outcome: flerror ? 'refused' : 'delivered', method, fellBack, message };
   }
@@ -130,7 +140,11 @@ export class RelaySender {
     // The lookup hook is skipped for IP literals: check them here.
     if (parseIp(host)) {
       const v = checkAddresses([host], this.opts.policy);
-      if (!v.allowed) return { kind: 'error', error: new FetchError('FETCH_ADDRESS_BLOCKED', `${host} is a ${v.range} address, which this server does not connect to`, target) };
+      if (!v.allowed)
+        return {
+          kind: 'error',
+          error: new FetchError('FETCH_ADDRESS_BLOCKED', `${host} is a ${v.range} address, which this server does not connect to`, target),
+        };
     }
     const controller = new AbortController();
     const policy = this.opts.policy;
@@ -141,13 +155,25 @@ export class RelaySender {
       resolve(hostname).then(
         (addresses) => {
           const v = checkAddresses(addresses, policy);
-          if (!v.allowed) return cb(new FetchError('FETCH_ADDRESS_BLOCKED', `${hostname} resolves to ${v.address || 'no address'} (${v.range}), which this server does not connect to`, target));
+          if (!v.allowed)
+            return cb(
+              new FetchError(
+                'FETCH_ADDRESS_BLOCKED',
+                `${hostname} resolves to ${v.address || 'no address'} (${v.range}), which this server does not connect to`,
+                target,
+              ),
+            );
           const usable = addresses.filter((a) => !options.family || family(a) === options.family);
           const list = usable.length ? usable : addresses;
-          if (options.all) cb(null, list.map((address): LookupAddress => ({ address, family: family(address) })));
+          if (options.all)
+            cb(
+              null,
+              list.map((address): LookupAddress => ({ address, family: family(address) })),
+            );
           else cb(null, list[0], family(list[0]));
         },
-        (err: NodeJS.ErrnoException) => cb(new FetchError('FETCH_DNS_FAILED', `cannot resolve ${hostname} (${err.code ?? err.message})`, target)),
+        (err: NodeJS.ErrnoException) =>
+          cb(new FetchError('FETCH_DNS_FAILED', `cannot resolve ${hostname} (${err.code ?? err.message})`, target)),
       );
     };
     const client = (url.protocol === 'https:' ? xmlrpc.createSecureClient : xmlrpc.createClient)({
@@ -157,7 +183,11 @@ export class RelaySender {
       headers: { 'User-Agent': this.opts.userAgent, Connection: 'close' },
       // Passed through to http.request: the checked lookup, a fresh connection each time that reads at
       // most MAX_ANSWER_BYTES, and the deadline.
-      ...({ lookup, agent: cappedAgent(url.protocol === 'https:', MAX_ANSWER_BYTES, () => tooLarge()), signal: controller.signal } as object),
+      ...({
+        lookup,
+        agent: cappedAgent(url.protocol === 'https:', MAX_ANSWER_BYTES, () => tooLarge()),
+        signal: controller.signal,
+      } as object),
     });
     let tooLarge = () => {};
     return new Promise<Answer>((done) => {
@@ -171,20 +201,39 @@ export class RelaySender {
         if (a.kind === 'error') controller.abort();
         done(a);
       };
-      const timer = setTimeout(() => finish({ kind: 'error', error: new FetchError('FETCH_TIMEOUT', `no complete answer within ${this.opts.timeoutMs} ms`, target) }), this.opts.timeoutMs);
-      tooLarge = () => finish({ kind: 'error', error: new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${MAX_ANSWER_BYTES} bytes`, target) });
+      const timer = setTimeout(
+        () =>
+          finish({ kind: 'error', error: new FetchError('FETCH_TIMEOUT', `no complete answer within ${this.opts.timeoutMs} ms`, target) }),
+        this.opts.timeoutMs,
+      );
+      tooLarge = () =>
+        finish({ kind: 'error', error: new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${MAX_ANSWER_BYTES} bytes`, target) });
       try {
         client.methodCall(method, params, (err: unknown, value: unknown) => {
           if (!err) return finish({ kind: 'value', value });
-          const e = err as Error & { faultCode?: unknown; faultString?: unknown; res?: { statusCode?: number; headers?: Record<string, string | string[] | undefined> }; code?: string };
-          if (e.faultCode !== undefined || e.faultString !== undefined) return finish({ kind: 'fault', message: String(e.faultString ?? e.message).slice(0, 200) });
+          const e = err as Error & {
+            faultCode?: unknown;
+            faultString?: unknown;
+            res?: { statusCode?: number; headers?: Record<string, string | string[] | undefined> };
+            code?: string;
+          };
+          if (e.faultCode !== undefined || e.faultString !== undefined)
+            return finish({ kind: 'fault', message: String(e.faultString ?? e.message).slice(0, 200) });
           if (e instanceof FetchError) return finish({ kind: 'error', error: e });
           const status = e.res?.statusCode;
           if (status !== undefined && status !== 200) {
             const until = status === 429 || status === 503 ? retryAfter(e.res?.headers?.['retry-after'], new Date()) : undefined;
-            return finish({ kind: 'error', error: new FetchError('FETCH_BAD_RESPONSE', `HTTP ${status}`, target), ...(until ? { blockedUntil: until } : {}) });
+            return finish({
+              kind: 'error',
+              error: new FetchError('FETCH_BAD_RESPONSE', `HTTP ${status}`, target),
+              ...(until ? { blockedUntil: until } : {}),
+            });
           }
-          if (status === 200) return finish({ kind: 'error', error: new FetchError('FETCH_BAD_RESPONSE', `not an XML-RPC answer (${e.message.slice(0, 100)})`, target) });
+          if (status === 200)
+            return finish({
+              kind: 'error',
+              error: new FetchError('FETCH_BAD_RESPONSE', `not an XML-RPC answer (${e.message.slice(0, 100)})`, target),
+            });
           finish({ kind: 'error', error: new FetchError('FETCH_NETWORK', `${host}: ${e.code ?? e.message}`, target) });
         });
       } catch (err) {

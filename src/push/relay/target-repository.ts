@@ -151,7 +151,10 @@ export async function retryDead(q: Queryable, target: string): Promise<number> {
 
 /** Whether `target` has a row (it was configured at some point). */
 export async function targetKnown(q: Queryable, target: string): Promise<boolean> {
-  return withContext(`looking up relay target ${target}`, async () => (await q.query('select 1 from relay_targets where url = $1', [target])).length > 0);
+  return withContext(
+    `looking up relay target ${target}`,
+    async () => (await q.query('select 1 from relay_targets where url = $1', [target])).length > 0,
+  );
 }
 
 /**

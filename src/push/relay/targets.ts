@@ -31,25 +31,35 @@ export function isSelf(target: string, publicUrl: string | undefined): boolean {
 }
 
 function httpUrl(v: unknown, where: string): string {
-  if (typeof v !== 'string' || !/^https?:\/\/\S+$/.test(v.trim()) || !URL.canParse(v.trim())) throw new ConfigError(`${where} must be an http(s) URL, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || !/^https?:\/\/\S+$/.test(v.trim()) || !URL.canParse(v.trim()))
+    throw new ConfigError(`${where} must be an http(s) URL, got ${JSON.stringify(v)}`);
   return v.trim();
 }
 
 function positive(v: unknown, where: string, max: number): number | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) throw new ConfigError(`${where} must be a whole number between 1 and ${max}, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max)
+    throw new ConfigError(`${where} must be a whole number between 1 and ${max}, got ${JSON.stringify(v)}`);
   return v;
 }
 
 /** The targets of a RELAY_FILE's text: `targets: [{url, method, rate_per_min, concurrency, enabled}]` (or the list alone). */
-export function parseTargetFile(text: string, file: string, defaults: { ratePerMin: number }): { targets: RelayTarget[]; disabled: string[] } {
+export function parseTargetFile(
+  text: string,
+  file: string,
+  defaults: { ratePerMin: number },
+): { targets: RelayTarget[]; disabled: string[] } {
   let doc: unknown;
   try {
     doc = parseYaml(text);
   } catch (err) {
     throw new ConfigError(`RELAY_FILE ${file}: ${(err as Error).message.split('\n')[0]}`);
   }
-  const list = Array.isArray(doc) ? doc : doc && typeof doc === 'object' && Object.hasOwn(doc, 'targets') ? (doc as { targets: unknown }).targets : undefined;
+  const list = Array.isArray(doc)
+    ? doc
+    : doc && typeof doc === 'object' && Object.hasOwn(doc, 'targets')
+      ? (doc as { targets: unknown }).targets
+      : undefined;
   if (!Array.isArray(list)) throw new ConfigError(`RELAY_FILE ${file}: expected a list of targets (or \`targets:\` with one)`);
   const targets: RelayTarget[] = [];
   const disabled: string[] = [];
@@ -60,7 +70,8 @@ export function parseTargetFile(text: string, file: string, defaults: { ratePerM
     const own = (k: string) => (Object.hasOwn(e, k) ? e[k] : undefined);
     const url = httpUrl(own('url'), `${where}: url`);
     const method = own('method') ?? 'extendedPing';
-    if (method !== 'extendedPing' && method !== 'ping') throw new ConfigError(`${where}: method must be extendedPing or ping, got ${JSON.stringify(method)}`);
+    if (method !== 'extendedPing' && method !== 'ping')
+      throw new ConfigError(`${where}: method must be extendedPing or ping, got ${JSON.stringify(method)}`);
     const enabled = own('enabled') ?? true;
     if (typeof enabled !== 'boolean') throw new ConfigError(`${where}: enabled must be true or false`);
     if (!enabled) return void disabled.push(url);
@@ -85,9 +96,18 @@ export interface TargetConfig {
  * The targets to relay to: RELAY_TARGETS with the default options, then RELAY_FILE's entries (which win
  * for a URL listed in both; `enabled: false` removes one). `self` lists those left out as pingd's own.
  */
-export function loadTargets(c: TargetConfig, read: (file: string) => string = (f) => readFileSync(f, 'utf8')): { targets: RelayTarget[]; self: string[] } {
+export function loadTargets(
+  c: TargetConfig,
+  read: (file: string) => string = (f) => readFileSync(f, 'utf8'),
+): { targets: RelayTarget[]; self: string[] } {
   const byKey = new Map<string, RelayTarget>();
-  for (const url of c.RELAY_TARGETS) byKey.set(normalTarget(url), { url, method: 'extendedPing', ratePerMin: c.RELAY_RATE_PER_MIN, concurrency: DEFAULT_TARGET_CONCURRENCY });
+  for (const url of c.RELAY_TARGETS)
+    byKey.set(normalTarget(url), {
+      url,
+      method: 'extendedPing',
+      ratePerMin: c.RELAY_RATE_PER_MIN,
+      concurrency: DEFAULT_TARGET_CONCURRENCY,
+    });
   if (c.RELAY_FILE) {
     let text: string;
     try {

@@ -134,7 +134,10 @@ function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; nam
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}`);
   }
-  const made = { sql: `select * from (${branches.map((b) => `(${b})`).join(' union all ')}) e order by pos`, name: `pingd_stream_replay_${key}` };
+  const made = {
+    sql: `select * from (${branches.map((b) => `(${b})`).join(' union all ')}) e order by pos`,
+    name: `pingd_stream_replay_${key}`,
+  };
   replayStatements.set(key, made);
   return made;
 }
@@ -189,7 +192,9 @@ export async function prunedThrough(q: Queryable): Promise<number> {
 export async function stampVerifications(db: Db, limit: number): Promise<{ stamped: number; last: number }> {
   return withContext('stamping verification outcomes with stream positions', async () => {
     // Most calls find nothing: answer those from the partial index, without the lock or a transaction.
-    const [any] = await db.query<{ due: boolean }>('select exists (select 1 from ping_verifications where outcome is not null and event_id is null) as due');
+    const [any] = await db.query<{ due: boolean }>(
+      'select exists (select 1 from ping_verifications where outcome is not null and event_id is null) as due',
+    );
     if (!any.due) return { stamped: 0, last: 0 };
     return db.transaction(async (tx) => {
       await tx.query('select pg_advisory_xact_lock($1) is null as locked', [EVENT_ORDER_LOCK]);
@@ -201,7 +206,10 @@ export async function stampVerifications(db: Db, limit: number): Promise<{ stamp
       );
       if (rows.length === 0) return { stamped: 0, last: 0 };
       const need = rows.reduce((n, r) => n + (r.verified ? 2 : 1), 0);
-      const drawn = await tx.query<{ v: number }>(`select nextval(pg_get_serial_sequence('pings', 'id'))::bigint as v from generate_series(1, $1::int) order by 1`, [need]);
+      const drawn = await tx.query<{ v: number }>(
+        `select nextval(pg_get_serial_sequence('pings', 'id'))::bigint as v from generate_series(1, $1::int) order by 1`,
+        [need],
+      );
       const values = drawn.map((d) => Number(d.v));
       const ids: number[] = [];
       const release: (number | null)[] = [];

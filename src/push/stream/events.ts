@@ -111,7 +111,8 @@ export function parseStreamRequest(q: StreamQuery, lastEventId: string | undefin
     if (from === null) return { ok: false, message: 'Last-Event-ID must be the id of an event this stream sent (a decimal number).' };
   } else if (q.since !== undefined) {
     from = position(q.since);
-    if (from === null) return { ok: false, message: 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).' };
+    if (from === null)
+      return { ok: false, message: 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).' };
   }
   let host: string | null = null;
   if (q.host !== undefined) {
@@ -122,7 +123,8 @@ export function parseStreamRequest(q: StreamQuery, lastEventId: string | undefin
     } catch {
       /* refused below */
     }
-    if (!HOST.test(h)) return { ok: false, message: 'host must be a domain name such as example.com (it matches that host and its subdomains).' };
+    if (!HOST.test(h))
+      return { ok: false, message: 'host must be a domain name such as example.com (it matches that host and its subdomains).' };
     host = h;
   }
   let tag: string | null = null;
@@ -132,9 +134,13 @@ export function parseStreamRequest(q: StreamQuery, lastEventId: string | undefin
   }
   let types: Set<EventType> = new Set(EVENT_TYPES);
   if (q.types !== undefined) {
-    const named = q.types.split(',').map((t) => t.trim()).filter((t) => t !== '');
+    const named = q.types
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== '');
     const unknown = named.filter((t) => !(EVENT_TYPES as readonly string[]).includes(t));
-    if (named.length === 0 || unknown.length > 0) return { ok: false, message: `types must be a comma-separated list of ${EVENT_TYPES.join(', ')}.` };
+    if (named.length === 0 || unknown.length > 0)
+      return { ok: false, message: `types must be a comma-separated list of ${EVENT_TYPES.join(', ')}.` };
     types = new Set(named as EventType[]);
   }
   return { ok: true, from, filter: { host, tag, types } };

@@ -204,7 +204,12 @@ export class StreamHub {
    */
   async attach(sub: Subscriber, start: Start): Promise<void> {
     const { replayPage } = this.opts;
-    const filter = { ping: sub.filter.types.has('ping'), verified: sub.filter.types.has('verified'), host: sub.filter.host, tag: sub.filter.tag };
+    const filter = {
+      ping: sub.filter.types.has('ping'),
+      verified: sub.filter.types.has('verified'),
+      host: sub.filter.host,
+      tag: sub.filter.tag,
+    };
     // Decided once: a replay's last reads take their turns too (200 replays ending together would otherwise
     // read at once).
     const replay = Math.max(start.latest, this.lastSeen) - start.from > replayPage;

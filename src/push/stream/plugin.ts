@@ -42,7 +42,11 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   const connections = new Set<ResponseSink>();
   let closing = false;
 
-  const eventsRead = new Counter({ name: 'pingd_stream_events_read_total', help: 'Events the stream hub read from the database for its live connections.', registers: [app.metrics] });
+  const eventsRead = new Counter({
+    name: 'pingd_stream_events_read_total',
+    help: 'Events the stream hub read from the database for its live connections.',
+    registers: [app.metrics],
+  });
   const dropped = new Counter({
     name: 'pingd_stream_disconnects_total',
     help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
@@ -82,7 +86,7 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
   new Gauge({
     name: 'pingd_stream_replays',
-    help: 'Stream connections catching up from the database: all of them (replaying), those waiting for their next read\'s turn (waiting).',
+    help: "Stream connections catching up from the database: all of them (replaying), those waiting for their next read's turn (waiting).",
     labelNames: ['state'] as const,
     registers: [app.metrics],
     collect() {
@@ -121,7 +125,8 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       if (r.stamped < STAMP_BATCH) return;
     }
   });
-  const stampSoon = () => void stamp().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'stamping outcomes failed; retried by the poll'));
+  const stampSoon = () =>
+    void stamp().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'stamping outcomes failed; retried by the poll'));
 
   app.pings.onOutcome((_m, r) => {
     if (r.ok) announce(r.id);

@@ -14,8 +14,27 @@ import { websubLinks } from '../../platform/public-url.js';
 import { callbackHost, hubBase, withParams } from './request.js';
 import { HostSlots } from './host-slots.js';
 import { signature } from './signature.js';
-import { isDelivered, isTransient, isUnreachable, judgeEcho, retryDelayMs, type DeliveryOutcome, type HubTiming, type VerificationOutcome } from './outcomes.js';
-import { deferTask, dropTask, finishTask, hasSubscribers, queueDeliveries, retryTask, type DeliveryTask, type IntentTask, type Task } from './task-repository.js';
+import {
+  isDelivered,
+  isTransient,
+  isUnreachable,
+  judgeEcho,
+  retryDelayMs,
+  type DeliveryOutcome,
+  type HubTiming,
+  type VerificationOutcome,
+} from './outcomes.js';
+import {
+  deferTask,
+  dropTask,
+  finishTask,
+  hasSubscribers,
+  queueDeliveries,
+  retryTask,
+  type DeliveryTask,
+  type IntentTask,
+  type Task,
+} from './task-repository.js';
 import { recordDelivery, removeSubscription, storeSubscription } from './subscription-repository.js';
 
 /** What the hub reads of publishing: a document's current bytes. */
@@ -74,7 +93,9 @@ export class Hub {
   }
 
   async run(task: Task): Promise<Ran> {
-    const host = task.host ?? (task.kind !== 'deliver' ? callbackHost(task.callback) : task.subscription ? callbackHost(task.subscription.callback) : null);
+    const host =
+      task.host ??
+      (task.kind !== 'deliver' ? callbackHost(task.callback) : task.subscription ? callbackHost(task.subscription.callback) : null);
     const release = host === null ? () => undefined : this.slots.tryEnter(host);
     // Claimed in the same batch as another task of its host: back to the queue as it was, and the next
     // claims pass the host over while its request is in flight.
@@ -98,25 +119,42 @@ export class Hub {
     const params: Record<string, string> =
       task.kind === 'deny'
         ? { 'hub.mode': 'denied', 'hub.topic': task.topic, 'hub.reason': task.reason ?? 'denied' }
-        : { 'hub.mode': task.mode, 'hub.topic': task.topic, 'hub.challenge': challenge, ...(task.mode === 'subscribe' ? { 'hub.lease_seconds': String(task.leaseSeconds) } : {}) };
+        : {
+            'hub.mode': task.mode,
+            'hub.topic': task.topic,
+            'hub.challenge': challenge,
+            ...(task.mode === 'subscribe' ? { 'hub.lease_seconds': String(task.leaseSeconds) } : {}),
+          };
     const url = withParams(task.callback, params);
     // No redirect is followed: the callback itself must answer (a 3xx confirms nothing).
     // A longer answer (FETCH_TOO_LARGE) or one not complete in time (FETCH_TIMEOUT) echoes nothing.
-    const got = await this.polite(url, () => this.fetcher.get(url, { maxRedirects: 0, maxBytes: this.opts.answerMaxBytes, timeoutMs: this.opts.timeoutMs }));
+    const got = await this.polite(url, () =>
+      this.fetcher.get(url, { maxRedirects: 0, maxBytes: this.opts.answerMaxBytes, timeoutMs: this.opts.timeoutMs }),
+    );
     if (got.kind === 'busy') return this.defer(task.id, got.at);
 
     let verdict: 'confirmed' | 'retry' | 'not_confirmed' | 'unreachable';
     let retryAt: Date | undefined;
-    if (got.kind === 'failed') verdict = isTransient(got.error.code) ? 'retry' : isUnreachable(got.error.code) ? 'unreachable' : 'not_confirmed';
+    if (got.kind === 'failed')
+      verdict = isTransient(got.error.code) ? 'retry' : isUnreachable(got.error.code) ? 'unreachable' : 'not_confirmed';
     else if (task.kind === 'deny') verdict = got.res.status >= 500 || got.res.status === 429 ? 'retry' : 'confirmed';
     else verdict = judgeEcho(got.res.status, got.res.body, challenge);
     if (got.kind === 'ok') retryAt = retryAfter(got.res.headers['retry-after'], new Date());
 
-    const detail = { callback: task.callback, topic: task.topic, mode: task.kind === 'deny' ? 'denied' : task.mode, status: got.kind === 'ok' ? got.res.status : null, error: got.kind === 'failed' ? got.error.message : undefined };
+    const detail = {
+      callback: task.callback,
+      topic: task.topic,
+      mode: task.kind === 'deny' ? 'denied' : task.mode,
+      status: got.kind === 'ok' ? got.res.status : null,
+      error: got.kind === 'failed' ? got.error.message : undefined,
+    };
     if (verdict === 'retry') {
       if (task.attempts < this.opts.timing.intentAttempts) {
         const at = Math.max(Date.now() + retryDelayMs(task.attempts, this.opts.timing), retryAt?.getTime() ?? 0);
-        this.opts.log.debug({ ...detail, attempt: task.attempts, retryAt: new Date(at) }, 'websub intent: the callback will be asked again');
+        this.opts.log.debug(
+          { ...detail, attempt: task.attempts, retryAt: new Date(at) },
+          'websub intent: the callback will be asked again',
+        );
         await retryTask(this.db, task.id, new Date(at), task.seq);
         return 'done';
       }
@@ -171,28 +209,52 @@ export class Hub {
     // soon as they have the message, so an answer dripping past the deadline or flooding past the cap is a
     // failed delivery, retried, and the subscription turns failing like any other that does not answer.
     const got = await this.polite(sub.callback, () =>
-      this.fetcher.post(sub.callback, { body: current.body, contentType: current.contentType, headers, timeoutMs: this.opts.timeoutMs, maxBytes: this.opts.answerMaxBytes, oversize: 'fail' }),
+      this.fetcher.post(sub.callback, {
+        body: current.body,
+        contentType: current.contentType,
+        headers,
+        timeoutMs: this.opts.timeoutMs,
+        maxBytes: this.opts.answerMaxBytes,
+        oversize: 'fail',
+      }),
     );
     if (got.kind === 'busy') return this.defer(task.id, got.at);
 
     if (got.kind === 'ok' && isDelivered(got.res.status)) {
       await this.db.transaction(async (tx) => {
-        await recordDelivery(tx, sub.id, { ok: true, status: got.res.status, error: null, renderingId: current.renderingId }, this.opts.timing.failAfter);
+        await recordDelivery(
+          tx,
+          sub.id,
+          { ok: true, status: got.res.status, error: null, renderingId: current.renderingId },
+          this.opts.timing.failAfter,
+        );
         await finishTask(tx, task.id, task.seq);
       });
       this.opts.onDelivery('delivered');
-      this.opts.log.debug({ callback: sub.callback, topic: sub.topic, rendering: current.renderingId, status: got.res.status }, 'websub delivered');
+      this.opts.log.debug(
+        { callback: sub.callback, topic: sub.topic, rendering: current.renderingId, status: got.res.status },
+        'websub delivered',
+      );
       return 'done';
     }
     const status = got.kind === 'ok' ? got.res.status : null;
     const error = got.kind === 'ok' ? `the callback answered ${got.res.status}` : got.error.message;
-    const failures = await recordDelivery(this.db, sub.id, { ok: false, status, error: error.slice(0, 500), renderingId: current.renderingId }, this.opts.timing.failAfter);
-    const after = got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
+    const failures = await recordDelivery(
+      this.db,
+      sub.id,
+      { ok: false, status, error: error.slice(0, 500), renderingId: current.renderingId },
+      this.opts.timing.failAfter,
+    );
+    const after =
+      got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
     const at = Math.max(Date.now() + retryDelayMs(failures, this.opts.timing), after?.getTime() ?? 0);
     // A new rendering queued meanwhile waits for the same retry: a failing subscriber is not asked sooner.
     await retryTask(this.db, task.id, new Date(at));
     this.opts.onDelivery('failed');
-    this.opts.log.debug({ callback: sub.callback, topic: sub.topic, status, error, failures, retryAt: new Date(at) }, 'websub delivery failed');
+    this.opts.log.debug(
+      { callback: sub.callback, topic: sub.topic, status, error, failures, retryAt: new Date(at) },
+      'websub delivery failed',
+    );
     return 'done';
   }
 

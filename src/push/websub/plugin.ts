@@ -100,7 +100,8 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     pollMs: POLL_MS,
     claim: (limit) => claimTasks(app.db, limit, leaseSec, hub.busyHosts(), config.WEBSUB_HOST_CONCURRENCY),
     run: (task) => hub.run(task),
-    onError: (err, task) => app.log.warn({ err: { message: err.message }, task: task?.id }, 'websub task failed; it is retried after its lease'),
+    onError: (err, task) =>
+      app.log.warn({ err: { message: err.message }, task: task?.id }, 'websub task failed; it is retried after its lease'),
   });
 
   // The renderer's instance hears of each new rendering: queue it for the subscribers of that document.
@@ -123,7 +124,11 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     publicUrl: config.PUBLIC_URL,
     port: config.PORT,
     lease: { min: config.WEBSUB_LEASE_MIN, max: config.WEBSUB_LEASE_MAX, default: config.WEBSUB_LEASE_DEFAULT },
-    limits: { maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS, maxPerHost: config.WEBSUB_MAX_PER_HOST, maxPending: config.WEBSUB_MAX_PENDING },
+    limits: {
+      maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS,
+      maxPerHost: config.WEBSUB_MAX_PER_HOST,
+      maxPending: config.WEBSUB_MAX_PENDING,
+    },
     tally: new SubscriptionTally(() => countForCap(app.db), config.WEBSUB_MAX_SUBSCRIPTIONS),
     queued: () => worker.wake(),
     refused: (r) => refusals.inc({ reason: r }),

@@ -59,7 +59,8 @@ export function parseSubscriptionRequest(form: Record<string, unknown>): Parsed 
 
   // An empty hub.secret is taken as none: an empty HMAC key would authenticate nothing.
   const secret = field('hub.secret') || undefined;
-  if (secret !== undefined && Buffer.byteLength(secret, 'utf8') >= MAX_SECRET_BYTES) return refuse(`hub.secret must be less than ${MAX_SECRET_BYTES} bytes`);
+  if (secret !== undefined && Buffer.byteLength(secret, 'utf8') >= MAX_SECRET_BYTES)
+    return refuse(`hub.secret must be less than ${MAX_SECRET_BYTES} bytes`);
 
   return { ok: true, request: { callback: callback.href, mode, topic: new URL(topicRaw).href, leaseSeconds, secret } };
 }
@@ -73,7 +74,11 @@ function refuse(reason: string): Parsed {
  * §5.2). Ours: exactly `<base><path>` for one of the document paths, where base is PUBLIC_URL, or the
  * origin the request came to when PUBLIC_URL is unset; no query, no fragment.
  */
-export function topicPath(topic: string, base: string, paths: readonly string[]): { ok: true; path: string } | { ok: false; reason: string } {
+export function topicPath(
+  topic: string,
+  base: string,
+  paths: readonly string[],
+): { ok: true; path: string } | { ok: false; reason: string } {
   const want = new URL(topic).href;
   for (const p of paths) if (new URL(`${base}${p}`).href === want) return { ok: true, path: p };
   return { ok: false, reason: `not a topic of this hub; the topics are ${paths.map((p) => `${base}${p}`).join(', ')}` };

@@ -100,7 +100,8 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
     await scope.register(formbody, { bodyLimit: FORM_LIMIT });
     scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
       const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return text(reply, 415, 'send the parameters as application/x-www-form-urlencoded (WebSub §5.1)');
+      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+        return text(reply, 415, 'send the parameters as application/x-www-form-urlencoded (WebSub §5.1)');
       if (status >= 500) app.log.error({ err }, 'websub request failed');
       return text(reply, status, status >= 500 ? 'the hub cannot take requests right now; try again later' : err.message);
     });
@@ -109,7 +110,12 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
       let form = (req.body ?? {}) as Record<string, unknown>;
       if (req.validationError) {
         const field = req.validationError.validation?.[0]?.instancePath?.replace(/^\//, '').replace(/~1/g, '/');
-        if (field) return text(reply, 400, `${field} must be given once, and be at most ${Form.properties[field as keyof typeof Form.properties]?.maxLength ?? 0} characters`);
+        if (field)
+          return text(
+            reply,
+            400,
+            `${field} must be given once, and be at most ${Form.properties[field as keyof typeof Form.properties]?.maxLength ?? 0} characters`,
+          );
         // No form at all (an empty POST): the parameters are missing.
         form = {};
       }
@@ -137,11 +143,26 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
             reason: null,
             callbackHost: callbackHost(r.callback),
           }
-        : { kind: 'deny', topic: r.topic, path: null, callback: r.callback, mode: r.mode, leaseSeconds: null, secret: null, reason: ours.reason, callbackHost: callbackHost(r.callback) };
+        : {
+            kind: 'deny',
+            topic: r.topic,
+            path: null,
+            callback: r.callback,
+            mode: r.mode,
+            leaseSeconds: null,
+            secret: null,
+            reason: ours.reason,
+            callbackHost: callbackHost(r.callback),
+          };
       // Only a subscribe to one of our topics can add a subscription; the others need no count.
       const full = intent.kind === 'verify' && intent.mode === 'subscribe' ? await opts.tally.full() : false;
       // Committed before the answer: a 202 is a promise the queue keeps across a crash.
-      const queued = await queueIntent(opts.db, intent, { client: slash64Key(req.ip) }, { full, maxPerHost: opts.limits.maxPerHost, maxPending: opts.limits.maxPending });
+      const queued = await queueIntent(
+        opts.db,
+        intent,
+        { client: slash64Key(req.ip) },
+        { full, maxPerHost: opts.limits.maxPerHost, maxPending: opts.limits.maxPending },
+      );
       if (queued.refusal) {
         opts.refused(queued.refusal);
         const after = REFUSAL_RETRY_AFTER_SEC[queued.refusal];
@@ -156,7 +177,10 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
 
   app.get<{ Querystring: Static<typeof PageQuery> }>(
     '/api/websub/subscriptions',
-    { onRequest: adminOnly(opts.adminToken), schema: { querystring: PageQuery, response: { 200: SubscriptionList, 400: ApiError, 401: ApiError } } },
+    {
+      onRequest: adminOnly(opts.adminToken),
+      schema: { querystring: PageQuery, response: { 200: SubscriptionList, 400: ApiError, 401: ApiError } },
+    },
     async (req, reply) => sendSubscriptions(opts.db, req.query, reply),
   );
 }
@@ -172,7 +196,8 @@ export function pageRequest(query: Record<string, string | string[] | undefined>
   const afterRaw = firstParam(query, 'after');
   let limit = DEFAULT_PAGE;
   if (limitRaw !== null) {
-    if (!/^\d{1,6}$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_PAGE) return { ok: false, message: `limit must be an integer from 1 to ${MAX_PAGE}.` };
+    if (!/^\d{1,6}$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_PAGE)
+      return { ok: false, message: `limit must be an integer from 1 to ${MAX_PAGE}.` };
     limit = Number(limitRaw);
   }
   if (afterRaw === null || afterRaw === '') return { ok: true, limit, afterId: null };
@@ -181,7 +206,11 @@ export function pageRequest(query: Record<string, string | string[] | undefined>
 }
 
 /** The operator's list, one page (GET /api/websub/subscriptions and /api/admin/websub/subscriptions). */
-export async function sendSubscriptions(db: Db, query: Record<string, string | string[] | undefined>, reply: FastifyReply): Promise<FastifyReply> {
+export async function sendSubscriptions(
+  db: Db,
+  query: Record<string, string | string[] | undefined>,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
   reply.header('cache-control', 'no-store');
   const page = pageRequest(query);
   if (!page.ok) return reply.code(400).send({ error: 'WEBSUB_LIST_QUERY_INVALID', message: page.message });
@@ -190,7 +219,11 @@ export async function sendSubscriptions(db: Db, query: Record<string, string | s
 }
 
 /** One page of the operator's list of unexpired subscriptions (SubscriptionList): never a secret, nor a callback's query. */
-export async function subscriptionsAnswer(db: Db, afterId: number | null = null, limit = DEFAULT_PAGE): Promise<Static<typeof SubscriptionList>> {
+export async function subscriptionsAnswer(
+  db: Db,
+  afterId: number | null = null,
+  limit = DEFAULT_PAGE,
+): Promise<Static<typeof SubscriptionList>> {
   // One row more than the page: whether there is a next page, without a count.
   const rows = await listSubscriptions(db, afterId, limit + 1);
   const subs = rows.slice(0, limit);

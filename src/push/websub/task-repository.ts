@@ -45,7 +45,15 @@ export interface DeliveryTask extends TaskBase {
   /** The newest rendering queued for the subscriber. */
   renderingId: number;
   /** The subscription, or null when it was deleted or has expired (the task is dropped). */
-  subscription: { id: number; topic: string; path: string; callback: string; secret: string | null; failures: number; deliveredRenderingId: number | null } | null;
+  subscription: {
+    id: number;
+    topic: string;
+    path: string;
+    callback: string;
+    secret: string | null;
+    failures: number;
+    deliveredRenderingId: number | null;
+  } | null;
 }
 
 export type Task = IntentTask | DeliveryTask;
@@ -59,7 +67,9 @@ export interface Admission {
   maxPending: number;
 }
 
-export type Queued = { refusal: Refusal } | { refusal: null; /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */ fresh: boolean };
+export type Queued =
+  | { refusal: Refusal }
+  | { refusal: null; /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */ fresh: boolean };
 
 /**
  * Queues an intent, or folds it into the one waiting for the same topic and callback (the latest request
@@ -110,7 +120,21 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
          returning id
        )
        select refusal, subscribed, waiting from verdict`,
-      [i.kind, i.topic, i.path, i.callback, i.mode, i.leaseSeconds, i.secret, i.reason, i.callbackHost, from.client, a.full, a.maxPending, a.maxPerHost],
+      [
+        i.kind,
+        i.topic,
+        i.path,
+        i.callback,
+        i.mode,
+        i.leaseSeconds,
+        i.secret,
+        i.reason,
+        i.callbackHost,
+        from.client,
+        a.full,
+        a.maxPending,
+        a.maxPerHost,
+      ],
       // Planned once per pooled connection (planning is most of its cost: ~1 ms against ~0.3 ms to run).
       { name: 'pingd_queue_websub_intent' },
     );
@@ -229,11 +253,27 @@ function taskOf(r: Raw): Task {
         : null,
     };
   }
-  return { ...base, kind: r.kind, topic: r.topic as string, path: r.path, callback: r.callback as string, mode: r.mode as Mode, leaseSeconds: num(r.lease_seconds), secret: r.secret, reason: r.reason };
+  return {
+    ...base,
+    kind: r.kind,
+    topic: r.topic as string,
+    path: r.path,
+    callback: r.callback as string,
+    mode: r.mode as Mode,
+    leaseSeconds: num(r.lease_seconds),
+    secret: r.secret,
+    reason: r.reason,
+  };
 }
 
 /** Claims up to `limit` due tasks, none of a host in `busyHosts`, at most `perHost` of any other host. */
-export async function claimTasks(q: Queryable, limit: number, leaseSec: number, busyHosts: readonly string[] = [], perHost = limit): Promise<Task[]> {
+export async function claimTasks(
+  q: Queryable,
+  limit: number,
+  leaseSec: number,
+  busyHosts: readonly string[] = [],
+  perHost = limit,
+): Promise<Task[]> {
   return withContext('claiming WebSub tasks', async () => {
     const rows = await q.query<Raw>(CLAIM, [limit, leaseSec, busyHosts, perHost], { name: 'pingd_claim_websub_tasks' });
     return rows.map(taskOf);
@@ -257,7 +297,10 @@ export async function finishTask(q: Queryable, id: number, seq: number): Promise
  */
 export async function retryTask(q: Queryable, id: number, dueAt: Date, seq: number | null = null): Promise<void> {
   await withContext(`retrying WebSub task ${id}`, () =>
-    q.query('update websub_tasks set due_at = case when $3::int is null or seq = $3 then $2 else now() end, leased_until = null where id = $1', [id, dueAt, seq]),
+    q.query(
+      'update websub_tasks set due_at = case when $3::int is null or seq = $3 then $2 else now() end, leased_until = null where id = $1',
+      [id, dueAt, seq],
+    ),
   );
 }
 

@@ -7,24 +7,46 @@
   var POLL_24H_MS = 30000;
   var RECENT = 20;
   var css = getComputedStyle(document.documentElement);
-  var color = function (name) { return css.getPropertyValue(name).trim() || '#888'; };
+  var color = function (name) {
+    return css.getPropertyValue(name).trim() || '#888';
+  };
   var charts = {};
   var last = {};
 
-  function $(id) { return document.getElementById(id); }
-  function text(id, v) { var e = $(id); if (e) e.textContent = String(v); }
-  function sum(a) { var s = 0; for (var i = 0; i < a.length; i++) s += a[i] || 0; return s; }
+  function $(id) {
+    return document.getElementById(id);
+  }
+  function text(id, v) {
+    var e = $(id);
+    if (e) e.textContent = String(v);
+  }
+  function sum(a) {
+    var s = 0;
+    for (var i = 0; i < a.length; i++) s += a[i] || 0;
+    return s;
+  }
   function refusedPerMinute(s) {
-    var out = s.minutes.map(function () { return 0; });
-    Object.keys(s.refused).forEach(function (k) { s.refused[k].forEach(function (n, i) { out[i] += n; }); });
+    var out = s.minutes.map(function () {
+      return 0;
+    });
+    Object.keys(s.refused).forEach(function (k) {
+      s.refused[k].forEach(function (n, i) {
+        out[i] += n;
+      });
+    });
     return out;
   }
   function axes() {
     var stroke = color('--muted');
     var grid = { stroke: color('--line'), width: 1 };
-    return [{ stroke: stroke, grid: grid, ticks: grid }, { stroke: stroke, grid: grid, ticks: grid, size: 50 }];
+    return [
+      { stroke: stroke, grid: grid, ticks: grid },
+      { stroke: stroke, grid: grid, ticks: grid, size: 50 },
+    ];
   }
-  function size(el) { return { width: Math.max(200, el.clientWidth - 8), height: el.clientHeight - 40 }; }
+  function size(el) {
+    return { width: Math.max(200, el.clientWidth - 8), height: el.clientHeight - 40 };
+  }
 
   function draw(id, data, series) {
     var el = $(id);
@@ -32,7 +54,18 @@
     var chart = charts[id];
     if (!chart) {
       var dims = size(el);
-      chart = charts[id] = new uPlot({ width: dims.width, height: dims.height, series: [{}].concat(series), axes: axes(), legend: { live: false }, cursor: { drag: { x: false, y: false } } }, data, el);
+      chart = charts[id] = new uPlot(
+        {
+          width: dims.width,
+          height: dims.height,
+          series: [{}].concat(series),
+          axes: axes(),
+          legend: { live: false },
+          cursor: { drag: { x: false, y: false } },
+        },
+        data,
+        el,
+      );
     } else {
       chart.setData(data);
     }
@@ -49,25 +82,83 @@
   function show1h(s) {
     last['1h'] = s;
     draw('chart-1h', [s.minutes, s.accepted.slice(), refusedPerMinute(s)], pingSeries());
-    draw('chart-latency', [s.minutes, s.latencyMs.p50, s.latencyMs.p99], [
-      { label: 'p50 ms', stroke: color('--p50'), width: 2, spanGaps: false },
-      { label: 'p99 ms', stroke: color('--p99'), width: 2, spanGaps: false },
-    ]);
+    draw(
+      'chart-latency',
+      [s.minutes, s.latencyMs.p50, s.latencyMs.p99],
+      [
+        { label: 'p50 ms', stroke: color('--p50'), width: 2, spanGaps: false },
+        { label: 'p99 ms', stroke: color('--p99'), width: 2, spanGaps: false },
+      ],
+    );
     text('accepted-total', s.totals.accepted);
-    text('refused-total', sum(Object.keys(s.totals.refused).map(function (k) { return s.totals.refused[k]; })));
-    text('verified-total', sum(Object.keys(s.totals.verification).map(function (k) { return s.totals.verification[k]; })));
+    text(
+      'refused-total',
+      sum(
+        Object.keys(s.totals.refused).map(function (k) {
+          return s.totals.refused[k];
+        }),
+      ),
+    );
+    text(
+      'verified-total',
+      sum(
+        Object.keys(s.totals.verification).map(function (k) {
+          return s.totals.verification[k];
+        }),
+      ),
+    );
     text('ping-queue', s.health.pingQueue);
     var db = $('db-state');
-    if (db) { db.textContent = s.health.ready ? 'ready' : s.health.reason || 'not ready'; db.className = 'value ' + (s.health.ready ? 'ok' : 'err'); }
+    if (db) {
+      db.textContent = s.health.ready ? 'ready' : s.health.reason || 'not ready';
+      db.className = 'value ' + (s.health.ready ? 'ok' : 'err');
+    }
     var at = $('generated-at');
-    if (at) { at.dateTime = s.generatedAt; at.textContent = s.generatedAt.slice(11, 19) + ' UTC'; }
-    rows('refused-table', Object.keys(s.totals.refused).map(function (k) { return [k, s.totals.refused[k]]; }), 'none');
-    rows('verification-table', Object.keys(s.totals.verification).map(function (k) { return [k, s.totals.verification[k]]; }), 'none settled');
-    rows('hosts-table', s.topHosts.map(function (h) { return [h.host, h.accepted, h.refused]; }), 'no pings yet');
-    rows('queues-table', s.health.queues.map(function (q) { return [q.name, q.depth, q.oldestAgeSeconds]; }), 'none');
-    rows('documents-table', s.documents.map(function (d) {
-      return [{ href: d.path, text: d.name }, d.renderedAt ? d.renderedAt.slice(0, 19).replace('T', ' ') : 'not yet', d.ageSeconds === null ? '–' : d.ageSeconds, d.entries === null ? '–' : d.entries, d.renderMs === null ? '–' : d.renderMs];
-    }), 'none');
+    if (at) {
+      at.dateTime = s.generatedAt;
+      at.textContent = s.generatedAt.slice(11, 19) + ' UTC';
+    }
+    rows(
+      'refused-table',
+      Object.keys(s.totals.refused).map(function (k) {
+        return [k, s.totals.refused[k]];
+      }),
+      'none',
+    );
+    rows(
+      'verification-table',
+      Object.keys(s.totals.verification).map(function (k) {
+        return [k, s.totals.verification[k]];
+      }),
+      'none settled',
+    );
+    rows(
+      'hosts-table',
+      s.topHosts.map(function (h) {
+        return [h.host, h.accepted, h.refused];
+      }),
+      'no pings yet',
+    );
+    rows(
+      'queues-table',
+      s.health.queues.map(function (q) {
+        return [q.name, q.depth, q.oldestAgeSeconds];
+      }),
+      'none',
+    );
+    rows(
+      'documents-table',
+      s.documents.map(function (d) {
+        return [
+          { href: d.path, text: d.name },
+          d.renderedAt ? d.renderedAt.slice(0, 19).replace('T', ' ') : 'not yet',
+          d.ageSeconds === null ? '–' : d.ageSeconds,
+          d.entries === null ? '–' : d.entries,
+          d.renderMs === null ? '–' : d.renderMs,
+        ];
+      }),
+      'none',
+    );
   }
   function show24h(s) {
     last['24h'] = s;
@@ -98,7 +189,7 @@
           td.appendChild(a);
         } else {
           td.textContent = String(v);
-          if (typeof v === 'number' || i > 0 && /^[0-9–]+$/.test(String(v))) td.className = 'num';
+          if (typeof v === 'number' || (i > 0 && /^[0-9–]+$/.test(String(v)))) td.className = 'num';
         }
       });
     });
@@ -107,9 +198,14 @@
 
   function load(window, then) {
     return fetch('/api/stats?window=' + window, { headers: { accept: 'application/json' } })
-      .then(function (r) { if (!r.ok) throw new Error('HTTP ' + r.status); return r.json(); })
+      .then(function (r) {
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        return r.json();
+      })
       .then(then)
-      .catch(function () { text('live-state', 'Statistics unavailable; retrying.'); });
+      .catch(function () {
+        text('live-state', 'Statistics unavailable; retrying.');
+      });
   }
 
   // Pings from the stream are taken in batches: at a thousand events a second, one list update and one
@@ -195,7 +291,9 @@
       try {
         var d = JSON.parse(e.data);
         text('live-state', 'Live updates refused: ' + d.message + ' Retrying in ' + Math.round(d.retryMs / 1000) + ' s.');
-      } catch (err) { /* the state below still says it */ }
+      } catch (err) {
+        /* the state below still says it */
+      }
       text('recent-state', 'reconnecting');
     });
     es.addEventListener('error', function () {
@@ -208,17 +306,28 @@
       setTimeout(listen, wait);
     });
     es.addEventListener('ping', function (e) {
-      try { onPing(JSON.parse(e.data)); } catch (err) { /* a malformed event is skipped */ }
+      try {
+        onPing(JSON.parse(e.data));
+      } catch (err) {
+        /* a malformed event is skipped */
+      }
     });
   }
 
   window.addEventListener('resize', function () {
-    Object.keys(charts).forEach(function (id) { var el = $(id); if (el) charts[id].setSize(size(el)); });
+    Object.keys(charts).forEach(function (id) {
+      var el = $(id);
+      if (el) charts[id].setSize(size(el));
+    });
   });
 
   load('1h', show1h);
   load('24h', show24h);
-  setInterval(function () { load('1h', show1h); }, POLL_MS);
-  setInterval(function () { load('24h', show24h); }, POLL_24H_MS);
+  setInterval(function () {
+    load('1h', show1h);
+  }, POLL_MS);
+  setInterval(function () {
+    load('24h', show24h);
+  }, POLL_24H_MS);
   listen();
 })();

@@ -82,7 +82,13 @@ test('match: client addresses and ranges, IPv4-mapped too', () => {
 });
 
 test('globMatch agrees with a regular expression and stays fast on adversarial patterns', () => {
-  const re = (p: string) => new RegExp(`^${p.split('*').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`);
+  const re = (p: string) =>
+    new RegExp(
+      `^${p
+        .split('*')
+        .map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('[\\s\\S]*')}$`,
+    );
   fc.assert(
     fc.property(fc.stringMatching(/^[ab*]{0,12}$/), fc.stringMatching(/^[ab]{0,20}$/), (p, s) => globMatch(p, s) === re(p).test(s)),
     { seed: 7, numRuns: 3000 },
@@ -166,5 +172,8 @@ test('blocklist file: loaded at start, reloaded on change (rewrite, replace by r
     f.close();
     rmSync(dir, { recursive: true, force: true });
   }
-  assert.throws(() => new BlocklistFile(join(dir, 'nope.txt'), { loaded() {}, failed() {} }).start(), (e: unknown) => e instanceof BlocklistFileError && /cannot read BLOCKLIST_FILE .*nope\.txt/.test((e as Error).message));
+  assert.throws(
+    () => new BlocklistFile(join(dir, 'nope.txt'), { loaded() {}, failed() {} }).start(),
+    (e: unknown) => e instanceof BlocklistFileError && /cannot read BLOCKLIST_FILE .*nope\.txt/.test((e as Error).message),
+  );
 });

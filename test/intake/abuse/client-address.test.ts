@@ -24,7 +24,9 @@ test('unique 15 kB X-Forwarded-For values are one rate-limit key, not one each (
   assert.equal(statuses.filter((s) => s === 429).length, 25);
   const m = await t.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(m.body, /^pingd_rate_limit_tracked_addresses 1$/m);
-  const stored = await t.app.db.query<{ client_addr: string | null }>("select distinct client_addr from pings where url like 'http://xff-%'");
+  const stored = await t.app.db.query<{ client_addr: string | null }>(
+    "select distinct client_addr from pings where url like 'http://xff-%'",
+  );
   assert.deepEqual(stored, [{ client_addr: null }], 'no header text is stored as a client address');
 });
 
@@ -47,11 +49,17 @@ test('behind one proxy the client is the address that proxy appended, not what t
       const statuses: number[] = [];
       for (let i = 0; i < 20; i++) {
         // The client wrote "198.51.100.<i>"; the proxy (the socket's peer, 127.0.0.1) appended what it saw.
-        const r = await app.app.inject({ method: 'GET', url: `/ping?name=X&url=${encodeURIComponent(uniqueUrl('spoof'))}`, headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` } });
+        const r = await app.app.inject({
+          method: 'GET',
+          url: `/ping?name=X&url=${encodeURIComponent(uniqueUrl('spoof'))}`,
+          headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` },
+        });
         statuses.push(r.statusCode);
       }
       assert.equal(statuses.filter((s) => s === 200).length, 5);
-      const [row] = await app.app.db.query<{ client_addr: string }>("select distinct client_addr from pings where url like 'http://spoof-%'");
+      const [row] = await app.app.db.query<{ client_addr: string }>(
+        "select distinct client_addr from pings where url like 'http://spoof-%'",
+      );
       assert.equal(row.client_addr, '203.0.113.7');
     }
   } finally {

@@ -26,8 +26,10 @@ after(async () => {
 // Each test uses its own client address so that the rate limit couples nothing but what it tests.
 let addr = 10;
 const nextAddr = () => `203.0.113.${addr++}`;
-const xmlrpc = (body: string, remoteAddress: string) => t.app.inject({ method: 'POST', url: '/RPC2', payload: body, headers: { 'content-type': 'text/xml' }, remoteAddress });
-const form = (q: Record<string, string>, remoteAddress: string) => t.app.inject({ method: 'GET', url: `/pingSiteForm?${new URLSearchParams(q)}`, remoteAddress });
+const xmlrpc = (body: string, remoteAddress: string) =>
+  t.app.inject({ method: 'POST', url: '/RPC2', payload: body, headers: { 'content-type': 'text/xml' }, remoteAddress });
+const form = (q: Record<string, string>, remoteAddress: string) =>
+  t.app.inject({ method: 'GET', url: `/pingSiteForm?${new URLSearchParams(q)}`, remoteAddress });
 
 async function metric(name: string, labels: string): Promise<number> {
   const res = await t.app.inject({ method: 'GET', url: '/metrics' });
@@ -54,7 +56,9 @@ test('blocked host (and its subdomains): XML-RPC flerror 1, HTTP 403, nothing st
 
 test('blocked URL pattern in the RSS URL, blocked name pattern, blocked client address', async () => {
   const url = uniqueUrl('fine');
-  const r1 = await rpc(t.app, methodCall('weblogUpdates.extendedPing', ['Fine', url, 'http://feeds.example.com/online-casino.xml']), { 'content-type': 'text/xml' });
+  const r1 = await rpc(t.app, methodCall('weblogUpdates.extendedPing', ['Fine', url, 'http://feeds.example.com/online-casino.xml']), {
+    'content-type': 'text/xml',
+  });
   assert.equal(r1.flerror, true);
   assert.equal(r1.message, BLOCKED_WEBLOG);
   // The name is matched after decoding, as it would be stored.
@@ -85,7 +89,10 @@ test('rate limit per client address: flerror 1 for XML-RPC, 429 with Retry-After
   const url = uniqueUrl('rl');
   const r = await xmlrpc(methodCall('weblogUpdates.ping', ['R4', url]), ip);
   assert.equal(r.statusCode, 200);
-  assert.match(r.body, /<boolean>1<\/boolean>.*<string>Too many pings from your address \(at most 3 a minute\); please ping again in (1\d|20) seconds\.<\/string>/s);
+  assert.match(
+    r.body,
+    /<boolean>1<\/boolean>.*<string>Too many pings from your address \(at most 3 a minute\); please ping again in (1\d|20) seconds\.<\/string>/s,
+  );
   assert.equal((await findPingsByUrl(t.app.db, url)).length, 0);
   const g = await form({ name: 'R5', url: uniqueUrl('rl') }, ip);
   assert.equal(g.statusCode, 429);
@@ -110,7 +117,8 @@ test('rate limit: an IPv6 /64 is one client, the next /64 another', async () => 
 test('RSS Ping: blocked (any feed_uri counts) → 403, over the rate → 429 with Retry-After, both counted', async () => {
   const rss = (site: string, feeds: string[]) =>
     `<rss_ping version=2><site_name>R</site_name><site_uri>${site}</site_uri>${feeds.map((f) => `<feed_uri type="RSS 2.0">${f}</feed_uri>`).join('')}<payload type="RSS 2.0"><item><title>T</title><link>${site}p</link></item></payload></rss_ping>`;
-  const post = (body: string, remoteAddress: string) => t.app.inject({ method: 'POST', url: '/rssping', payload: body, headers: { 'content-type': 'text/xml' }, remoteAddress });
+  const post = (body: string, remoteAddress: string) =>
+    t.app.inject({ method: 'POST', url: '/rssping', payload: body, headers: { 'content-type': 'text/xml' }, remoteAddress });
   const site = uniqueUrl('rss-abuse');
   const blocked = await post(rss(site, [`${site}feed`, 'http://feeds.spam.example/x']), nextAddr());
   assert.equal(blocked.statusCode, 403);
@@ -146,7 +154,12 @@ test('by default there is no blocklist and no rate limit', async () => {
   const t2 = await startApp();
   try {
     for (let i = 0; i < 40; i++) {
-      const r = await t2.app.inject({ method: 'POST', url: '/RPC2', payload: methodCall('weblogUpdates.ping', ['Spam', `http://s${i}.spam.example/`]), remoteAddress: '203.0.113.200' });
+      const r = await t2.app.inject({
+        method: 'POST',
+        url: '/RPC2',
+        payload: methodCall('weblogUpdates.ping', ['Spam', `http://s${i}.spam.example/`]),
+        remoteAddress: '203.0.113.200',
+      });
       assert.match(r.body, /Thanks for the ping\./, `ping ${i}`);
     }
   } finally {
@@ -157,7 +170,10 @@ test('by default there is no blocklist and no rate limit', async () => {
 test('a BLOCKLIST_FILE that cannot be read stops the start with a message naming it', async () => {
   const db = await createTestDatabase();
   try {
-    await assert.rejects(buildApp({ config: testConfig(db, { BLOCKLIST_FILE: join(dir, 'missing.txt') }), logger: false }), /cannot read BLOCKLIST_FILE .*missing\.txt: ENOENT/);
+    await assert.rejects(
+      buildApp({ config: testConfig(db, { BLOCKLIST_FILE: join(dir, 'missing.txt') }), logger: false }),
+      /cannot read BLOCKLIST_FILE .*missing\.txt: ENOENT/,
+    );
     // Refused before the database was opened: nothing is left holding it.
     const ok = await startApp({}, db);
     await ok.close();

@@ -17,12 +17,17 @@ test('query variants of one host are held to its budget (REGRESSION: ?a=1, ?a=2,
   const site = host('variants');
   const answers = [];
   for (let i = 1; i <= 12; i++) answers.push(await ping(`http://${site}/?a=${i}`));
-  assert.deepEqual(answers.map((r) => r.statusCode), [200, 200, 200, 200, 200, 429, 429, 429, 429, 429, 429, 429]);
+  assert.deepEqual(
+    answers.map((r) => r.statusCode),
+    [200, 200, 200, 200, 200, 429, 429, 429, 429, 429, 429, 429],
+  );
   const refused = answers[5];
   const retryAfter = Number(refused.headers['retry-after']);
   assert.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}: one token comes back every 300/5 s`);
   assert.ok(
-    refused.body.includes(`<p class="err">Too many weblogs on ${site} were pinged lately (at most 5 every 300 seconds); please ping again in ${retryAfter} seconds.</p>`),
+    refused.body.includes(
+      `<p class="err">Too many weblogs on ${site} were pinged lately (at most 5 every 300 seconds); please ping again in ${retryAfter} seconds.</p>`,
+    ),
     refused.body,
   );
   const [{ n }] = await t.app.db.query<{ n: number }>('select count(*)::int as n from weblogs where url like $1', [`http://${site}/%`]);
@@ -37,7 +42,7 @@ test('query variants of one host are held to its budget (REGRESSION: ?a=1, ?a=2,
   assert.match(m.body, /^pingd_host_budget_tracked_hosts [1-9]\d*$/m);
 });
 
-test('a weblog re-pinging inside its throttle spends nothing of its host\'s budget', async () => {
+test("a weblog re-pinging inside its throttle spends nothing of its host's budget", async () => {
   const site = host('repinger');
   const statuses: number[] = [];
   for (let i = 0; i < 10; i++) statuses.push((await ping(`http://${site}/blog`)).statusCode);

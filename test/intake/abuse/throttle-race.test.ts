@@ -23,11 +23,21 @@ type Attempt = () => Promise<boolean>;
 function attempts(t: TestApp, url: string, i: number): Attempt[] {
   return [
     async () => {
-      const res = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', [`X${i}`, url]) });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/RPC2',
+        headers: { 'content-type': 'text/xml' },
+        payload: methodCall('weblogUpdates.ping', [`X${i}`, url]),
+      });
       return readReply(res.statusCode, res.body).flerror === false;
     },
     async () => {
-      const res = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.extendedPing', [`E${i}`, url, `${url}feed`]) });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/RPC2',
+        headers: { 'content-type': 'text/xml' },
+        payload: methodCall('weblogUpdates.extendedPing', [`E${i}`, url, `${url}feed`]),
+      });
       return readReply(res.statusCode, res.body).flerror === false;
     },
     async () => {

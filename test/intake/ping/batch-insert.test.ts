@@ -57,7 +57,11 @@ test('a batch mixing new, throttled and new weblogs: outcomes in input order, la
 test('the same statement, run many times (past the point PostgreSQL switches to a generic plan), stays correct', async () => {
   for (let round = 0; round < 12; round++) {
     const urls = Array.from({ length: 1 + (round % 4) }, () => uniqueUrl('generic'));
-    const out = await insertPingBatch(t.app.db, urls.map((u) => ping(u)), 300);
+    const out = await insertPingBatch(
+      t.app.db,
+      urls.map((u) => ping(u)),
+      300,
+    );
     assert.deepEqual(
       out.map((o) => o.status),
       urls.map(() => 'accepted'),
@@ -71,7 +75,9 @@ test('the generic plan of the batch statement reads weblogs only through an inde
   const db = t.app.db;
   await db.transaction(async (tx) => {
     await tx.exec(`set local plan_cache_mode = force_generic_plan`);
-    await tx.exec(`prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int, boolean) as ${INSERT_BATCH}`);
+    await tx.exec(
+      `prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int, boolean) as ${INSERT_BATCH}`,
+    );
     try {
       const rows = await tx.query<Record<string, string>>(
         `explain execute pingd_plan_check (array['ping'], array['n'], array['http://plan.example.com/'], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], 300, true)`,

@@ -17,7 +17,16 @@ after(async () => {
   await t.close();
 });
 
-const ping = (url: string): ValidPing => ({ method: 'ping', name: 'Batcher Blog', url, changesUrl: null, rssUrl: null, tags: null, clientAddr: null, userAgent: null });
+const ping = (url: string): ValidPing => ({
+  method: 'ping',
+  name: 'Batcher Blog',
+  url,
+  changesUrl: null,
+  rssUrl: null,
+  tags: null,
+  clientAddr: null,
+  userAgent: null,
+});
 const tick = () => new Promise((r) => setImmediate(r));
 
 const ONE_SESSION = BACKEND === 'pglite' ? 'PGlite has one session: no other transaction can hold a row lock' : false;

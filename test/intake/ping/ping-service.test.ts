@@ -28,7 +28,16 @@ after(async () => {
 });
 
 const reportsFor = (url: string) => outcomes.filter(([, r]) => (r.ok ? r.ping.url === url : r.message.includes(url)));
-const valid = (url: string): ValidPing => ({ method: 'rssPing', name: 'Extra', url, changesUrl: null, rssUrl: null, tags: null, clientAddr: null, userAgent: null });
+const valid = (url: string): ValidPing => ({
+  method: 'rssPing',
+  name: 'Extra',
+  url,
+  changesUrl: null,
+  rssUrl: null,
+  tags: null,
+  clientAddr: null,
+  userAgent: null,
+});
 
 test('a client screen refuses before validation; a ping screen sees the validated ping and the extra URLs', async () => {
   const before = outcomes.length;
@@ -37,7 +46,10 @@ test('a client screen refuses before validation; a ping screen sees the validate
   assert.equal(outcomes.length, before + 1, 'reported once');
 
   const url = uniqueUrl('screen');
-  const a = t.app.pings.admit({ method: 'rssPing', name: 'Screened Name', url: url.replace(/^http:\/\/([^/]+)/, (_m, h: string) => `HTTP://${h.toUpperCase()}`) }, ['http://feeds.example/x']);
+  const a = t.app.pings.admit(
+    { method: 'rssPing', name: 'Screened Name', url: url.replace(/^http:\/\/([^/]+)/, (_m, h: string) => `HTTP://${h.toUpperCase()}`) },
+    ['http://feeds.example/x'],
+  );
   assert.equal(a.ok, false);
   const last = screened.at(-1)!;
   assert.equal(last.url, url, 'the screen saw the normalised URL');
@@ -56,7 +68,7 @@ test('an invalid ping is refused by validation with its field, reported once, ne
   assert.equal(outcomes.length, before + 1);
 });
 
-test('an extra write commits in the ping\'s transaction: it sees the ping\'s id, and both are stored', async () => {
+test("an extra write commits in the ping's transaction: it sees the ping's id, and both are stored", async () => {
   const url = uniqueUrl('extra-ok');
   let seen: { id: number; receivedAt: Date } | undefined;
   const r = await t.app.pings.store(valid(url), async (tx, accepted) => {

@@ -76,7 +76,9 @@ test('without the throttle, one weblog pinged 30 times at once: every accepted p
   const t = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false });
   try {
     const url = uniqueUrl('repeat-total');
-    const replies = await Promise.all(Array.from({ length: 30 }, (_, i) => rpc(t.app, methodCall('weblogUpdates.ping', [`Repeat ${i}`, url]))));
+    const replies = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => rpc(t.app, methodCall('weblogUpdates.ping', [`Repeat ${i}`, url]))),
+    );
     assert.equal(replies.filter((r) => r.flerror === false).length, 30);
     const [w] = await t.app.db.query<{ n: number }>('select ping_count as n from weblogs where url = $1', [url]);
     assert.equal(Number(w.n), 30);
@@ -94,19 +96,29 @@ test('migration 009 keeps the count of an existing database exactly', async () =
   try {
     const before = listMigrations().filter((m) => m.version <= 8);
     for (const m of before) cpSync(join(MIGRATIONS_DIR, m.name), join(upTo8, m.name));
-    assert.deepEqual(await migrate(db, upTo8), before.map((m) => m.name));
+    assert.deepEqual(
+      await migrate(db, upTo8),
+      before.map((m) => m.name),
+    );
     // Weblogs as an older version left them: counts of all sizes (bigint), no counter yet.
     await db.query(
       `insert into weblogs (url, name, first_ping_at, last_ping_at, ping_count)
        select 'http://old' || i || '.example.com/', 'Old ' || i, now() - interval '40 days', now() - interval '1 day', i * i
          from generate_series(1, 500) i`,
     );
-    await db.query(`insert into weblogs (url, name, first_ping_at, last_ping_at, ping_count) values ('http://huge.example.com/', 'Huge', now(), now(), 5000000000)`);
+    await db.query(
+      `insert into weblogs (url, name, first_ping_at, last_ping_at, ping_count) values ('http://huge.example.com/', 'Huge', now(), now(), 5000000000)`,
+    );
     const [w] = await db.query<{ n: string }>('select sum(ping_count)::text as n from weblogs');
-    assert.equal(w.n, String(500 * 501 * 1001 / 6 + 5_000_000_000));
+    assert.equal(w.n, String((500 * 501 * 1001) / 6 + 5_000_000_000));
 
     // 009 and whatever came after it (later migrations are applied with it, in order).
-    assert.deepEqual(await migrate(db), listMigrations().filter((m) => m.version >= 9).map((m) => m.name));
+    assert.deepEqual(
+      await migrate(db),
+      listMigrations()
+        .filter((m) => m.version >= 9)
+        .map((m) => m.name),
+    );
     const [t] = await db.query<{ n: string; slots: number }>('select sum(n)::text as n, count(*)::int as slots from ping_totals');
     assert.equal(t.n, w.n);
     assert.equal(Number(t.slots), 16);

@@ -1,8 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanName, decodeHtmlReferences, normalizeUrl, parseTags, validatePing, PingValidationError } from '../../../src/intake/ping/validate.js';
+import {
+  cleanName,
+  decodeHtmlReferences,
+  normalizeUrl,
+  parseTags,
+  validatePing,
+  PingValidationError,
+} from '../../../src/intake/ping/validate.js';
 
-const refusal = (fn: () => unknown, message: string) => assert.throws(fn, (e: unknown) => e instanceof PingValidationError && e.message === message);
+const refusal = (fn: () => unknown, message: string) =>
+  assert.throws(fn, (e: unknown) => e instanceof PingValidationError && e.message === message);
 
 test('normalizeUrl lower-cases scheme and host, drops default ports and fragments, keeps the rest', () => {
   assert.equal(normalizeUrl('HTTP://Example.COM:80/Blog/?a=B#top'), 'http://example.com/Blog/?a=B');
@@ -59,7 +67,10 @@ test('validatePing treats empty optional URLs as absent and validates present on
   const p = validatePing({ method: 'extendedPing', name: 'N', url: 'http://a.example/', changesUrl: '', rssUrl: 'http://a.example/feed' });
   assert.equal(p.changesUrl, null);
   assert.equal(p.rssUrl, 'http://a.example/feed');
-  refusal(() => validatePing({ method: 'extendedPing', name: 'N', url: 'http://a.example/', rssUrl: 'feed.xml' }), 'The rssUrl is not an absolute URL: it must start with http:// or https://.');
+  refusal(
+    () => validatePing({ method: 'extendedPing', name: 'N', url: 'http://a.example/', rssUrl: 'feed.xml' }),
+    'The rssUrl is not an absolute URL: it must start with http:// or https://.',
+  );
 });
 
 test('one site, one identity: a root dot is dropped, empty host labels are refused, tracking parameters dropped (REGRESSION: each spelling was a new weblog)', () => {

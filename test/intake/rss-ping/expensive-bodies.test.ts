@@ -62,18 +62,47 @@ test('REGRESSION: 256 KiB of elements, attributes, namespaces, comments or items
   const cases: [string, string, string][] = [
     ['empty elements in the payload', fill((n) => rssPing(site, item(site, '<a/>'.repeat(n)))), ELEMENTS],
     ['paired elements in the payload', fill((n) => rssPing(site, item(site, '<a></a>'.repeat(n)))), ELEMENTS],
-    ['a feed of many items', fill((n) => rssPing(site, `<rss version="2.0"><channel><title>C</title>${`<item><title>T</title><link>${site}p</link></item>`.repeat(n)}</channel></rss>`)), ELEMENTS],
+    [
+      'a feed of many items',
+      fill((n) =>
+        rssPing(
+          site,
+          `<rss version="2.0"><channel><title>C</title>${`<item><title>T</title><link>${site}p</link></item>`.repeat(n)}</channel></rss>`,
+        ),
+      ),
+      ELEMENTS,
+    ],
     ['unknown elements around the payload', fill((n) => rssPing(site, item(site, ''), '<x/>'.repeat(n))), ELEMENTS],
     ['a stray "<" repeated in text', fill((n) => rssPing(site, item(site, `<description>${'a <b'.repeat(n)}</description>`))), ELEMENTS],
-    ['attributes on one payload element', fill((n) => rssPing(site, item(site, `<x${attrs(n)}/>`))), 'An element of the payload has more than 64 attributes.'],
-    ['namespace declarations on the item', fill((n) => rssPing(site, `<item${attrs(n, 'xmlns:p')}><title>T</title><link>${site}post</link></item>`)), 'An element of the payload has more than 64 attributes.'],
-    ['attributes on the <payload> start tag', fill((n) => rssPing(site, item(site, '')).replace('<payload type="RSS 2.0"', `<payload type="RSS 2.0"${attrs(n)}`)), 'An element of the rss_ping has more than 64 attributes.'],
-    ['unquoted attributes around the payload', fill((n) => rssPing(site, item(site, ''), `<x${attrs(n).replace(/"/g, '')}/>`)), 'An element of the rss_ping has more than 64 attributes.'],
+    [
+      'attributes on one payload element',
+      fill((n) => rssPing(site, item(site, `<x${attrs(n)}/>`))),
+      'An element of the payload has more than 64 attributes.',
+    ],
+    [
+      'namespace declarations on the item',
+      fill((n) => rssPing(site, `<item${attrs(n, 'xmlns:p')}><title>T</title><link>${site}post</link></item>`)),
+      'An element of the payload has more than 64 attributes.',
+    ],
+    [
+      'attributes on the <payload> start tag',
+      fill((n) => rssPing(site, item(site, '')).replace('<payload type="RSS 2.0"', `<payload type="RSS 2.0"${attrs(n)}`)),
+      'An element of the rss_ping has more than 64 attributes.',
+    ],
+    [
+      'unquoted attributes around the payload',
+      fill((n) => rssPing(site, item(site, ''), `<x${attrs(n).replace(/"/g, '')}/>`)),
+      'An element of the rss_ping has more than 64 attributes.',
+    ],
     ['attributes over many elements', fill((n) => rssPing(site, item(site, '<x a="1" b="2" c="3" d="4"/>'.repeat(n)))), ATTRIBUTES],
     ['comments', fill((n) => rssPing(site, item(site, '<!---->'.repeat(n)))), OTHER],
     ['CDATA sections', fill((n) => rssPing(site, item(site, `<description>${'<![CDATA[x]]>'.repeat(n)}</description>`))), OTHER],
     ['processing instructions', fill((n) => rssPing(site, item(site, '<?a?>'.repeat(n)))), OTHER],
-    ['feed_uri elements', fill((n) => rssPing(site, item(site, ''), `<feed_uri>${site}f</feed_uri>`.repeat(n))), 'The rss_ping has more than 20 <feed_uri> elements.'],
+    [
+      'feed_uri elements',
+      fill((n) => rssPing(site, item(site, ''), `<feed_uri>${site}f</feed_uri>`.repeat(n))),
+      'The rss_ping has more than 20 <feed_uri> elements.',
+    ],
     ['nested elements in the payload', fill((n) => rssPing(site, item(site, '<a>'.repeat(n) + '</a>'.repeat(n)))), NESTED_PAYLOAD],
     ['unclosed elements in the payload', fill((n) => rssPing(site, item(site, '<a>'.repeat(n)))), NESTED_PAYLOAD],
     ['nested elements around the payload', fill((n) => rssPing(site, item(site, ''), '<a>'.repeat(n) + '</a>'.repeat(n))), NESTED_OUTER],
@@ -89,11 +118,22 @@ test('REGRESSION: unquoted attributes split by a space only the decoded text has
   const site = uniqueUrl('spaces');
   let k = 0;
   const x = (attributes: number, sep: string) => `<x ${Array.from({ length: attributes }, () => `a${k++}=1`).join(sep)}/>`;
-  const spread = (elements: number, attributes: number, sep: string) => rssPing(site, item(site, ''), Array.from({ length: elements }, () => x(attributes, sep)).join(''));
+  const spread = (elements: number, attributes: number, sep: string) =>
+    rssPing(site, item(site, ''), Array.from({ length: elements }, () => x(attributes, sep)).join(''));
   const cases: [string, Buffer, string, string][] = [
-    ['U+2000 in UTF-8, one element', Buffer.from(spread(100, 240, '\u2000')), 'text/xml', 'An element of the rss_ping has more than 64 attributes.'],
+    [
+      'U+2000 in UTF-8, one element',
+      Buffer.from(spread(100, 240, '\u2000')),
+      'text/xml',
+      'An element of the rss_ping has more than 64 attributes.',
+    ],
     ['U+2000 in UTF-8, many elements', Buffer.from(spread(40, 60, '\u2000')), 'text/xml', ATTRIBUTES],
-    ['U+00A0 in ISO-8859-1', Buffer.from(spread(100, 240, '\u00a0'), 'latin1'), 'text/xml; charset=iso-8859-1', 'An element of the rss_ping has more than 64 attributes.'],
+    [
+      'U+00A0 in ISO-8859-1',
+      Buffer.from(spread(100, 240, '\u00a0'), 'latin1'),
+      'text/xml; charset=iso-8859-1',
+      'An element of the rss_ping has more than 64 attributes.',
+    ],
     ['a vertical tab', Buffer.from(spread(100, 240, '\v')), 'text/xml', 'An element of the rss_ping has more than 64 attributes.'],
   ];
   for (const [what, body, contentType, message] of cases) {
@@ -166,7 +206,8 @@ test('a legitimate rss_ping at every limit is accepted; one more of anything is 
 
 test('REGRESSION: nesting was refused beyond 64 levels in the payload and 101 around it; now 100 counting from <rss_ping>, payload included', async () => {
   // <rss_ping> 1, <payload> 2, <item> 3, then <a> down to the depth wanted.
-  const inPayload = (site: string, depth: number, leaf: string) => rssPing(site, item(site, '<a>'.repeat(depth - 4) + leaf + '</a>'.repeat(depth - 4)));
+  const inPayload = (site: string, depth: number, leaf: string) =>
+    rssPing(site, item(site, '<a>'.repeat(depth - 4) + leaf + '</a>'.repeat(depth - 4)));
   // <rss_ping> 1, then <o> down to the depth wanted, beside the payload.
   const around = (site: string, depth: number) => rssPing(site, item(site, ''), '<o>'.repeat(depth - 1) + 'x' + '</o>'.repeat(depth - 1));
   for (const [what, body, message] of [
@@ -183,23 +224,35 @@ test('REGRESSION: nesting was refused beyond 64 levels in the payload and 101 ar
   }
 });
 
-test('REGRESSION: a throttled weblog\'s rss_ping was parsed in full before the throttle answered; now the throttle answers first', async () => {
+test("REGRESSION: a throttled weblog's rss_ping was parsed in full before the throttle answered; now the throttle answers first", async () => {
   const site = uniqueUrl('throttled');
   const first = await post(throttled, rssPing(site, item(site, '<description>First.</description>')));
   assert.equal(first.status, 200, first.message);
   // As large as a request may be, within every count limit, and refused by the parser if it were parsed:
   // its payload's last element is never closed.
-  const broken = (s: string) => fill((n) => rssPing(s, item(s, `<description>${'&lt;b&gt;bold&lt;/b&gt; '.repeat(n)}</description><guid>x`)));
+  const broken = (s: string) =>
+    fill((n) => rssPing(s, item(s, `<description>${'&lt;b&gt;bold&lt;/b&gt; '.repeat(n)}</description><guid>x`)));
   const fresh = uniqueUrl('not-throttled');
   const parsed = await post(throttled, broken(fresh));
-  assert.equal(parsed.status, 400, 'a weblog that is not throttled gets the parser\'s answer');
-  assert.match(parsed.message, /^The payload is not well-formed XML \(Expected closing tag 'guid' \(opened in line 1, col \d+\) instead of closing tag 'item'\., line 1\)\.$/);
+  assert.equal(parsed.status, 400, "a weblog that is not throttled gets the parser's answer");
+  assert.match(
+    parsed.message,
+    /^The payload is not well-formed XML \(Expected closing tag 'guid' \(opened in line 1, col \d+\) instead of closing tag 'item'\., line 1\)\.$/,
+  );
   const again = await post(throttled, broken(site));
   assert.deepEqual([again.status, again.flerror], [429, true], again.message);
-  assert.match(again.message, new RegExp(`^${site.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} was pinged less than 300 seconds ago; please ping again after \\S+Z \\(in \\d+ seconds\\)\\.$`));
+  assert.match(
+    again.message,
+    new RegExp(
+      `^${site.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} was pinged less than 300 seconds ago; please ping again after \\S+Z \\(in \\d+ seconds\\)\\.$`,
+    ),
+  );
   assert.ok(Number(again.headers['retry-after']) > 0 && Number(again.headers['retry-after']) <= 300);
   // Beyond the count limits the pre-scan's refusal comes first: it needs no database.
-  const costly = await post(throttled, fill((n) => rssPing(site, item(site, '<a/>'.repeat(n)))));
+  const costly = await post(
+    throttled,
+    fill((n) => rssPing(site, item(site, '<a/>'.repeat(n)))),
+  );
   assert.deepEqual([costly.status, costly.message], [400, ELEMENTS]);
   assert.equal((await findPingsByUrl(throttled.app.db, site)).length, 1, 'only the first ping is stored');
 });

@@ -114,7 +114,10 @@ test('MD5 when the element says so, or when an MD5-sized digest is served withou
   assert.equal((await post(open, rssPing({ siteUri: b.siteUri, hashUri: b.hashUri, payload: PAYLOAD }))).authentication, 'pingserver_side');
   const c = site();
   hs.routes.set(c.hashPath, { body: md5(PAYLOAD) });
-  const sha1Said = await post(open, rssPing({ siteUri: c.siteUri, hashUri: c.hashUri, hashUriAttrs: ' algorithm="SHA1"', payload: PAYLOAD }));
+  const sha1Said = await post(
+    open,
+    rssPing({ siteUri: c.siteUri, hashUri: c.hashUri, hashUriAttrs: ' algorithm="SHA1"', payload: PAYLOAD }),
+  );
   assert.equal(sha1Said.message, 'Thanks for the ping. Not authenticated: payload_hash_uri did not serve a SHA1 hex digest.');
 });
 
@@ -124,7 +127,10 @@ test('a seed payload (inner XML declaration) and an ISO-8859-1 payload are hashe
   const text = bytes
     .toString('latin1')
     .replace('<site_uri>http://photomatt.net</site_uri>', `<site_uri>${s.siteUri}</site_uri>`)
-    .replace('<payload_hash_uri>http://photomatt.net/edheuhdghgDDefweffd</payload_hash_uri>', `<payload_hash_uri>${s.hashUri}</payload_hash_uri>`);
+    .replace(
+      '<payload_hash_uri>http://photomatt.net/edheuhdghgDDefweffd</payload_hash_uri>',
+      `<payload_hash_uri>${s.hashUri}</payload_hash_uri>`,
+    );
   const start = text.indexOf('>', text.indexOf('<payload ')) + 1;
   const raw = text.slice(start, text.lastIndexOf('</payload>'));
   assert.match(raw, /^\n\n<\?xml version="1\.0" encoding="utf-8"\?>\n<entry>/);
@@ -135,7 +141,10 @@ test('a seed payload (inner XML declaration) and an ISO-8859-1 payload are hashe
   const latin = `<item><title>Cr\u00e8me br\u00fbl\u00e9e</title><link>http://example.com/cb</link></item>`;
   hs.routes.set(l.hashPath, { body: sha1(Buffer.from(latin, 'latin1')) });
   assert.notEqual(sha1(Buffer.from(latin, 'latin1')), sha1(Buffer.from(latin, 'utf8')));
-  const body = Buffer.from(rssPing({ siteUri: l.siteUri, hashUri: l.hashUri, payload: latin }).replace('encoding="utf-8"', 'encoding="iso-8859-1"'), 'latin1');
+  const body = Buffer.from(
+    rssPing({ siteUri: l.siteUri, hashUri: l.hashUri, payload: latin }).replace('encoding="utf-8"', 'encoding="iso-8859-1"'),
+    'latin1',
+  );
   const r = await post(open, body);
   assert.equal(r.authentication, 'pingserver_side', r.message);
   assert.equal((await findPayloadsBySite(open.app.db, l.siteUri))[0].headline, 'Crème brûlée');
@@ -145,7 +154,10 @@ test('a wrong hash is refused with 403 and nothing is stored', async () => {
   const s = site();
   hs.routes.set(s.hashPath, { body: sha1('something else') });
   const r = await post(open, rssPing({ siteUri: s.siteUri, hashUri: s.hashUri, payload: PAYLOAD }));
-  assert.deepEqual([r.status, r.flerror, r.message], [403, true, 'The SHA1 of the payload does not match the hash served at payload_hash_uri.']);
+  assert.deepEqual(
+    [r.status, r.flerror, r.message],
+    [403, true, 'The SHA1 of the payload does not match the hash served at payload_hash_uri.'],
+  );
   assert.equal(await findWeblog(open.app.db, s.siteUri), undefined);
 });
 
@@ -167,7 +179,10 @@ test('a hash URI that cannot be used leaves the ping unauthenticated, and says w
     else hs.routes.set(s.hashPath, route);
     const hitsBefore = hs.hits.length;
     const r = await post(open, rssPing({ siteUri, hashUri, payload: PAYLOAD }));
-    assert.deepEqual([r.status, r.flerror, r.authentication, r.message], [200, false, 'none', `Thanks for the ping. Not authenticated: ${note}.`]);
+    assert.deepEqual(
+      [r.status, r.flerror, r.authentication, r.message],
+      [200, false, 'none', `Thanks for the ping. Not authenticated: ${note}.`],
+    );
     assert.equal((await findPayloadsBySite(open.app.db, siteUri))[0].auth, 'none');
     if (route === 'off-site' || route === 'not-http') assert.equal(hs.hits.length, hitsBefore, 'nothing fetched');
   }
@@ -196,7 +211,10 @@ test('with private addresses refused, a hash URI that redirects to a private add
     hs.routes.set(s.hashPath, { status: 302, headers: { location: targets[i] } });
     const r = await post(allowOne, rssPing({ siteUri: s.siteUri, hashUri: s.hashUri, payload: PAYLOAD }));
     assert.deepEqual([r.status, r.authentication], [200, 'none']);
-    assert.equal(r.message, `Thanks for the ping. Not authenticated: payload_hash_uri could not be fetched (refused as unsafe: ${expected[i]}).`);
+    assert.equal(
+      r.message,
+      `Thanks for the ping. Not authenticated: payload_hash_uri could not be fetched (refused as unsafe: ${expected[i]}).`,
+    );
     assert.ok(hs.hits.includes(s.hashPath), 'the allowed first hop was fetched');
   }
   assert.equal(internal.hits.length, 0, 'the private redirect target was never contacted');
@@ -205,7 +223,10 @@ test('with private addresses refused, a hash URI that redirects to a private add
 test('with private addresses refused, a throttled rss_ping does not make us fetch again', async () => {
   const s = site();
   hs.routes.set(s.hashPath, { body: sha1(PAYLOAD) });
-  assert.equal((await post(allowOne, rssPing({ siteUri: s.siteUri, hashUri: s.hashUri, payload: PAYLOAD }))).authentication, 'pingserver_side');
+  assert.equal(
+    (await post(allowOne, rssPing({ siteUri: s.siteUri, hashUri: s.hashUri, payload: PAYLOAD }))).authentication,
+    'pingserver_side',
+  );
   const again = await post(allowOne, rssPing({ siteUri: s.siteUri, hashUri: s.hashUri, payload: PAYLOAD }));
   assert.equal(again.status, 429);
   assert.ok(Number(again.headers['retry-after']) > 0);

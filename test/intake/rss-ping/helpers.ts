@@ -52,7 +52,10 @@ export interface RssPingReply {
 /** Reads an rss_ping_response strictly: well-formed, and the exact shape we write. */
 export function readRssPingReply(status: number, body: string): RssPingReply {
   if (XMLValidator.validate(body) !== true) throw new Error(`reply is not well-formed XML: ${body}`);
-  const m = /^<\?xml version="1\.0" encoding="utf-8"\?>\n<rss_ping_response><flerror>([01])<\/flerror><message>([^<]*)<\/message>(?:<authentication>([a-z_]+)<\/authentication>)?<\/rss_ping_response>\n$/.exec(body);
+  const m =
+    /^<\?xml version="1\.0" encoding="utf-8"\?>\n<rss_ping_response><flerror>([01])<\/flerror><message>([^<]*)<\/message>(?:<authentication>([a-z_]+)<\/authentication>)?<\/rss_ping_response>\n$/.exec(
+      body,
+    );
   if (!m) throw new Error(`not an rss_ping_response: ${body}`);
   return { status, body, flerror: m[1] === '1', message: unescapeXml(m[2]), authentication: m[3] ?? null };
 }

@@ -7,14 +7,30 @@ import { longTextAsCdata } from '../../../src/intake/rss-ping/long-text.js';
 
 // The two shapes rss_ping parses with (payload.ts and parse.ts): the tree must not change under either.
 const parsers = {
-  payload: new XMLParser({ ...UNTRUSTED_XML, ignoreAttributes: false, attributeNamePrefix: '@_', trimValues: true, alwaysCreateTextNode: true, isArray: (_n, _j, _l, isAttribute) => !isAttribute, jPath: false }),
-  outer: new XMLParser({ ...UNTRUSTED_XML, ignoreAttributes: false, attributeNamePrefix: '', attributesGroupName: '@', trimValues: true, isArray: (_n, jpath, _l, isAttribute) => !isAttribute && String(jpath).split('.').length === 2 }),
+  payload: new XMLParser({
+    ...UNTRUSTED_XML,
+    ignoreAttributes: false,
+    attributeNamePrefix: '@_',
+    trimValues: true,
+    alwaysCreateTextNode: true,
+    isArray: (_n, _j, _l, isAttribute) => !isAttribute,
+    jPath: false,
+  }),
+  outer: new XMLParser({
+    ...UNTRUSTED_XML,
+    ignoreAttributes: false,
+    attributeNamePrefix: '',
+    attributesGroupName: '@',
+    trimValues: true,
+    isArray: (_n, jpath, _l, isAttribute) => !isAttribute && String(jpath).split('.').length === 2,
+  }),
 };
 
 function sameTree(xml: string): boolean {
   assert.equal(XMLValidator.validate(xml), true, 'only validated documents are rewritten');
   const rewritten = longTextAsCdata(xml);
-  for (const [name, p] of Object.entries(parsers)) assert.deepEqual(p.parse(rewritten), p.parse(xml), `${name}: ${JSON.stringify(xml).slice(0, 300)}`);
+  for (const [name, p] of Object.entries(parsers))
+    assert.deepEqual(p.parse(rewritten), p.parse(xml), `${name}: ${JSON.stringify(xml).slice(0, 300)}`);
   return rewritten !== xml;
 }
 
@@ -40,11 +56,56 @@ test('long text handed over as CDATA gives the tree the text itself gives: trimm
 });
 
 test('long text handed over as CDATA gives the same tree: generated documents', () => {
-  const piece = fc.constantFrom('a', ' ', '\n', '\r\n', '\r', '\t', '\u00a0', 'é', '😀', '&amp;', '&lt;', '&gt;', '&quot;', '&apos;', '&#32;', '&#9;', '&#10;', '&#13;', '&#xD;', '&#1;', '&#0;', '&#xD800;', '&#233;', '&#x1F600;', '&#X41;', '&nbsp;', '&eacute;', ']]>', ']]&gt;', '>', 'x y', '&#0065;', '&#1114112;');
+  const piece = fc.constantFrom(
+    'a',
+    ' ',
+    '\n',
+    '\r\n',
+    '\r',
+    '\t',
+    '\u00a0',
+    'é',
+    '😀',
+    '&amp;',
+    '&lt;',
+    '&gt;',
+    '&quot;',
+    '&apos;',
+    '&#32;',
+    '&#9;',
+    '&#10;',
+    '&#13;',
+    '&#xD;',
+    '&#1;',
+    '&#0;',
+    '&#xD800;',
+    '&#233;',
+    '&#x1F600;',
+    '&#X41;',
+    '&nbsp;',
+    '&eacute;',
+    ']]>',
+    ']]&gt;',
+    '>',
+    'x y',
+    '&#0065;',
+    '&#1114112;',
+  );
   const text = fc.tuple(fc.array(piece, { maxLength: 12 }), fc.integer({ min: 0, max: 200 })).map(([ps, k]) => ps.join('').repeat(k));
-  const leaf = fc.oneof(text, text.map((t) => `<!--${t.replace(/-(?=-|$)/g, '')}-->`), text.map((t) => `<![CDATA[${t.replace(/]]>/g, '')}]]>`), fc.constant('<?pi a="?>" b?>'), fc.constant(`<e a="x>y" b='1'/>`));
+  const leaf = fc.oneof(
+    text,
+    text.map((t) => `<!--${t.replace(/-(?=-|$)/g, '')}-->`),
+    text.map((t) => `<![CDATA[${t.replace(/]]>/g, '')}]]>`),
+    fc.constant('<?pi a="?>" b?>'),
+    fc.constant(`<e a="x>y" b='1'/>`),
+  );
   const { el } = fc.letrec((tie) => ({
-    el: fc.tuple(fc.constantFrom('a', 'b', 'x:c'), fc.array(fc.oneof({ depthSize: 'small' }, leaf, tie('el') as fc.Arbitrary<string>), { maxLength: 5 })).map(([n, kids]) => `<${n} k="v">${kids.join('')}</${n}>`),
+    el: fc
+      .tuple(
+        fc.constantFrom('a', 'b', 'x:c'),
+        fc.array(fc.oneof({ depthSize: 'small' }, leaf, tie('el') as fc.Arbitrary<string>), { maxLength: 5 }),
+      )
+      .map(([n, kids]) => `<${n} k="v">${kids.join('')}</${n}>`),
   }));
   let rewritten = 0;
   fc.assert(

@@ -24,8 +24,22 @@ function payloadSlice(buf: Buffer): Buffer {
 
 test('the four seed examples parse byte for byte (unquoted version, inner XML declaration, namespaces on payload, iso-8859-1)', () => {
   const expected = {
-    'seed-1-rss2-feed': { site: 'http://photomatt.net', name: 'Photo Matt', feeds: [['http://photomatt.net/index.xml', 'RSS 2.0']], type: 'RSS 2.0', enc: 'utf-8', hashUri: 'http://photomatt.net/edheuhdghgDDefweffd' },
-    'seed-2-atom10-entry': { site: 'http://photomatt.net', name: 'Photo Matt', feeds: [['http://photomatt.net/posts.atom', 'Atom 1.0']], type: 'Atom 1.0 fragment', enc: 'utf-8', hashUri: 'http://photomatt.net/edheuhdghgDDefweffd' },
+    'seed-1-rss2-feed': {
+      site: 'http://photomatt.net',
+      name: 'Photo Matt',
+      feeds: [['http://photomatt.net/index.xml', 'RSS 2.0']],
+      type: 'RSS 2.0',
+      enc: 'utf-8',
+      hashUri: 'http://photomatt.net/edheuhdghgDDefweffd',
+    },
+    'seed-2-atom10-entry': {
+      site: 'http://photomatt.net',
+      name: 'Photo Matt',
+      feeds: [['http://photomatt.net/posts.atom', 'Atom 1.0']],
+      type: 'Atom 1.0 fragment',
+      enc: 'utf-8',
+      hashUri: 'http://photomatt.net/edheuhdghgDDefweffd',
+    },
     'seed-3-rss10-item': {
       site: 'http://www.davidgalbraith.org',
       name: "David galbraith's weblog",
@@ -81,10 +95,25 @@ test('the seed payloads yield their headline and URI', () => {
     return [p.format, p.headline, p.link, p.guid];
   });
   assert.deepEqual(got, [
-    ['rss-feed', 'Movable Type 3.2', 'http://photomatt.net/2005/07/14/movable-type-32/', 'http://photomatt.net/2005/07/14/movable-type-32/'],
+    [
+      'rss-feed',
+      'Movable Type 3.2',
+      'http://photomatt.net/2005/07/14/movable-type-32/',
+      'http://photomatt.net/2005/07/14/movable-type-32/',
+    ],
     ['atom-entry', 'Atom-Powered Robots Run Amok', 'http://example.org/2003/12/13/atom03', 'urn:uuid:1225c695-cfb8-4ebb-aaaa-80da344efa6a'],
-    ['rss-item', 'Weird sewer fishing machine in lower Manhattan', 'http://www.davidgalbraith.org/archives/000850.html', 'http://WWW.davidgalbraith.org/archives/000850.html'],
-    ['rdf-feed', 'Weird sewer fishing machine in lower Manhattan', 'http://www.davidgalbraith.org/archives/000850.html', 'http://WWW.davidgalbraith.org/archives/000850.html'],
+    [
+      'rss-item',
+      'Weird sewer fishing machine in lower Manhattan',
+      'http://www.davidgalbraith.org/archives/000850.html',
+      'http://WWW.davidgalbraith.org/archives/000850.html',
+    ],
+    [
+      'rdf-feed',
+      'Weird sewer fishing machine in lower Manhattan',
+      'http://www.davidgalbraith.org/archives/000850.html',
+      'http://WWW.davidgalbraith.org/archives/000850.html',
+    ],
   ]);
   const d = parseRssPing(seed('seed-1-rss2-feed'));
   assert.match(extractPayload(d.payload.text, d.siteUri).summary!, /^The new version of Movable Type sounds very nice, and they’re doing/);
@@ -110,32 +139,68 @@ test('strict: what is not an rss_ping, or is ambiguous, is refused with the reas
   refused('', 'Empty request: POST an rss_ping document.');
   refused('   \n', 'Empty request: POST an rss_ping document.');
   refused('hello', 'The request is not an XML document: POST an rss_ping document.');
-  refused('<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName></methodCall>', 'The document element must be <rss_ping>, not <methodCall>.');
+  refused(
+    '<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName></methodCall>',
+    'The document element must be <rss_ping>, not <methodCall>.',
+  );
   refused(ok.replace('version=2', 'version=1'), 'Unsupported rss_ping version "1": this server reads version 2.');
-  refused(ok.replace(/<payload[\s\S]*<\/payload>/, ''), 'The rss_ping has no <payload>: RSS Ping carries the new item (a feed with one item, an item or an entry).');
-  refused(ok.replace(/<payload[\s\S]*<\/payload>/, '<payload type="RSS 2.0"/>'), 'The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.');
+  refused(
+    ok.replace(/<payload[\s\S]*<\/payload>/, ''),
+    'The rss_ping has no <payload>: RSS Ping carries the new item (a feed with one item, an item or an entry).',
+  );
+  refused(
+    ok.replace(/<payload[\s\S]*<\/payload>/, '<payload type="RSS 2.0"/>'),
+    'The <payload> is empty: it must hold a feed with one item, an RSS item or an Atom entry.',
+  );
   refused(ok.replace('</payload>', ''), 'The <payload> element is not closed: </payload> is missing.');
-  refused(ok.replace('</payload>', `</payload><payload>${ITEM}</payload>`), 'The rss_ping has more than one <payload>; send one item per ping.');
+  refused(
+    ok.replace('</payload>', `</payload><payload>${ITEM}</payload>`),
+    'The rss_ping has more than one <payload>; send one item per ping.',
+  );
   refused(ok.replace('<site_name>Test Blog</site_name>', ''), 'The rss_ping has no <site_name>.');
   refused(ok.replace('<site_name>Test Blog</site_name>', '<site_name>  </site_name>'), 'The rss_ping has no <site_name>.');
   refused(ok.replace(/<site_uri>.*<\/site_uri>/, ''), 'The rss_ping has no <site_uri>.');
   refused(ok.replace(/<feed_uri.*<\/feed_uri>/, ''), 'The rss_ping has no <feed_uri>: name at least one feed the item comes from.');
   refused(ok.replace(/<feed_uri type="RSS 2.0">.*<\/feed_uri>/, '<feed_uri type="RSS 2.0"></feed_uri>'), 'A <feed_uri> is empty.');
-  refused(ok.replace('<site_name>Test Blog</site_name>', '<site_name>A</site_name><site_name>B</site_name>'), 'The rss_ping has more than one <site_name>.');
+  refused(
+    ok.replace('<site_name>Test Blog</site_name>', '<site_name>A</site_name><site_name>B</site_name>'),
+    'The rss_ping has more than one <site_name>.',
+  );
   refused(ok.replace('<site_name>Test Blog</site_name>', '<site_name><b>A</b></site_name>'), '<site_name> must hold text, not elements.');
-  refused(ok.replace('</site_name>', '</site_nam>'), 'The rss_ping is not well-formed XML (Expected closing tag \'site_name\' (opened in line 2, col 1) instead of closing tag \'site_nam\'. at line 2).');
-  refused(rssPing({ siteUri: 'http://example.com/', feeds: Array.from({ length: 21 }, (_, i) => `http://example.com/${i}.xml`) }), 'The rss_ping has more than 20 <feed_uri> elements.');
+  refused(
+    ok.replace('</site_name>', '</site_nam>'),
+    "The rss_ping is not well-formed XML (Expected closing tag 'site_name' (opened in line 2, col 1) instead of closing tag 'site_nam'. at line 2).",
+  );
+  refused(
+    rssPing({ siteUri: 'http://example.com/', feeds: Array.from({ length: 21 }, (_, i) => `http://example.com/${i}.xml`) }),
+    'The rss_ping has more than 20 <feed_uri> elements.',
+  );
 });
 
 test('DOCTYPE and entity declarations are refused anywhere, payload included (entity bombs never expand)', () => {
   const bomb = `<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]><item><title>&lol2;</title><link>http://example.com/x</link></item>`;
   refused(rssPing({ siteUri: 'http://example.com/', payload: bomb }), 'DOCTYPE and entity declarations are not allowed in an rss_ping.');
-  refused(`<!DOCTYPE rss_ping SYSTEM "file:///etc/passwd">\n${rssPing({ siteUri: 'http://example.com/' })}`, 'DOCTYPE and entity declarations are not allowed in an rss_ping.');
-  refused(rssPing({ siteUri: 'http://example.com/', payload: '<!doctype item><item/>' }), 'DOCTYPE and entity declarations are not allowed in an rss_ping.');
-  refused(rssPing({ siteUri: 'http://example.com/', payload: `<__proto__>${ITEM}</__proto__>` }), 'The element name __proto__ is not allowed.');
+  refused(
+    `<!DOCTYPE rss_ping SYSTEM "file:///etc/passwd">\n${rssPing({ siteUri: 'http://example.com/' })}`,
+    'DOCTYPE and entity declarations are not allowed in an rss_ping.',
+  );
+  refused(
+    rssPing({ siteUri: 'http://example.com/', payload: '<!doctype item><item/>' }),
+    'DOCTYPE and entity declarations are not allowed in an rss_ping.',
+  );
+  refused(
+    rssPing({ siteUri: 'http://example.com/', payload: `<__proto__>${ITEM}</__proto__>` }),
+    'The element name __proto__ is not allowed.',
+  );
   // A declaration outside a DTD is not well-formed; the parser read it as a start tag.
-  refused(rssPing({ siteUri: 'http://example.com/', payload: `<!ATTLIST item x CDATA "y">${ITEM}` }), 'Markup declarations (<!ATTLIST) are not allowed in an rss_ping.');
-  refused(rssPing({ siteUri: 'http://example.com/', payload: `<!element item ANY>${ITEM}` }), 'Markup declarations (<!ELEMENT) are not allowed in an rss_ping.');
+  refused(
+    rssPing({ siteUri: 'http://example.com/', payload: `<!ATTLIST item x CDATA "y">${ITEM}` }),
+    'Markup declarations (<!ATTLIST) are not allowed in an rss_ping.',
+  );
+  refused(
+    rssPing({ siteUri: 'http://example.com/', payload: `<!element item ANY>${ITEM}` }),
+    'Markup declarations (<!ELEMENT) are not allowed in an rss_ping.',
+  );
 });
 
 test('character encodings: BOM, then declaration, then Content-Type, then payload encoding, then the payload declaration, then UTF-8', () => {
@@ -151,14 +216,23 @@ test('character encodings: BOM, then declaration, then Content-Type, then payloa
   assert.deepEqual(d.payload.bytes, payloadSlice(latin1(doc(' encoding="iso-8859-1"'))), 'the raw bytes stay Latin-1');
   assert.equal(extractPayload(d.payload.text, null).headline, 'Crème brûlée');
   // The Content-Type charset wins over the payload attribute; the document's declaration over both.
-  assert.deepEqual(parseRssPing(latin1(doc(' encoding="utf-8"')), 'text/xml; charset=ISO-8859-1').charset, { label: 'iso-8859-1', from: 'content-type' });
-  assert.deepEqual(parseRssPing(latin1(doc(' encoding="utf-8"', '<?xml version="1.0" encoding="windows-1252"?>')), 'text/xml; charset=utf-8').charset, { label: 'windows-1252', from: 'declaration' });
+  assert.deepEqual(parseRssPing(latin1(doc(' encoding="utf-8"')), 'text/xml; charset=ISO-8859-1').charset, {
+    label: 'iso-8859-1',
+    from: 'content-type',
+  });
+  assert.deepEqual(
+    parseRssPing(latin1(doc(' encoding="utf-8"', '<?xml version="1.0" encoding="windows-1252"?>')), 'text/xml; charset=utf-8').charset,
+    { label: 'windows-1252', from: 'declaration' },
+  );
   // UTF-8 by default; an inner declaration is a hint when nothing else says.
   assert.equal(parseRssPing(Buffer.from(doc(''), 'utf8')).siteName, 'Café');
   const inner = doc('').replace('<item>', '<?xml version="1.0" encoding="iso-8859-1"?><item>');
   assert.deepEqual(parseRssPing(latin1(inner)).charset, { label: 'iso-8859-1', from: 'payload-declaration' });
   refused(doc(' encoding="klingon"'), 'Unsupported character encoding "klingon": send UTF-8 or ISO-8859-1.');
-  refused(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(doc(''), 'utf16le')]), 'UTF-16 rss_pings are not supported: send UTF-8 or ISO-8859-1.');
+  refused(
+    Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(doc(''), 'utf16le')]),
+    'UTF-16 rss_pings are not supported: send UTF-8 or ISO-8859-1.',
+  );
 });
 
 test('the payload runs to its last end tag, so a CDATA section may mention </payload>', () => {
@@ -169,14 +243,22 @@ test('the payload runs to its last end tag, so a CDATA section may mention </pay
 });
 
 test('hash algorithm attributes: any attribute naming SHA1 or MD5; another algorithm is refused', () => {
-  const doc = (attrs: string) => Buffer.from(rssPing({ siteUri: 'http://example.com/', hashUri: 'http://example.com/h', hashUriAttrs: attrs }));
+  const doc = (attrs: string) =>
+    Buffer.from(rssPing({ siteUri: 'http://example.com/', hashUri: 'http://example.com/h', hashUriAttrs: attrs }));
   assert.equal(parseRssPing(doc('')).payloadHashUri?.algorithm, null);
   assert.equal(parseRssPing(doc(' algorithm="MD5"')).payloadHashUri?.algorithm, 'md5');
   assert.equal(parseRssPing(doc(' type="SHA-1"')).payloadHashUri?.algorithm, 'sha1');
   assert.equal(parseRssPing(doc(' hash=sha1')).payloadHashUri?.algorithm, 'sha1');
   assert.equal(parseRssPing(doc(' x="md5"')).payloadHashUri?.algorithm, 'md5');
   refused(doc(' algorithm="SHA256"'), 'Unsupported hash algorithm "SHA256" on <payload_hash_uri>: use SHA1 or MD5.');
-  const mbox = parseRssPing(Buffer.from(rssPing({ siteUri: 'http://example.com/', extra: '<publisher_mbox_hash type="SHA1">5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8</publisher_mbox_hash>' })));
+  const mbox = parseRssPing(
+    Buffer.from(
+      rssPing({
+        siteUri: 'http://example.com/',
+        extra: '<publisher_mbox_hash type="SHA1">5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8</publisher_mbox_hash>',
+      }),
+    ),
+  );
   assert.deepEqual(mbox.publisherMboxHash, { value: '5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8', algorithm: 'sha1' });
 });
 

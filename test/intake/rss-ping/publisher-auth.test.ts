@@ -32,7 +32,13 @@ async function cli(args: string[], env: Record<string, string | undefined> = {})
   const err: string[] = [];
   const log = console.log;
   const error = console.error;
-  Object.assign(process.env, { DATABASE_URL: db.config.DATABASE_URL ?? '', DATA_DIR: db.config.DATA_DIR ?? '', RSSPING_SECRET: SECRET, LOG_LEVEL: 'silent', ...env });
+  Object.assign(process.env, {
+    DATABASE_URL: db.config.DATABASE_URL ?? '',
+    DATA_DIR: db.config.DATA_DIR ?? '',
+    RSSPING_SECRET: SECRET,
+    LOG_LEVEL: 'silent',
+    ...env,
+  });
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete process.env[k];
   console.log = (...a: unknown[]) => void out.push(a.join(' '));
   console.error = (...a: unknown[]) => void err.push(a.join(' '));
@@ -94,7 +100,10 @@ test('publisher add generates and prints a password once, or takes one; list and
     list.out.split('\n').map((l) => l.split('\t')[0]),
     ['http://publisher-a.example.com/', 'http://publisher-c.example.com/', SITE_B],
   );
-  assert.deepEqual((await cli(['publisher', 'remove', 'http://publisher-c.example.com/'])).out, 'publisher removed: http://publisher-c.example.com/');
+  assert.deepEqual(
+    (await cli(['publisher', 'remove', 'http://publisher-c.example.com/'])).out,
+    'publisher removed: http://publisher-c.example.com/',
+  );
   const gone = await cli(['publisher', 'remove', 'http://publisher-c.example.com/']);
   assert.deepEqual([gone.code, gone.err], [1, 'pingd publisher: http://publisher-c.example.com/ is not registered.']);
   // The real command line, in its own process.
@@ -112,7 +121,9 @@ test('publisher add generates and prints a password once, or takes one; list and
 test('passwords are stored sealed, never in clear', async () => {
   t = await startApp({ RSSPING_SECRET: SECRET, PING_MIN_INTERVAL: 0 }, db);
   await t.listen();
-  const rows = await t.app.db.query<{ site_url: string; password_sealed: Uint8Array }>('select site_url, password_sealed from rssping_publishers order by site_url');
+  const rows = await t.app.db.query<{ site_url: string; password_sealed: Uint8Array }>(
+    'select site_url, password_sealed from rssping_publishers order by site_url',
+  );
   for (const r of rows) {
     const sealed = Buffer.from(r.password_sealed);
     assert.equal(sealed.includes(Buffer.from(passwordA)), false);
@@ -123,7 +134,12 @@ test('passwords are stored sealed, never in clear', async () => {
 
 async function token(site: string): Promise<{ status: number; body: string; type: string; cache: string }> {
   const res = await fetch(`${t.url}/rssping/token?site_uri=${encodeURIComponent(site)}`);
-  return { status: res.status, body: await res.text(), type: res.headers.get('content-type') ?? '', cache: res.headers.get('cache-control') ?? '' };
+  return {
+    status: res.status,
+    body: await res.text(),
+    type: res.headers.get('content-type') ?? '',
+    cache: res.headers.get('cache-control') ?? '',
+  };
 }
 
 async function post(path: string, body: string) {
@@ -138,15 +154,35 @@ test('the whole flow with curl: a token, then one POST to /rssping/<sha1(site_ur
   const { stdout: tok } = await run('curl', ['-sS', '--get', '--data-urlencode', `site_uri=${site}`, `${t.url}/rssping/token`]);
   assert.match(tok, /^\d{8}T\d{6}Z-[0-9a-f]{32}$/, 'the body is the token alone');
   const endpoint = sha1(site + passwordA + tok);
-  const body = rssPing({ siteUri: site, payload: '<item><title>Signed by the publisher</title><link>http://publisher-a.example.com/p/1</link></item>' });
-  const { stdout } = await run('curl', ['-sS', '-X', 'POST', '-H', 'Content-Type: text/xml', '--data-binary', body, '-w', '\n%{http_code}', `${t.url}/rssping/${endpoint}`]);
+  const body = rssPing({
+    siteUri: site,
+    payload: '<item><title>Signed by the publisher</title><link>http://publisher-a.example.com/p/1</link></item>',
+  });
+  const { stdout } = await run('curl', [
+    '-sS',
+    '-X',
+    'POST',
+    '-H',
+    'Content-Type: text/xml',
+    '--data-binary',
+    body,
+    '-w',
+    '\n%{http_code}',
+    `${t.url}/rssping/${endpoint}`,
+  ]);
   const r = readRssPingReply(Number(stdout.slice(stdout.lastIndexOf('\n') + 1)), stdout.slice(0, stdout.lastIndexOf('\n')));
-  assert.deepEqual([r.status, r.flerror, r.authentication, r.message], [200, false, 'publisher_side', 'Thanks for the ping. Authenticated: publisher_side.']);
+  assert.deepEqual(
+    [r.status, r.flerror, r.authentication, r.message],
+    [200, false, 'publisher_side', 'Thanks for the ping. Authenticated: publisher_side.'],
+  );
   const [row] = await findPayloadsBySite(t.app.db, SITE_A);
   assert.deepEqual([row.auth, row.headline], ['publisher_side', 'Signed by the publisher']);
 
   const replay = await post(`/rssping/${endpoint}`, body);
-  assert.deepEqual([replay.status, replay.flerror, replay.message], [401, true, 'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).']);
+  assert.deepEqual(
+    [replay.status, replay.flerror, replay.message],
+    [401, true, 'Unknown or already used endpoint: get a new token from GET /rssping/token (each endpoint works once).'],
+  );
   assert.equal((await findPayloadsBySite(t.app.db, SITE_A)).length, 1, 'the replay stored nothing');
 });
 
@@ -155,10 +191,18 @@ test('the token response is text/plain and not cacheable; unknown sites and bad 
   assert.equal(ok.status, 200);
   assert.equal(ok.type, 'text/plain; charset=utf-8');
   assert.equal(ok.cache, 'no-store');
-  assert.deepEqual(await token('http://nobody.example.com/'), { status: 404, body: 'No publisher is registered for http://nobody.example.com/.\n', type: 'text/plain; charset=utf-8', cache: 'no-store' });
+  assert.deepEqual(await token('http://nobody.example.com/'), {
+    status: 404,
+    body: 'No publisher is registered for http://nobody.example.com/.\n',
+    type: 'text/plain; charset=utf-8',
+    cache: 'no-store',
+  });
   const res = await fetch(`${t.url}/rssping/token`);
   assert.deepEqual([res.status, await res.text()], [400, 'site_uri is missing: GET /rssping/token?site_uri=<your site URI>\n']);
-  assert.deepEqual([(await token('javascript:alert(1)')).status, (await token('javascript:alert(1)')).body], [400, 'The site_uri must use http or https, not javascript.\n']);
+  assert.deepEqual(
+    [(await token('javascript:alert(1)')).status, (await token('javascript:alert(1)')).body],
+    [400, 'The site_uri must use http or https, not javascript.\n'],
+  );
 });
 
 test('an expired endpoint is refused (401), and so is a wrong password, an unknown endpoint or a malformed one', async () => {
@@ -168,13 +212,19 @@ test('an expired endpoint is refused (401), and so is a wrong password, an unkno
   await t.app.db.query("update rssping_tokens set expires_at = now() - interval '1 second' where endpoint_sha1 = $1", [endpoint]);
   const body = rssPing({ siteUri: SITE_B });
   const expired = await post(`/rssping/${endpoint}`, body);
-  assert.deepEqual([expired.status, expired.message], [401, 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.']);
+  assert.deepEqual(
+    [expired.status, expired.message],
+    [401, 'Expired endpoint: tokens are valid for 5 minutes; get a new one from GET /rssping/token.'],
+  );
   assert.equal((await post(`/rssping/${endpoint}`, body)).status, 401);
 
   const tok2 = (await token(SITE_B)).body;
   assert.equal((await post(`/rssping/${sha1(SITE_B + 'wrong password' + tok2)}`, body)).status, 401);
   const bad = await post('/rssping/not-hex', body);
-  assert.deepEqual([bad.status, bad.message], [401, 'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.']);
+  assert.deepEqual(
+    [bad.status, bad.message],
+    [401, 'Unknown endpoint: POST to /rssping/<sha1 hex of site_uri + password + token>, with a token from GET /rssping/token.'],
+  );
   assert.equal((await findPayloadsBySite(t.app.db, SITE_B)).length, 0);
   // The right one still works (the wrong guesses did not use it up), upper-case hex too.
   const ok = await post(`/rssping/${sha1(SITE_B + PASSWORD_B + tok2).toUpperCase()}`, body);
@@ -187,13 +237,18 @@ test('a malformed rss_ping (400) does not use up the endpoint; a ping for anothe
   const malformed = await post(`/rssping/${endpoint}`, rssPing({ siteUri: SITE_B, payload: '<item><title>no link</title></item>' }));
   assert.equal(malformed.status, 400);
   const other = await post(`/rssping/${endpoint}`, rssPing({ siteUri: 'http://publisher-a.example.com/' }));
-  assert.deepEqual([other.status, other.message], [403, `This endpoint was issued for ${SITE_B}, not for http://publisher-a.example.com/.`]);
+  assert.deepEqual(
+    [other.status, other.message],
+    [403, `This endpoint was issued for ${SITE_B}, not for http://publisher-a.example.com/.`],
+  );
   assert.equal((await post(`/rssping/${endpoint}`, rssPing({ siteUri: SITE_B }))).status, 401, 'used up by the 403');
 });
 
 test('the MD5 endpoint works too, once', async () => {
   const tok = (await token(SITE_B)).body;
-  const endpoint = createHash('md5').update(SITE_B + PASSWORD_B + tok).digest('hex');
+  const endpoint = createHash('md5')
+    .update(SITE_B + PASSWORD_B + tok)
+    .digest('hex');
   assert.equal((await post(`/rssping/${endpoint}`, rssPing({ siteUri: SITE_B }))).authentication, 'publisher_side');
   assert.equal((await post(`/rssping/${endpoint}`, rssPing({ siteUri: SITE_B }))).status, 401);
 });
@@ -203,7 +258,11 @@ test('two concurrent uses of one endpoint: exactly one wins', async () => {
     const tok = (await token(SITE_B)).body;
     const endpoint = sha1(SITE_B + PASSWORD_B + tok);
     const body = rssPing({ siteUri: SITE_B });
-    const results = await Promise.all([1, 2, 3].map(() => fetch(`${t.url}/rssping/${endpoint}`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body }).then((r) => r.status)));
+    const results = await Promise.all(
+      [1, 2, 3].map(() =>
+        fetch(`${t.url}/rssping/${endpoint}`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body }).then((r) => r.status),
+      ),
+    );
     assert.deepEqual(results.sort(), [200, 401, 401]);
   }
 });
@@ -219,11 +278,21 @@ test(`a publisher holds at most ${MAX_LIVE_TOKENS} live tokens and a new one nev
   assert.equal(refused.status, 429);
   const wait = Number(refused.headers.get('retry-after'));
   assert.ok(wait > 250 && wait <= 300, `Retry-After ${wait}`);
-  assert.equal(await refused.text(), `${SITE_A} already has ${MAX_LIVE_TOKENS} unused tokens; use one, or ask again in ${wait} seconds when the oldest expires.\n`);
-  const live = await t.app.db.query<{ n: number }>("select count(*)::int as n from rssping_tokens t join rssping_publishers p on p.id = t.publisher_id where p.site_url = $1 and t.expires_at > now()", [SITE_A]);
+  assert.equal(
+    await refused.text(),
+    `${SITE_A} already has ${MAX_LIVE_TOKENS} unused tokens; use one, or ask again in ${wait} seconds when the oldest expires.\n`,
+  );
+  const live = await t.app.db.query<{ n: number }>(
+    'select count(*)::int as n from rssping_tokens t join rssping_publishers p on p.id = t.publisher_id where p.site_url = $1 and t.expires_at > now()',
+    [SITE_A],
+  );
   assert.equal(Number(live[0].n), MAX_LIVE_TOKENS);
   const site = 'http://publisher-a.example.com';
-  assert.equal((await post(`/rssping/${sha1(site + passwordA + toks[0])}`, rssPing({ siteUri: site }))).status, 200, 'the first token still works');
+  assert.equal(
+    (await post(`/rssping/${sha1(site + passwordA + toks[0])}`, rssPing({ siteUri: site }))).status,
+    200,
+    'the first token still works',
+  );
   // Using one frees a place.
   assert.equal((await token(site)).status, 200);
   const removed = await t.app.db.query('delete from rssping_publishers where site_url = $1 returning id', [SITE_A]);
@@ -240,14 +309,20 @@ test(`one client may ask for ${TOKEN_REQUESTS_PER_MIN} tokens a minute, whatever
     let r = await other.app.inject({ method: 'GET', url: '/rssping/token?site_uri=http%3A%2F%2Fnobody.example.com%2F' });
     while (r.statusCode === 404 && answered < 1000) {
       answered++;
-      r = await other.app.inject({ method: 'GET', url: `/rssping/token?site_uri=${encodeURIComponent(`http://nobody-${answered}.example.com/`)}` });
+      r = await other.app.inject({
+        method: 'GET',
+        url: `/rssping/token?site_uri=${encodeURIComponent(`http://nobody-${answered}.example.com/`)}`,
+      });
     }
     assert.equal(r.statusCode, 429);
     assert.ok(answered >= TOKEN_REQUESTS_PER_MIN && answered < 1000, `${answered} answered before the first refusal`);
     // The next token of the client's bucket comes in 60 / TOKEN_REQUESTS_PER_MIN seconds, rounded up.
     const wait = String(Math.ceil(60 / TOKEN_REQUESTS_PER_MIN));
     assert.equal(r.headers['retry-after'], wait);
-    assert.equal(r.body, `Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${wait} seconds.\n`);
+    assert.equal(
+      r.body,
+      `Too many token requests from your address (at most ${TOKEN_REQUESTS_PER_MIN} a minute); ask again in ${wait} seconds.\n`,
+    );
   } finally {
     await other.close();
   }

@@ -16,7 +16,12 @@ const THANKS_BODY =
 
 test('weblogUpdates.ping: exact success bytes, then the row is there', async () => {
   const url = uniqueUrl();
-  const res = await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['My Blog', url]) });
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/RPC2',
+    headers: { 'content-type': 'text/xml' },
+    payload: methodCall('weblogUpdates.ping', ['My Blog', url]),
+  });
   assert.equal(res.statusCode, 200);
   assert.equal(res.headers['content-type'], 'text/xml; charset=utf-8');
   assert.equal(res.body, THANKS_BODY);
@@ -41,7 +46,10 @@ test('extendedPing with 3 params stores the third as the RSS URL (WordPress form
 
 test('extendedPing with 5 params stores changes URL, RSS URL and tags (the RSS Feed State form)', async () => {
   const url = uniqueUrl();
-  const r = await rpc(t.app, methodCall('weblogUpdates.extendedPing', ['The RSS Blog', url, `${url}post/1`, 'http://feeds.example.com/TheRssBlog', 'rss|opml| ']));
+  const r = await rpc(
+    t.app,
+    methodCall('weblogUpdates.extendedPing', ['The RSS Blog', url, `${url}post/1`, 'http://feeds.example.com/TheRssBlog', 'rss|opml| ']),
+  );
   assert.equal(r.flerror, false);
   const [row] = await findPingsByUrl(t.app.db, url);
   assert.equal(row.changes_url, `${url}post/1`);
@@ -73,7 +81,12 @@ test('a repeat within PING_MIN_INTERVAL is refused with flerror 1 and when to re
   const r = await rpc(t.app, methodCall('weblogUpdates.ping', ['A renamed', url]));
   assert.equal(r.status, 200);
   assert.equal(r.flerror, true);
-  assert.match(r.message ?? '', new RegExp(`^${url.replace(/[.]/g, '\\.')} was pinged less than 300 seconds ago; please ping again after \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ \\(in (29\\d|300) seconds\\)\\.$`));
+  assert.match(
+    r.message ?? '',
+    new RegExp(
+      `^${url.replace(/[.]/g, '\\.')} was pinged less than 300 seconds ago; please ping again after \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ \\(in (29\\d|300) seconds\\)\\.$`,
+    ),
+  );
   assert.equal((await findPingsByUrl(t.app.db, url)).length, 1);
   assert.equal((await findWeblog(t.app.db, url))?.name, 'A', 'a refused ping changes nothing');
 });
@@ -109,17 +122,42 @@ const faults: [string, string | Buffer, number, string | RegExp][] = [
   ['empty body', '', -32700, 'Empty request: POST an XML-RPC methodCall document.'],
   ['malformed XML', '<methodCall><methodName>weblogUpdates.ping</methodName><params>', -32700, /^Parse error: not well-formed XML/],
   ['unknown method', methodCall('weblogUpdates.foo', ['a', 'b']), -32601, 'Method not found: weblogUpdates.foo.'],
-  ['too few params', methodCall('weblogUpdates.ping', ['only name']), -32602, 'Invalid params: weblogUpdates.ping takes 2 to 4 parameters, got 1.'],
-  ['no params at all', '<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName></methodCall>', -32602, 'Invalid params: weblogUpdates.ping takes 2 to 4 parameters, got 0.'],
-  ['too many params', methodCall('weblogUpdates.extendedPing', ['1', '2', '3', '4', '5', '6']), -32602, 'Invalid params: weblogUpdates.extendedPing takes 2 to 5 parameters, got 6.'],
+  [
+    'too few params',
+    methodCall('weblogUpdates.ping', ['only name']),
+    -32602,
+    'Invalid params: weblogUpdates.ping takes 2 to 4 parameters, got 1.',
+  ],
+  [
+    'no params at all',
+    '<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName></methodCall>',
+    -32602,
+    'Invalid params: weblogUpdates.ping takes 2 to 4 parameters, got 0.',
+  ],
+  [
+    'too many params',
+    methodCall('weblogUpdates.extendedPing', ['1', '2', '3', '4', '5', '6']),
+    -32602,
+    'Invalid params: weblogUpdates.extendedPing takes 2 to 5 parameters, got 6.',
+  ],
   [
     'int where a string belongs',
     '<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName><params><param><value>n</value></param><param><value><int>5</int></value></param></params></methodCall>',
     -32602,
     'Invalid params: parameter 2 (url) must be a string.',
   ],
-  ['entity declarations', '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><methodCall><methodName>&e;</methodName></methodCall>', -32700, 'Parse error: DOCTYPE and entity declarations are not allowed in XML-RPC.'],
-  ['not a methodCall', '<?xml version="1.0"?><html><body>hi</body></html>', -32600, 'Invalid request: the document element must be <methodCall>.'],
+  [
+    'entity declarations',
+    '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><methodCall><methodName>&e;</methodName></methodCall>',
+    -32700,
+    'Parse error: DOCTYPE and entity declarations are not allowed in XML-RPC.',
+  ],
+  [
+    'not a methodCall',
+    '<?xml version="1.0"?><html><body>hi</body></html>',
+    -32600,
+    'Invalid request: the document element must be <methodCall>.',
+  ],
 ];
 for (const [label, body, code, message] of faults) {
   test(`fault with HTTP 200: ${label}`, async () => {
@@ -158,12 +196,18 @@ test('paths /RPC2, /rpc2 and / all answer, with any or no Content-Type', async (
 
 test('system.listMethods, methodHelp and methodSignature', async () => {
   const list = await t.app.inject({ method: 'POST', url: '/RPC2', payload: methodCall('system.listMethods', []) });
-  assert.match(list.body, /<array><data><value><string>weblogUpdates\.ping<\/string><\/value><value><string>weblogUpdates\.extendedPing<\/string><\/value>/);
+  assert.match(
+    list.body,
+    /<array><data><value><string>weblogUpdates\.ping<\/string><\/value><value><string>weblogUpdates\.extendedPing<\/string><\/value>/,
+  );
   const help = await rpc(t.app, methodCall('system.methodHelp', ['weblogUpdates.extendedPing']));
   assert.equal(help.faultCode, undefined);
   assert.match(help.body, /extendedPing\(name, url, changesUrl, rssUrl\[, tags\]\)/);
   const sig = await t.app.inject({ method: 'POST', url: '/RPC2', payload: methodCall('system.methodSignature', ['weblogUpdates.ping']) });
-  assert.match(sig.body, /<array><data><value><array><data><value><string>struct<\/string><\/value><value><string>string<\/string><\/value><value><string>string<\/string><\/value><\/data><\/array><\/value>/);
+  assert.match(
+    sig.body,
+    /<array><data><value><array><data><value><string>struct<\/string><\/value><value><string>string<\/string><\/value><value><string>string<\/string><\/value><\/data><\/array><\/value>/,
+  );
   const unknown = await rpc(t.app, methodCall('system.methodHelp', ['nope']));
   assert.equal(unknown.faultCode, -32602);
   assert.equal(unknown.faultString, 'Invalid params: no method named "nope".');

@@ -40,7 +40,14 @@ test('the fast path agrees with the full parser on every real-client fixture, an
     if (agrees(text)) taken.push(name);
   }
   // The fast path exists for these shapes; if it stopped taking them it would be dead code.
-  for (const name of ['wordpress-extendedPing.http', 'wordpress-ping.http', 'ghost-ping.http', 'python-extendedPing.http', 'node-xmlrpc-extendedPing.http', 'movabletype-ping.http']) {
+  for (const name of [
+    'wordpress-extendedPing.http',
+    'wordpress-ping.http',
+    'ghost-ping.http',
+    'python-extendedPing.http',
+    'node-xmlrpc-extendedPing.http',
+    'movabletype-ping.http',
+  ]) {
     assert.ok(taken.includes(name), `fast path declined ${name}`);
   }
 });
@@ -100,14 +107,74 @@ test('edge cases: what the fast path takes equals the full parse, and refusals a
 
 test('DOCTYPE and prototype names are refused even where the fast path could read the document', () => {
   const doc = call(p('<string><![CDATA[<!DOCTYPE x>]]></string>'));
-  assert.throws(() => parseMethodCall(Buffer.from(doc)), (e: unknown) => (e as { faultCode: number }).faultCode === -32700);
+  assert.throws(
+    () => parseMethodCall(Buffer.from(doc)),
+    (e: unknown) => (e as { faultCode: number }).faultCode === -32700,
+  );
 });
 
 // Text built from the pieces that matter to XML character data: references of every kind, stray
 // ampersands, line ends, markup characters, controls and non-BMP characters.
 const textPiece = fc.oneof(
-  fc.constantFrom('a', 'Z', ' ', '\t', '\n', '\r', '\r\n', '>', '"', "'", ']]>', '/', '=', '?', '\u00e9', '\u{1F600}', '\u0000', '\u0001', '\u007f', '\u0085', '\uFFFE', '\uFFFD'),
-  fc.constantFrom('&amp;', '&lt;', '&gt;', '&quot;', '&apos;', '&#039;', '&#38;', '&#x26;', '&#x41;', '&#X41;', '&nbsp;', '&copy;', '&foo;', '&', '&#;', '&#x;', '&amp', '&#0;', '&#9;', '&#13;', '&#x7F;', '&#x85;', '&#xA0;', '&#xD7FF;', '&#xD800;', '&#xE000;', '&#xFFFD;', '&#xFFFE;', '&#x10000;', '&#x10FFFF;', '&#x110000;', '&#1114111;', '&#9999999;'),
+  fc.constantFrom(
+    'a',
+    'Z',
+    ' ',
+    '\t',
+    '\n',
+    '\r',
+    '\r\n',
+    '>',
+    '"',
+    "'",
+    ']]>',
+    '/',
+    '=',
+    '?',
+    '\u00e9',
+    '\u{1F600}',
+    '\u0000',
+    '\u0001',
+    '\u007f',
+    '\u0085',
+    '\uFFFE',
+    '\uFFFD',
+  ),
+  fc.constantFrom(
+    '&amp;',
+    '&lt;',
+    '&gt;',
+    '&quot;',
+    '&apos;',
+    '&#039;',
+    '&#38;',
+    '&#x26;',
+    '&#x41;',
+    '&#X41;',
+    '&nbsp;',
+    '&copy;',
+    '&foo;',
+    '&',
+    '&#;',
+    '&#x;',
+    '&amp',
+    '&#0;',
+    '&#9;',
+    '&#13;',
+    '&#x7F;',
+    '&#x85;',
+    '&#xA0;',
+    '&#xD7FF;',
+    '&#xD800;',
+    '&#xE000;',
+    '&#xFFFD;',
+    '&#xFFFE;',
+    '&#x10000;',
+    '&#x10FFFF;',
+    '&#x110000;',
+    '&#1114111;',
+    '&#9999999;',
+  ),
   fc.integer({ min: 0, max: 0x10ffff }).map((cp) => `&#${cp};`),
   fc.integer({ min: 0, max: 0x10ffff }).map((cp) => `&#x${cp.toString(16)};`),
   fc.integer({ min: 0x20, max: 0xd7ff }).map((cp) => String.fromCodePoint(cp)),
@@ -121,12 +188,51 @@ const value = fc.oneof(
   fc.constant('<value/>'),
   text.filter((t) => !t.includes(']]>')).map((t) => `<value><![CDATA[${t}]]></value>`),
   text.filter((t) => !t.includes(']]>')).map((t) => `<value><string><![CDATA[${t}]]></string></value>`),
-  fc.constantFrom('<value><int>7</int></value>', '<value><boolean>1</boolean></value>', '<value><base64>aGk=</base64></value>', '<value><array><data></data></array></value>'),
+  fc.constantFrom(
+    '<value><int>7</int></value>',
+    '<value><boolean>1</boolean></value>',
+    '<value><base64>aGk=</base64></value>',
+    '<value><array><data></data></array></value>',
+  ),
 );
-const decl = fc.constantFrom('', '<?xml version="1.0"?>', '<?xml version="1.0"?>\n', "<?xml version='1.0'?>", '<?xml version="1.0" encoding="UTF-8"?>', '<?xml version="1.0" encoding="utf-8" ?>\r\n', '<?xml version="1.0" standalone="yes"?>', '<?xml version="1.1"?>', '<?xml version="2.0"?>', '<?xml encoding="utf-8"?>', ' <?xml version="1.0"?>', '\n');
-const methodName = fc.constantFrom('weblogUpdates.ping', 'weblogUpdates.extendedPing', ' weblogUpdates.ping\n', 'system.listMethods', 'a', '', ' ', 'a b', 'x'.repeat(129), 'a&amp;b', 'a.b:c/d_e');
+const decl = fc.constantFrom(
+  '',
+  '<?xml version="1.0"?>',
+  '<?xml version="1.0"?>\n',
+  "<?xml version='1.0'?>",
+  '<?xml version="1.0" encoding="UTF-8"?>',
+  '<?xml version="1.0" encoding="utf-8" ?>\r\n',
+  '<?xml version="1.0" standalone="yes"?>',
+  '<?xml version="1.1"?>',
+  '<?xml version="2.0"?>',
+  '<?xml encoding="utf-8"?>',
+  ' <?xml version="1.0"?>',
+  '\n',
+);
+const methodName = fc.constantFrom(
+  'weblogUpdates.ping',
+  'weblogUpdates.extendedPing',
+  ' weblogUpdates.ping\n',
+  'system.listMethods',
+  'a',
+  '',
+  ' ',
+  'a b',
+  'x'.repeat(129),
+  'a&amp;b',
+  'a.b:c/d_e',
+);
 const doc = fc
-  .tuple(decl, ws, methodName, ws, fc.array(fc.tuple(ws, value, ws), { maxLength: 6 }), ws, fc.boolean(), fc.constantFrom('', '\n', ' \r\n', 'x', '<a/>'))
+  .tuple(
+    decl,
+    ws,
+    methodName,
+    ws,
+    fc.array(fc.tuple(ws, value, ws), { maxLength: 6 }),
+    ws,
+    fc.boolean(),
+    fc.constantFrom('', '\n', ' \r\n', 'x', '<a/>'),
+  )
   .map(([d, w1, name, w2, params, w3, withParams, tail]) => {
     const ps = params.map(([a, v, b]) => `${a}<param>${a}${v}${b}</param>${b}`).join('');
     return `${d}<methodCall>${w1}<methodName>${name}</methodName>${w2}${withParams || ps ? `<params>${ps}${w3}</params>` : ''}${w3}</methodCall>${tail}`;
@@ -148,7 +254,12 @@ test('generated mutations of a real ping: one character inserted, deleted or rep
   const chars = fc.constantFrom('<', '>', '/', '&', ';', '!', '?', ' ', '\r', 'a', '"', "'", '=', '[', ']', '#', 'x', '\u0000');
   fc.assert(
     fc.property(fc.nat(base.length), fc.constantFrom('insert', 'delete', 'replace'), chars, (at, op, ch) => {
-      const d = op === 'insert' ? base.slice(0, at) + ch + base.slice(at) : op === 'delete' ? base.slice(0, at) + base.slice(at + 1) : base.slice(0, at) + ch + base.slice(at + 1);
+      const d =
+        op === 'insert'
+          ? base.slice(0, at) + ch + base.slice(at)
+          : op === 'delete'
+            ? base.slice(0, at) + base.slice(at + 1)
+            : base.slice(0, at) + ch + base.slice(at + 1);
       agrees(d);
     }),
     { numRuns: 3000, seed: 11 },

@@ -61,11 +61,15 @@ print(json.dumps(out))
 
 test('npm xmlrpc client: ping and extendedPing', async () => {
   const client = xmlrpc.createClient({ host: '127.0.0.1', port, path: '/RPC2' });
-  const call = (m: string, p: unknown[]) => new Promise<unknown>((res, rej) => client.methodCall(m, p, (err, v) => (err ? rej(err) : res(v))));
+  const call = (m: string, p: unknown[]) =>
+    new Promise<unknown>((res, rej) => client.methodCall(m, p, (err, v) => (err ? rej(err) : res(v))));
   const url = uniqueUrl('npm');
   assert.deepEqual(await call('weblogUpdates.ping', ['Nöde <blog>', url]), { flerror: false, message: 'Thanks for the ping.' });
   const url2 = uniqueUrl('npm');
-  assert.deepEqual(await call('weblogUpdates.extendedPing', ['N2', url2, `${url2}rss`]), { flerror: false, message: 'Thanks for the ping.' });
+  assert.deepEqual(await call('weblogUpdates.extendedPing', ['N2', url2, `${url2}rss`]), {
+    flerror: false,
+    message: 'Thanks for the ping.',
+  });
   await assert.rejects(call('weblogUpdates.ping', ['only one']), (e: Error & { code?: number }) => {
     assert.equal(e.code, -32602);
     return true;
@@ -77,7 +81,17 @@ test('npm xmlrpc client: ping and extendedPing', async () => {
 test('curl: a ping with no Content-Type at all (Ghost, davexmlrpc) and HTTP/1.0', async () => {
   const url = uniqueUrl('curl');
   const body = `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.ping</methodName><params><param><value>Curl</value></param><param><value>${url}</value></param></params></methodCall>`;
-  const { stdout } = await run('curl', ['-s', '--http1.0', '-H', 'Content-Type:', '-H', 'Connection: close', '--data-binary', body, `${t.url}/`]);
+  const { stdout } = await run('curl', [
+    '-s',
+    '--http1.0',
+    '-H',
+    'Content-Type:',
+    '-H',
+    'Connection: close',
+    '--data-binary',
+    body,
+    `${t.url}/`,
+  ]);
   assert.match(stdout, /<member><name>flerror<\/name><value><boolean>0<\/boolean><\/value><\/member>/);
   assert.equal((await findPingsByUrl(t.app.db, url)).length, 1);
 });
@@ -119,7 +133,16 @@ function replay(bytes: Buffer): Promise<{ status: number; headers: string; body:
 interface FixtureEntry {
   file: string;
   client: string;
-  expect: { flerror?: boolean; fault?: number; messageContains?: string; name?: string; url?: string; changesUrl?: string | null; rssUrl?: string | null; tags?: string[] };
+  expect: {
+    flerror?: boolean;
+    fault?: number;
+    messageContains?: string;
+    name?: string;
+    url?: string;
+    changesUrl?: string | null;
+    rssUrl?: string | null;
+    tags?: string[];
+  };
 }
 const index: FixtureEntry[] = JSON.parse(readFileSync(join(FIXTURES, 'index.json'), 'utf8'));
 
@@ -150,5 +173,6 @@ for (const f of index) {
 
 test('the fixture corpus covers the clients the intake issue names', () => {
   const clients = index.map((f) => f.client).join(' | ');
-  for (const c of ['WordPress', 'Ghost', 'Movable Type', 'Serendipity', 'Perl', 'Ruby', 'PEAR', 'Drupal', 'Python']) assert.match(clients, new RegExp(c));
+  for (const c of ['WordPress', 'Ghost', 'Movable Type', 'Serendipity', 'Perl', 'Ruby', 'PEAR', 'Drupal', 'Python'])
+    assert.match(clients, new RegExp(c));
 });

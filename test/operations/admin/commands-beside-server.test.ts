@@ -25,7 +25,10 @@ let socket: string;
 /** `pingd <args>` as an operator types it, in a process of its own (async: the server may be this test's child). */
 function cli(args: string[], extra: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra } });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -36,7 +39,10 @@ function cli(args: string[], extra: Record<string, string> = {}): Promise<{ stat
 
 /** A socket file nobody listens on, as a server killed with SIGKILL leaves it. */
 function staleSocket(path: string): void {
-  const r = spawnSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(path)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+  const r = spawnSync(process.execPath, [
+    '-e',
+    `require('net').createServer().listen(${JSON.stringify(path)}, () => process.kill(process.pid, 'SIGKILL'))`,
+  ]);
   assert.equal(r.signal, 'SIGKILL', r.stderr?.toString());
   assert.ok(statSync(path).isSocket(), 'the stale socket is there');
 }
@@ -61,56 +67,67 @@ after(async () => {
   await tdb?.drop();
 });
 
-test('beside a running server, stats, relay status, feeds show, publisher add and render exit 0 (they exited 1: the database was in use)', { timeout: 120_000 }, async () => {
-  if (BACKEND === 'pglite') {
-    const st = statSync(socket);
-    assert.ok(st.isSocket());
-    assert.equal(st.mode & 0o777, 0o600, 'only the server\'s user may connect');
-  } else {
-    assert.equal(existsSync(socket), false, 'on PostgreSQL the command line connects to the database itself');
-  }
+test(
+  'beside a running server, stats, relay status, feeds show, publisher add and render exit 0 (they exited 1: the database was in use)',
+  { timeout: 120_000 },
+  async () => {
+    if (BACKEND === 'pglite') {
+      const st = statSync(socket);
+      assert.ok(st.isSocket());
+      assert.equal(st.mode & 0o777, 0o600, "only the server's user may connect");
+    } else {
+      assert.equal(existsSync(socket), false, 'on PostgreSQL the command line connects to the database itself');
+    }
 
-  const stats = await cli(['stats', '--json']);
-  assert.equal(stats.status, 0, stats.stderr);
-  const s = JSON.parse(stats.stdout);
-  assert.deepEqual([s.totals.weblogs, s.totals.pingsAccepted, s.top[0].url], [1, 1, blog]);
+    const stats = await cli(['stats', '--json']);
+    assert.equal(stats.status, 0, stats.stderr);
+    const s = JSON.parse(stats.stdout);
+    assert.deepEqual([s.totals.weblogs, s.totals.pingsAccepted, s.top[0].url], [1, 1, blog]);
 
-  const relay = await cli(['relay', 'status']);
-  assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+    const relay = await cli(['relay', 'status']);
+    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
 
-  const feeds = await cli(['feeds', 'show', blog]);
-  assert.equal(feeds.status, 0, feeds.stderr);
-  assert.match(feeds.stdout, new RegExp(`^url: ${blog.replace(/[.]/g, '\\.')}\nname: Beside\n`));
+    const feeds = await cli(['feeds', 'show', blog]);
+    assert.equal(feeds.status, 0, feeds.stderr);
+    assert.match(feeds.stdout, new RegExp(`^url: ${blog.replace(/[.]/g, '\\.')}\nname: Beside\n`));
 
-  // Through the socket the server's configuration holds the key; on PostgreSQL the CLI needs its own.
-  const add = await cli(['publisher', 'add', publisher, '--json'], BACKEND === 'postgres' ? { RSSPING_SECRET: SECRET } : {});
-  assert.equal(add.status, 0, add.stderr);
-  const added = JSON.parse(add.stdout);
-  assert.deepEqual([added.site_uri, added.replaced, added.password.length], [publisher, false, 24]);
+    // Through the socket the server's configuration holds the key; on PostgreSQL the CLI needs its own.
+    const add = await cli(['publisher', 'add', publisher, '--json'], BACKEND === 'postgres' ? { RSSPING_SECRET: SECRET } : {});
+    assert.equal(add.status, 0, add.stderr);
+    const added = JSON.parse(add.stdout);
+    assert.deepEqual([added.site_uri, added.replaced, added.password.length], [publisher, false, 24]);
 
-  const render = await cli(['render']);
-  assert.equal(render.status, 0, render.stderr);
-  assert.match(render.stdout, /^rendered \/changes\.xml: 1 entries, \d+ bytes/m);
+    const render = await cli(['render']);
+    assert.equal(render.status, 0, render.stderr);
+    assert.match(render.stdout, /^rendered \/changes\.xml: 1 entries, \d+ bytes/m);
 
-  // Refusals keep their exit codes through the socket: a usage error is 2, with its message.
-  const usage = await cli(['stats', '--top', '0']);
-  assert.equal(usage.status, 2);
-  assert.match(usage.stderr, /^pingd stats: --top must be a whole number between 1 and 1000, got "0"\nUsage: pingd stats/);
-});
+    // Refusals keep their exit codes through the socket: a usage error is 2, with its message.
+    const usage = await cli(['stats', '--top', '0']);
+    assert.equal(usage.status, 2);
+    assert.match(usage.stderr, /^pingd stats: --top must be a whole number between 1 and 1000, got "0"\nUsage: pingd stats/);
+  },
+);
 
-test('with no server running the commands open the database themselves; a stale socket file is passed over', { timeout: 120_000 }, async () => {
-  server!.child.kill('SIGTERM');
-  assert.equal(await server!.exited, 0);
-  assert.equal(existsSync(socket), false, 'the server removes its socket when it stops');
+test(
+  'with no server running the commands open the database themselves; a stale socket file is passed over',
+  { timeout: 120_000 },
+  async () => {
+    server!.child.kill('SIGTERM');
+    assert.equal(await server!.exited, 0);
+    assert.equal(existsSync(socket), false, 'the server removes its socket when it stops');
 
-  const list = await cli(['publisher', 'list', '--json']);
-  assert.equal(list.status, 0, list.stderr);
-  assert.deepEqual(JSON.parse(list.stdout).map((p: { site_uri: string }) => p.site_uri), [publisher]);
+    const list = await cli(['publisher', 'list', '--json']);
+    assert.equal(list.status, 0, list.stderr);
+    assert.deepEqual(
+      JSON.parse(list.stdout).map((p: { site_uri: string }) => p.site_uri),
+      [publisher],
+    );
 
-  if (BACKEND === 'pglite') staleSocket(socket);
-  const stats = await cli(['stats', '--json']);
-  assert.equal(stats.status, 0, stats.stderr);
-  assert.equal(JSON.parse(stats.stdout).totals.pingsAccepted, 1);
-  const relay = await cli(['relay', 'status']);
-  assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
-});
+    if (BACKEND === 'pglite') staleSocket(socket);
+    const stats = await cli(['stats', '--json']);
+    assert.equal(stats.status, 0, stats.stderr);
+    assert.equal(JSON.parse(stats.stdout).totals.pingsAccepted, 1);
+    const relay = await cli(['relay', 'status']);
+    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+  },
+);

@@ -15,7 +15,8 @@ import { safeConfig } from '../../../src/server.js';
 
 const TOKEN = 'admin-test-token-0123456789abcdef';
 const NEEDS_TOKEN = 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".';
-const HTTP_OFF = 'The operator API over HTTP is off: ADMIN_TOKEN is not set. Set it and send "Authorization: Bearer <token>", or use the socket pingd.sock in DATA_DIR.';
+const HTTP_OFF =
+  'The operator API over HTTP is off: ADMIN_TOKEN is not set. Set it and send "Authorization: Bearer <token>", or use the socket pingd.sock in DATA_DIR.';
 
 const ROUTES = [
   { method: 'POST', url: '/api/admin/cli', payload: { argv: ['relay', 'status'] } },
@@ -36,8 +37,14 @@ const cli = (app: TestApp, argv: unknown, headers: Record<string, string> = { au
 
 test('the operator routes answer 401 without the token or with a wrong one, 200 with ADMIN_TOKEN', async () => {
   for (const r of ROUTES) {
-    const inject = (headers: Record<string, string>) => t.app.inject({ method: r.method, url: r.url, headers, ...('payload' in r ? { payload: r.payload } : {}) });
-    const wrong: Record<string, string>[] = [{}, { authorization: 'Bearer wrong-token-0123456789abcdef' }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }];
+    const inject = (headers: Record<string, string>) =>
+      t.app.inject({ method: r.method, url: r.url, headers, ...('payload' in r ? { payload: r.payload } : {}) });
+    const wrong: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer wrong-token-0123456789abcdef' },
+      { authorization: TOKEN },
+      { authorization: `Basic ${TOKEN}` },
+    ];
     for (const headers of wrong) {
       const res = await inject(headers);
       assert.equal(res.statusCode, 401, `${r.method} ${r.url} ${JSON.stringify(headers)}`);
@@ -47,7 +54,8 @@ test('the operator routes answer 401 without the token or with a wrong one, 200 
     const ok = await inject({ authorization: `Bearer ${TOKEN}` });
     assert.equal(ok.statusCode, 200, `${r.method} ${r.url}: ${ok.body}`);
     assert.equal(ok.headers['cache-control'], 'no-store');
-    if (r.url === '/api/admin/cli') assert.deepEqual(ok.json(), { code: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+    if (r.url === '/api/admin/cli')
+      assert.deepEqual(ok.json(), { code: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
     else assert.deepEqual(ok.json(), { next: null, subscriptions: [] });
   }
   // Loopback is no authorization: a real connection from 127.0.0.1 needs the token too.
@@ -60,7 +68,12 @@ test('without ADMIN_TOKEN the operator API over HTTP is off (401, saying so); th
   const off = await startApp({ RENDER_SCHEDULER: false });
   try {
     for (const r of ROUTES) {
-      const res = await off.app.inject({ method: r.method, url: r.url, headers: { authorization: 'Bearer anything-at-all-0123456789' }, ...('payload' in r ? { payload: r.payload } : {}) });
+      const res = await off.app.inject({
+        method: r.method,
+        url: r.url,
+        headers: { authorization: 'Bearer anything-at-all-0123456789' },
+        ...('payload' in r ? { payload: r.payload } : {}),
+      });
       assert.equal(res.statusCode, 401);
       assert.deepEqual(res.json(), { error: 'ADMIN_UNAUTHORIZED', message: HTTP_OFF });
     }
@@ -73,7 +86,10 @@ test('without ADMIN_TOKEN the operator API over HTTP is off (401, saying so); th
 test('POST /api/admin/cli runs a command in the server and answers its exit code and output; serve is refused (400)', async () => {
   const serve = await cli(t, ['serve']);
   assert.equal(serve.statusCode, 400);
-  assert.deepEqual(serve.json(), { error: 'ADMIN_COMMAND_REFUSED', message: '`pingd serve` starts a server; it cannot run inside one. Start it as a process of its own.' });
+  assert.deepEqual(serve.json(), {
+    error: 'ADMIN_COMMAND_REFUSED',
+    message: '`pingd serve` starts a server; it cannot run inside one. Start it as a process of its own.',
+  });
 
   const stats = await cli(t, ['stats', '--json', '--hours', '2']);
   assert.equal(stats.statusCode, 200);
@@ -89,7 +105,11 @@ test('POST /api/admin/cli runs a command in the server and answers its exit code
   assert.match(unknown.stderr, /^pingd: unknown command "frobnicate"\n\nUsage: pingd <command>/);
   assert.doesNotMatch(unknown.stderr, /^ {2}serve /m, 'the server lists what it can run');
   const failed = (await cli(t, ['relay', 'retry', 'http://unknown.example/'])).json();
-  assert.deepEqual(failed, { code: 1, stdout: '', stderr: 'pingd relay retry: no target "http://unknown.example/" (see pingd relay status for the URLs)\n' });
+  assert.deepEqual(failed, {
+    code: 1,
+    stdout: '',
+    stderr: 'pingd relay retry: no target "http://unknown.example/" (see pingd relay status for the URLs)\n',
+  });
   // The command closes the database it was given; the server's stays open.
   assert.equal((await cli(t, ['stats'])).json().code, 0);
   assert.equal((await t.app.inject({ url: '/readyz' })).statusCode, 200);
@@ -111,7 +131,7 @@ test('a second command while one runs is refused (409 ADMIN_BUSY); the first sti
   await locked;
   const first = cli(t, ['render']);
   let busy;
-  for (const deadline = Date.now() + 20_000; ; ) {
+  for (const deadline = Date.now() + 20_000; ;) {
     const r = await cli(t, ['--help']);
     if (r.statusCode === 409) {
       busy = r;
@@ -120,7 +140,10 @@ test('a second command while one runs is refused (409 ADMIN_BUSY); the first sti
     assert.equal(r.statusCode, 200, r.body);
     assert.ok(Date.now() < deadline, 'the render never showed as running');
   }
-  assert.deepEqual(busy.json(), { error: 'ADMIN_BUSY', message: 'Another operator command is running in this server; try again when it is done.' });
+  assert.deepEqual(busy.json(), {
+    error: 'ADMIN_BUSY',
+    message: 'Another operator command is running in this server; try again when it is done.',
+  });
   release();
   await holding;
   const done = (await first).json();

@@ -80,7 +80,10 @@ test('GET /readyz is 503 when the database is unreachable, and 200 again when it
     const proxy = await tcpProxy({ host: real.hostname, port: Number(real.port || 5432) });
     const viaProxy = new URL(real.href);
     viaProxy.port = String(proxy.port);
-    const t = await startApp({ DATABASE_URL: viaProxy.href, DB_TIMEOUT_MS: 2000 }, { config: { DATABASE_URL: viaProxy.href }, drop: () => tdb.drop() });
+    const t = await startApp(
+      { DATABASE_URL: viaProxy.href, DB_TIMEOUT_MS: 2000 },
+      { config: { DATABASE_URL: viaProxy.href }, drop: () => tdb.drop() },
+    );
     apps.push(t);
     assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     // A transaction holding a connection, idle between two statements, when the server goes away: pg
@@ -102,7 +105,11 @@ test('GET /readyz is 503 when the database is unreachable, and 200 again when it
     const down = await t.app.inject({ method: 'GET', url: '/readyz' });
     assert.equal(down.statusCode, 503);
     assert.deepEqual(down.json(), { status: 'unavailable', reason: 'database unreachable' });
-    assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process is alive: do not restart it for a database outage');
+    assert.equal(
+      (await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode,
+      200,
+      'the process is alive: do not restart it for a database outage',
+    );
     // A ping meanwhile is refused, not lost or hung.
     const ping = await t.app.inject({ method: 'GET', url: '/pingSiteForm?name=x&url=http%3A%2F%2Fdown.example.com%2F' });
     assert.equal(ping.statusCode, 503);

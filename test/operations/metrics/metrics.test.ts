@@ -26,7 +26,9 @@ function sample(text: string, series: string): number | undefined {
 function xmlrpcPing(name: string, url: string): Promise<{ flerror: boolean; message: string }> {
   const { port } = new URL(base);
   const client = xmlrpc.createClient({ host: '127.0.0.1', port: Number(port), path: '/RPC2' });
-  return new Promise((resolve, reject) => client.methodCall('weblogUpdates.ping', [name, url], (err, v) => (err ? reject(err) : resolve(v))));
+  return new Promise((resolve, reject) =>
+    client.methodCall('weblogUpdates.ping', [name, url], (err, v) => (err ? reject(err) : resolve(v))),
+  );
 }
 
 test('GET /metrics needs the bearer token when METRICS_TOKEN is set', async () => {
@@ -34,7 +36,12 @@ test('GET /metrics needs the bearer token when METRICS_TOKEN is set', async () =
   assert.equal(none.status, 401);
   assert.equal(none.headers.get('www-authenticate'), 'Bearer realm="pingd metrics"');
   assert.match(await none.text(), /METRICS_TOKEN/);
-  for (const wrong of ['Bearer nope', 'Bearer s3cr3t-metrics-token-and-more', 'Basic czNjcjN0LW1ldHJpY3MtdG9rZW4=', 's3cr3t-metrics-token']) {
+  for (const wrong of [
+    'Bearer nope',
+    'Bearer s3cr3t-metrics-token-and-more',
+    'Basic czNjcjN0LW1ldHJpY3MtdG9rZW4=',
+    's3cr3t-metrics-token',
+  ]) {
     const r = await fetch(`${base}/metrics`, { headers: { authorization: wrong } });
     assert.equal(r.status, 401, wrong);
     await r.body?.cancel();

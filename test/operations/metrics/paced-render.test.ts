@@ -42,7 +42,14 @@ test('GET /metrics: a burst of 100 scrapes is answered 200 with the exposition f
   try {
     let collects = 0;
     const { Gauge } = await import('prom-client');
-    new Gauge({ name: 'pingd_test_renderings', help: 'test', registers: [t.app.metrics], collect() { collects++; } });
+    new Gauge({
+      name: 'pingd_test_renderings',
+      help: 'test',
+      registers: [t.app.metrics],
+      collect() {
+        collects++;
+      },
+    });
     const answers = await Promise.all(Array.from({ length: 100 }, () => t.app.inject({ method: 'GET', url: '/metrics' })));
     for (const a of answers) {
       assert.equal(a.statusCode, 200);

@@ -12,7 +12,16 @@ import pg from 'pg';
 import { openDatabase, type Db } from '../../../src/platform/db/database.js';
 import { listMigrations, migrate, MIGRATIONS_DIR } from '../../../src/platform/db/migrate.js';
 import { prune } from '../../../src/operations/retention/prune.js';
-import { aheadWindow, daysMissing, ensureLogPartitions, logPartitions, parsePartition, retentionPlan, utcDay, AHEAD_DAYS } from '../../../src/operations/retention/partitions.js';
+import {
+  aheadWindow,
+  daysMissing,
+  ensureLogPartitions,
+  logPartitions,
+  parsePartition,
+  retentionPlan,
+  utcDay,
+  AHEAD_DAYS,
+} from '../../../src/operations/retention/partitions.js';
 import { BACKEND, createTestDatabase, testConfig, type TestDatabase } from '../../helpers/app.js';
 
 const DAY = 86_400_000;
@@ -32,7 +41,8 @@ async function open(migratedThrough?: number): Promise<Db> {
   if (migratedThrough === undefined) await migrate(db);
   else {
     const dir = mkdtempSync(join(tmpdir(), 'pingd-migrations-'));
-    for (const m of listMigrations().filter((m) => m.version <= migratedThrough)) copyFileSync(join(MIGRATIONS_DIR, m.name), join(dir, m.name));
+    for (const m of listMigrations().filter((m) => m.version <= migratedThrough))
+      copyFileSync(join(MIGRATIONS_DIR, m.name), join(dir, m.name));
     await migrate(db, dir);
   }
   return db;
@@ -42,37 +52,82 @@ const where = async (db: Db, table: string, id: number): Promise<string> =>
   (await db.query<{ t: string }>(`select tableoid::regclass::text as t from ${table} where id = $1`, [id]))[0]?.t;
 
 async function weblog(db: Db, url = `http://w${Math.random().toString(36).slice(2)}.example/`): Promise<number> {
-  const [r] = await db.query<{ id: number }>(`insert into weblogs (url, name, first_ping_at, last_ping_at) values ($1, 'W', now(), now()) returning id`, [url]);
+  const [r] = await db.query<{ id: number }>(
+    `insert into weblogs (url, name, first_ping_at, last_ping_at) values ($1, 'W', now(), now()) returning id`,
+    [url],
+  );
   return Number(r.id);
 }
 
 async function pingAt(db: Db, weblogId: number, at: Date): Promise<number> {
-  const [r] = await db.query<{ id: number }>(`insert into pings (weblog_id, received_at, method, name, url) values ($1, $2, 'ping', 'W', 'http://w.example/') returning id`, [weblogId, at]);
+  const [r] = await db.query<{ id: number }>(
+    `insert into pings (weblog_id, received_at, method, name, url) values ($1, $2, 'ping', 'W', 'http://w.example/') returning id`,
+    [weblogId, at],
+  );
   return Number(r.id);
 }
 
 test('partition names, missing days and the retention plan are decided from the names alone', () => {
   const d = (s: string) => new Date(`${s}T00:00:00Z`);
-  assert.deepEqual(parsePartition('pings', 'pings_d20261123'), { name: 'pings_d20261123', kind: 'day', from: d('2026-11-23'), to: d('2026-11-24') });
-  assert.deepEqual(parsePartition('pings', 'pings_before_20261124'), { name: 'pings_before_20261124', kind: 'before', from: null, to: d('2026-11-24') });
+  assert.deepEqual(parsePartition('pings', 'pings_d20261123'), {
+    name: 'pings_d20261123',
+    kind: 'day',
+    from: d('2026-11-23'),
+    to: d('2026-11-24'),
+  });
+  assert.deepEqual(parsePartition('pings', 'pings_before_20261124'), {
+    name: 'pings_before_20261124',
+    kind: 'before',
+    from: null,
+    to: d('2026-11-24'),
+  });
   assert.deepEqual(parsePartition('pings', 'pings_default')?.kind, 'default');
   assert.equal(parsePartition('pings', 'rssping_payloads_d20261123'), null, 'another log');
   assert.equal(parsePartition('pings', 'pings_d2026112'), null, 'a malformed day');
   const parts = ['pings_before_20261120', 'pings_d20261121', 'pings_d20261123', 'pings_default'].map((n) => parsePartition('pings', n)!);
-  assert.deepEqual(daysMissing(parts, d('2026-11-19'), d('2026-11-25')), [d('2026-11-20'), d('2026-11-22'), d('2026-11-24')], 'before_ holds the days strictly before its date');
+  assert.deepEqual(
+    daysMissing(parts, d('2026-11-19'), d('2026-11-25')),
+    [d('2026-11-20'), d('2026-11-22'), d('2026-11-24')],
+    'before_ holds the days strictly before its date',
+  );
   const plan = retentionPlan(parts, new Date('2026-11-22T12:00:00Z'));
-  assert.deepEqual(plan.drop.map((p) => p.name), ['pings_before_20261120', 'pings_d20261121'], 'whole days before the cutoff');
-  assert.deepEqual(plan.trim.map((p) => p.name), ['pings_default'], 'the straddling day is kept whole');
-  assert.deepEqual(retentionPlan(parts, d('2026-11-19')).trim.map((p) => p.name), ['pings_before_20261120', 'pings_default'], 'the migrated rows are trimmed until their day passes');
+  assert.deepEqual(
+    plan.drop.map((p) => p.name),
+    ['pings_before_20261120', 'pings_d20261121'],
+    'whole days before the cutoff',
+  );
+  assert.deepEqual(
+    plan.trim.map((p) => p.name),
+    ['pings_default'],
+    'the straddling day is kept whole',
+  );
+  assert.deepEqual(
+    retentionPlan(parts, d('2026-11-19')).trim.map((p) => p.name),
+    ['pings_before_20261120', 'pings_default'],
+    'the migrated rows are trimmed until their day passes',
+  );
   const w = aheadWindow(new Date('2026-11-23T15:00:00Z'));
-  assert.deepEqual([w.from, w.to], [d('2026-11-24'), new Date(d('2026-11-24').getTime() + AHEAD_DAYS * DAY)], 'never today: intake writes there');
+  assert.deepEqual(
+    [w.from, w.to],
+    [d('2026-11-24'), new Date(d('2026-11-24').getTime() + AHEAD_DAYS * DAY)],
+    'never today: intake writes there',
+  );
 });
 
 test('a new database: the logs are partitioned, days are made ahead once, and a day takes the default partition rows meant for it', async () => {
   const db = await open();
-  const kinds = await db.query<{ relname: string; relkind: string }>(`select relname, relkind::text from pg_class where relname in ('pings', 'rssping_payloads', 'feed_items') order by 1`);
-  assert.deepEqual(kinds.map((k) => `${k.relname}:${k.relkind}`), ['feed_items:p', 'pings:p', 'rssping_payloads:p']);
-  assert.deepEqual((await logPartitions(db, 'pings')).map((p) => p.name), ['pings_default'], 'no rows before: no before_ partition');
+  const kinds = await db.query<{ relname: string; relkind: string }>(
+    `select relname, relkind::text from pg_class where relname in ('pings', 'rssping_payloads', 'feed_items') order by 1`,
+  );
+  assert.deepEqual(
+    kinds.map((k) => `${k.relname}:${k.relkind}`),
+    ['feed_items:p', 'pings:p', 'rssping_payloads:p'],
+  );
+  assert.deepEqual(
+    (await logPartitions(db, 'pings')).map((p) => p.name),
+    ['pings_default'],
+    'no rows before: no before_ partition',
+  );
 
   const w = await weblog(db);
   const future = new Date(utcDay(new Date()).getTime() + 3 * DAY + 3_600_000);
@@ -102,7 +157,10 @@ test('migrating a database that already holds pings keeps every row and id, and 
     `insert into rssping_payloads (ping_id, received_at, site_url, site_name, feeds, auth, payload_attributes, payload_format, payload, payload_sha1, headline, item_uri)
      select id, received_at, 'http://w.example/', 'W', '[]', 'none', '{}', 'rss', 'p', 'sha', 'h', 'u' from pings where id % 5 = 0`,
   );
-  await db.query(`insert into feed_items (feed_id, weblog_id, ping_id, received_at, weblog_url, weblog_name, feed_url) select 1, $1, id, received_at, 'u', 'n', 'f' from pings where id % 3 = 0`, [w]);
+  await db.query(
+    `insert into feed_items (feed_id, weblog_id, ping_id, received_at, weblog_url, weblog_name, feed_url) select 1, $1, id, received_at, 'u', 'n', 'f' from pings where id % 3 = 0`,
+    [w],
+  );
   const snapshot = async () =>
     db.query<{ t: string; n: number; s: number; at: string }>(
       `select 'pings' as t, count(*)::int as n, sum(id)::int as s, max(received_at)::text as at from pings
@@ -117,7 +175,10 @@ test('migrating a database that already holds pings keeps every row and id, and 
   assert.deepEqual(parts, ['before', 'default']);
   const next = await pingAt(db, w, new Date());
   assert.equal(next, 51, 'the id after the last one ever drawn');
-  const [{ item }] = await db.query<{ item: number }>(`insert into feed_items (feed_id, weblog_id, received_at, weblog_url, weblog_name, feed_url) values (1, $1, now(), 'u', 'n', 'f') returning id as item`, [w]);
+  const [{ item }] = await db.query<{ item: number }>(
+    `insert into feed_items (feed_id, weblog_id, received_at, weblog_url, weblog_name, feed_url) values (1, $1, now(), 'u', 'n', 'f') returning id as item`,
+    [w],
+  );
   assert.equal(Number(item), Math.max(...(await db.query<{ id: number }>('select id from feed_items')).map((r) => Number(r.id))));
   assert.ok(Number(item) > 16, 'feed items continue too');
 
@@ -129,7 +190,11 @@ test('migrating a database that already holds pings keeps every row and id, and 
   assert.equal(soon.partitionsDropped, 0);
   const later = await prune(db, { pingDays: 1, archiveDays: 0, batchSize: 1000, pauseMs: 0, now: new Date(now + 10 * DAY) });
   assert.ok(later.partitionsDropped >= 2, JSON.stringify(later));
-  assert.deepEqual((await logPartitions(db, 'pings')).filter((p) => p.kind === 'before'), [], 'the migrated rows went as one partition');
+  assert.deepEqual(
+    (await logPartitions(db, 'pings')).filter((p) => p.kind === 'before'),
+    [],
+    'the migrated rows went as one partition',
+  );
 });
 
 test('retention drops whole days older than the cutoff, moves the stream horizon past them, and keeps the day that straddles it', async () => {
@@ -157,38 +222,42 @@ test('retention drops whole days older than the cutoff, moves the stream horizon
   assert.equal(Number(p), Math.max(...old, outside), 'the stream horizon is the newest id of the rows gone, whole days or trimmed');
 });
 
-test('on PostgreSQL a day that cannot be dropped at once is left for the next pass, and intake is not queued behind the wait', { skip: BACKEND !== 'postgres' && 'PGlite has one session: no lock is ever waited for' }, async () => {
-  const db = await open();
-  const w = await weblog(db);
-  const today = utcDay(new Date()).getTime();
-  await ensureLogPartitions(db, new Date(today - 40 * DAY), new Date(today - 39 * DAY));
-  await pingAt(db, w, new Date(today - 39 * DAY + 1000));
-  const url = testConfig(opened[opened.length - 1].t).DATABASE_URL!;
-  const reader = new pg.Client({ connectionString: url });
-  await reader.connect();
-  try {
-    // A long read of the log (a render, a big export) holds a share lock until it commits.
-    await reader.query('begin');
-    await reader.query('select count(*) from pings');
-    const started = Date.now();
-    const pass = prune(db, { pingDays: 30, archiveDays: 0, batchSize: 100, pauseMs: 0 });
-    await new Promise((r) => setTimeout(r, 50));
-    const t0 = Date.now();
-    await pingAt(db, w, new Date());
-    const insertMs = Date.now() - t0;
-    const r = await pass;
-    assert.equal(r.lockTimeouts, 1, JSON.stringify(r));
-    assert.equal(r.complete, false);
-    // The reader still holds its lock here: had the drop waited for it (no lock_timeout), the pass and the
-    // insert queued behind the drop would both still be waiting. The bounds are loose on purpose (a loaded
-    // machine once took 1.07 s for the insert); the drop's own limit is 200 ms.
-    assert.ok(Date.now() - started < 10_000, 'the pass gave up while the reader still held its lock');
-    assert.ok(insertMs < 10_000, `an insert waited ${insertMs} ms`);
-  } finally {
-    await reader.query('rollback');
-    await reader.end();
-  }
-  const again = await prune(db, { pingDays: 30, archiveDays: 0, batchSize: 100, pauseMs: 0 });
-  assert.equal(again.lockTimeouts, 0);
-  assert.equal(again.pingsDeleted, 1);
-});
+test(
+  'on PostgreSQL a day that cannot be dropped at once is left for the next pass, and intake is not queued behind the wait',
+  { skip: BACKEND !== 'postgres' && 'PGlite has one session: no lock is ever waited for' },
+  async () => {
+    const db = await open();
+    const w = await weblog(db);
+    const today = utcDay(new Date()).getTime();
+    await ensureLogPartitions(db, new Date(today - 40 * DAY), new Date(today - 39 * DAY));
+    await pingAt(db, w, new Date(today - 39 * DAY + 1000));
+    const url = testConfig(opened[opened.length - 1].t).DATABASE_URL!;
+    const reader = new pg.Client({ connectionString: url });
+    await reader.connect();
+    try {
+      // A long read of the log (a render, a big export) holds a share lock until it commits.
+      await reader.query('begin');
+      await reader.query('select count(*) from pings');
+      const started = Date.now();
+      const pass = prune(db, { pingDays: 30, archiveDays: 0, batchSize: 100, pauseMs: 0 });
+      await new Promise((r) => setTimeout(r, 50));
+      const t0 = Date.now();
+      await pingAt(db, w, new Date());
+      const insertMs = Date.now() - t0;
+      const r = await pass;
+      assert.equal(r.lockTimeouts, 1, JSON.stringify(r));
+      assert.equal(r.complete, false);
+      // The reader still holds its lock here: had the drop waited for it (no lock_timeout), the pass and the
+      // insert queued behind the drop would both still be waiting. The bounds are loose on purpose (a loaded
+      // machine once took 1.07 s for the insert); the drop's own limit is 200 ms.
+      assert.ok(Date.now() - started < 10_000, 'the pass gave up while the reader still held its lock');
+      assert.ok(insertMs < 10_000, `an insert waited ${insertMs} ms`);
+    } finally {
+      await reader.query('rollback');
+      await reader.end();
+    }
+    const again = await prune(db, { pingDays: 30, archiveDays: 0, batchSize: 100, pauseMs: 0 });
+    assert.equal(again.lockTimeouts, 0);
+    assert.equal(again.pingsDeleted, 1);
+  },
+);

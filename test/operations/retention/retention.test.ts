@@ -46,7 +46,8 @@ async function backlog(a: FastifyInstance, url: string, n: number, days = 40) {
   );
 }
 
-const countFor = async (a: FastifyInstance, url: string) => Number((await a.db.query<{ n: number }>('select count(*)::int as n from pings where url = $1', [url]))[0].n);
+const countFor = async (a: FastifyInstance, url: string) =>
+  Number((await a.db.query<{ n: number }>('select count(*)::int as n from pings where url = $1', [url]))[0].n);
 
 test('prune deletes exactly the pings older than the cutoff, in batches, and keeps weblogs and their totals', async () => {
   const { app: a } = await app();
@@ -58,7 +59,10 @@ test('prune deletes exactly the pings older than the cutoff, in batches, and kee
   for (let i = 0; i < 3; i++) await ping(a, fresh);
   await age(a, old, 31);
   await age(a, edge, 29.9);
-  const weblogsBefore = await a.db.query('select url, name, first_ping_at, last_ping_at, ping_count from weblogs where url = any($1::text[]) order by url', [[old, edge, fresh]]);
+  const weblogsBefore = await a.db.query(
+    'select url, name, first_ping_at, last_ping_at, ping_count from weblogs where url = any($1::text[]) order by url',
+    [[old, edge, fresh]],
+  );
 
   const dry = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 3, dryRun: true });
   assert.equal(dry.pingsDeleted, 7);
@@ -67,14 +71,21 @@ test('prune deletes exactly the pings older than the cutoff, in batches, and kee
 
   const r = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 3, pauseMs: 0 });
   assert.equal(r.pingsDeleted, 7);
-  assert.equal(r.batches, 6, 'pings 3 + 3 + 1 (the short batch ends it), then one empty batch each of RSS Ping payloads, verifications and found items');
+  assert.equal(
+    r.batches,
+    6,
+    'pings 3 + 3 + 1 (the short batch ends it), then one empty batch each of RSS Ping payloads, verifications and found items',
+  );
   assert.equal(r.complete, true);
   assert.equal(r.archiveCutoff, null, 'archives are kept forever by default');
   assert.ok(r.pingCutoff && Math.abs(r.pingCutoff.getTime() - (Date.now() - 30 * 86_400_000)) < 60_000);
   assert.equal(await countFor(a, old), 0);
   assert.equal(await countFor(a, edge), 2, 'younger than 30 days: kept');
   assert.equal(await countFor(a, fresh), 3);
-  const weblogsAfter = await a.db.query('select url, name, first_ping_at, last_ping_at, ping_count from weblogs where url = any($1::text[]) order by url', [[old, edge, fresh]]);
+  const weblogsAfter = await a.db.query(
+    'select url, name, first_ping_at, last_ping_at, ping_count from weblogs where url = any($1::text[]) order by url',
+    [[old, edge, fresh]],
+  );
   assert.deepEqual(weblogsAfter, weblogsBefore, 'weblogs, first/last ping and ping_count untouched');
 
   const again = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 3 });
@@ -119,12 +130,16 @@ test('RSS Ping payloads follow the retention of their pings; nothing younger goe
   }
   // Three of the five pings (and their payloads) are 45 days old.
   await a.db.query(`update pings set received_at = received_at - interval '45 days' where id = any($1::bigint[])`, [ids.slice(0, 3)]);
-  await a.db.query(`update rssping_payloads set received_at = received_at - interval '45 days' where ping_id = any($1::bigint[])`, [ids.slice(0, 3)]);
+  await a.db.query(`update rssping_payloads set received_at = received_at - interval '45 days' where ping_id = any($1::bigint[])`, [
+    ids.slice(0, 3),
+  ]);
   const dry = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, dryRun: true });
   assert.deepEqual([dry.pingsDeleted, dry.payloadsDeleted], [3, 3]);
   const r = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, pauseMs: 0 });
   assert.deepEqual([r.pingsDeleted, r.payloadsDeleted], [3, 3]);
-  const left = (await a.db.query<{ ping_id: number }>('select ping_id from rssping_payloads where site_url = $1 order by ping_id', [url])).map((x) => Number(x.ping_id));
+  const left = (
+    await a.db.query<{ ping_id: number }>('select ping_id from rssping_payloads where site_url = $1 order by ping_id', [url])
+  ).map((x) => Number(x.ping_id));
   assert.deepEqual(left, ids.slice(3));
   assert.equal(await countFor(a, url), 2);
 });
@@ -155,8 +170,12 @@ test('verification jobs and found items follow the retention of their pings; not
   assert.deepEqual([dry.pingsDeleted, dry.verificationsDeleted, dry.itemsDeleted], [3, 3, 3]);
   const r = await prune(a.db, { pingDays: 30, archiveDays: 0, batchSize: 2, pauseMs: 0 });
   assert.deepEqual([r.pingsDeleted, r.verificationsDeleted, r.itemsDeleted], [3, 3, 3]);
-  const jobs = (await a.db.query<{ ping_id: number }>('select ping_id from ping_verifications where weblog_id = $1', [w.id])).map((x) => Number(x.ping_id));
-  const items = (await a.db.query<{ ping_id: number }>('select ping_id from feed_items where weblog_id = $1', [w.id])).map((x) => Number(x.ping_id));
+  const jobs = (await a.db.query<{ ping_id: number }>('select ping_id from ping_verifications where weblog_id = $1', [w.id])).map((x) =>
+    Number(x.ping_id),
+  );
+  const items = (await a.db.query<{ ping_id: number }>('select ping_id from feed_items where weblog_id = $1', [w.id])).map((x) =>
+    Number(x.ping_id),
+  );
   assert.deepEqual([jobs, items], [ids.slice(3), ids.slice(3)]);
 });
 
@@ -169,13 +188,22 @@ test('ARCHIVE_RETENTION_DAYS deletes only the hourly archives older than it, wit
   await ping(a, newUrl);
   await age(a, oldUrl, 40);
   await age(a, newUrl, 10);
-  const hourOf = async (url: string) => hourStart(new Date((await a.db.query<{ at: Date }>('select received_at as at from pings where url = $1', [url]))[0].at).getTime());
+  const hourOf = async (url: string) =>
+    hourStart(new Date((await a.db.query<{ at: Date }>('select received_at as at from pings where url = $1', [url]))[0].at).getTime());
   const [oldHour, newHour] = [await hourOf(oldUrl), await hourOf(newUrl)];
   for (const h of [oldHour, newHour]) assert.ok(await a.renderer.renderHour(h), `rendered ${archivePath(h)}`);
   const get = (h: number) => a.inject({ method: 'GET', url: archivePath(h) });
   assert.equal((await get(oldHour)).statusCode, 200);
   assert.ok((await get(oldHour)).body.includes(oldUrl));
-  const bytesOf = async (path: string) => Number((await a.db.query<{ n: number }>('select count(*)::int as n from rendering_chunks c join renderings r on r.id = c.rendering_id where r.path = $1', [path]))[0].n);
+  const bytesOf = async (path: string) =>
+    Number(
+      (
+        await a.db.query<{ n: number }>(
+          'select count(*)::int as n from rendering_chunks c join renderings r on r.id = c.rendering_id where r.path = $1',
+          [path],
+        )
+      )[0].n,
+    );
   assert.ok((await bytesOf(archivePath(oldHour))) > 0);
 
   const dry = await prune(a.db, { pingDays: 0, archiveDays: 30, batchSize: 5000, dryRun: true });
@@ -309,7 +337,10 @@ test('intake goes on during a long pass, and closing the app ends the pass after
 });
 
 test('retention settings are validated at start, naming the variable', () => {
-  assert.throws(() => loadConfig({ RETENTION_CRON: '61 * * * *' }), (e: unknown) => e instanceof ConfigError && e.message === 'RETENTION_CRON is not a valid cron expression: "61 * * * *"');
+  assert.throws(
+    () => loadConfig({ RETENTION_CRON: '61 * * * *' }),
+    (e: unknown) => e instanceof ConfigError && e.message === 'RETENTION_CRON is not a valid cron expression: "61 * * * *"',
+  );
   assert.throws(() => loadConfig({ RETENTION_CRON: 'hourly' }), /RETENTION_CRON must be a cron expression of 5 or 6 fields/);
   assert.throws(() => loadConfig({ RETENTION_DAYS: '-1' }), /RETENTION_DAYS must be between 0 and 36500, got -1/);
   assert.throws(() => loadConfig({ RETENTION_BATCH: '5' }), /RETENTION_BATCH must be between 10 and 100000, got 5/);

@@ -7,7 +7,17 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { FormatRegistry } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { BACKEND, createTestDatabase, methodCall, readReply, rpc, startApp, uniqueUrl, type TestApp, type TestDatabase } from '../../helpers/app.js';
+import {
+  BACKEND,
+  createTestDatabase,
+  methodCall,
+  readReply,
+  rpc,
+  startApp,
+  uniqueUrl,
+  type TestApp,
+  type TestDatabase,
+} from '../../helpers/app.js';
 import { feedFixture, bytes, startFeedServer, type FeedServer } from '../../helpers/feed-server.js';
 import { StatsReply } from '../../../src/operations/stats/snapshot.js';
 import { CACHE_MS } from '../../../src/operations/stats/plugin.js';
@@ -15,7 +25,8 @@ import { LATENCY_BOUNDS_MS, MINUTE_MS, minuteOf } from '../../../src/operations/
 import { pruneMinutes } from '../../../src/operations/stats/minute-repository.js';
 
 // TypeBox checks no string format unless told how (Fastify's serializer does not check them at all).
-if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v) && !Number.isNaN(Date.parse(v)));
+if (!FormatRegistry.Has('date-time'))
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v) && !Number.isNaN(Date.parse(v)));
 
 type Reply = StatsReply;
 
@@ -33,13 +44,23 @@ async function validStats(t: TestApp, query = ''): Promise<Reply> {
 }
 
 /** Polls GET /api/stats until `ok` holds (answers are cached for CACHE_MS, so this takes up to ~2 s). */
-async function statsUntil(t: TestApp, ok: (s: Reply) => boolean, what: string, timeoutMs = 15_000, between?: () => void, query = ''): Promise<Reply> {
+async function statsUntil(
+  t: TestApp,
+  ok: (s: Reply) => boolean,
+  what: string,
+  timeoutMs = 15_000,
+  between?: () => void,
+  query = '',
+): Promise<Reply> {
   const deadline = Date.now() + timeoutMs;
   let last: Reply | undefined;
   for (;;) {
     last = await validStats(t, query);
     if (ok(last)) return last;
-    if (Date.now() > deadline) assert.fail(`${what}: not within ${timeoutMs} ms; last answer ${JSON.stringify({ totals: last.totals, generatedAt: last.generatedAt })}`);
+    if (Date.now() > deadline)
+      assert.fail(
+        `${what}: not within ${timeoutMs} ms; last answer ${JSON.stringify({ totals: last.totals, generatedAt: last.generatedAt })}`,
+      );
     between?.();
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -49,10 +70,13 @@ const ping = (t: TestApp, url: string, name = 'Stats blog') => rpc(t.app, method
 const hostOf = (url: string) => new URL(url).hostname;
 const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
 /** The sum of a per-minute series over the minutes [from, to] (minute starts, ms) of an answer. */
-const over = (s: Reply, series: number[], from: number, to: number) => sum(series.filter((_n, i) => s.minutes[i] * 1000 >= from && s.minutes[i] * 1000 <= to));
+const over = (s: Reply, series: number[], from: number, to: number) =>
+  sum(series.filter((_n, i) => s.minutes[i] * 1000 >= from && s.minutes[i] * 1000 <= to));
 
 async function storedSums(t: TestApp): Promise<Record<string, number>> {
-  const rows = await t.app.db.query<{ series: string; n: string | number }>('select series, sum(n) as n from stats_minutes group by series order by series');
+  const rows = await t.app.db.query<{ series: string; n: string | number }>(
+    'select series, sum(n) as n from stats_minutes group by series order by series',
+  );
   return Object.fromEntries(rows.map((r) => [r.series, Number(r.n)]));
 }
 
@@ -98,7 +122,11 @@ describe('one instance, then a second on the same database', () => {
     assert.equal(s.window, '1h');
     assert.equal(s.minutes.length, 60);
     assert.equal(s.minutes[59] * 1000, minuteOf(Date.parse(s.generatedAt)), 'the last minute is the current one');
-    assert.deepEqual(s.totals, { accepted: 4, refused: { invalid: 2, throttled: 1, rate_limited: 0, blocked: 0, unavailable: 0 }, verification: {} });
+    assert.deepEqual(s.totals, {
+      accepted: 4,
+      refused: { invalid: 2, throttled: 1, rate_limited: 0, blocked: 0, unavailable: 0 },
+      verification: {},
+    });
     // All of it in the minute(s) the pings were sent in: the current one unless a minute turned meanwhile.
     assert.equal(over(s, s.accepted, m0, m1), 4);
     assert.equal(over(s, s.refused.invalid, m0, m1), 2);
@@ -116,8 +144,14 @@ describe('one instance, then a second on the same database', () => {
     assert.deepEqual(new Set(s.recent.map((p) => p.url)), new Set(urls));
     assert.equal(s.health.database, BACKEND);
     assert.equal(s.health.ready, true);
-    assert.deepEqual(s.health.queues.map((q) => q.name), ['verification', 'relay']);
-    assert.ok(s.latencyMs.p50.some((v) => v !== null), 'the pings were timed');
+    assert.deepEqual(
+      s.health.queues.map((q) => q.name),
+      ['verification', 'relay'],
+    );
+    assert.ok(
+      s.latencyMs.p50.some((v) => v !== null),
+      'the pings were timed',
+    );
   });
 
   test('answers are cached for CACHE_MS: a ping in between shows only in a later answer', async () => {
@@ -192,7 +226,9 @@ describe('one instance, then a second on the same database', () => {
     await a.app.stats.flush();
     const want = { accepted: sent.accepted, 'refused:invalid': sent.invalid, 'refused:throttled': sent.throttled };
     assert.deepEqual(await storedSums(a), want);
-    const hosts = await a.app.db.query<{ host: string; accepted: string | number; refused: string | number }>('select host, sum(accepted) as accepted, sum(refused) as refused from stats_minute_hosts group by host');
+    const hosts = await a.app.db.query<{ host: string; accepted: string | number; refused: string | number }>(
+      'select host, sum(accepted) as accepted, sum(refused) as refused from stats_minute_hosts group by host',
+    );
     assert.equal(hosts.length, sent.accepted);
     const h0 = hosts.find((h) => h.host === hostOf(urls[0]));
     assert.deepEqual([Number(h0?.accepted), Number(h0?.refused)], [1, 1]);
@@ -206,7 +242,11 @@ describe('one instance, then a second on the same database', () => {
 
   test('a second instance on the same database reports the same totals without having seen the pings; a closing instance flushes', async () => {
     const firstHosts = (await validStats(a)).topHosts;
-    const want = () => ({ accepted: sent.accepted, refused: { invalid: sent.invalid, throttled: sent.throttled, rate_limited: 0, blocked: 0, unavailable: 0 }, verification: {} });
+    const want = () => ({
+      accepted: sent.accepted,
+      refused: { invalid: sent.invalid, throttled: sent.throttled, rate_limited: 0, blocked: 0, unavailable: 0 },
+      verification: {},
+    });
     // Counted by the first instance, not flushed yet: its close writes it.
     const late = uniqueUrl('late');
     if (BACKEND === 'pglite') {
@@ -219,16 +259,25 @@ describe('one instance, then a second on the same database', () => {
       b = await startApp({ RENDER_SCHEDULER: false }, db);
       const s = await validStats(b);
       assert.deepEqual(s.totals, want());
-      assert.deepEqual(s.topHosts.filter((h) => h.host !== hostOf(late)), firstHosts);
+      assert.deepEqual(
+        s.topHosts.filter((h) => h.host !== hostOf(late)),
+        firstHosts,
+      );
       assert.ok(s.topHosts.some((h) => h.host === hostOf(late)));
-      assert.ok(s.latencyMs.p50.every((v) => v === null), 'latency is per instance: the second timed nothing');
+      assert.ok(
+        s.latencyMs.p50.every((v) => v === null),
+        'latency is per instance: the second timed nothing',
+      );
     } else {
       // Both at once on the server: the second reads what the first flushed.
       b = await startApp({ RENDER_SCHEDULER: false }, db);
       const s = await validStats(b);
       assert.deepEqual(s.totals, want());
       assert.deepEqual(s.topHosts, firstHosts);
-      assert.ok(s.latencyMs.p50.every((v) => v === null), 'latency is per instance: the second timed nothing');
+      assert.ok(
+        s.latencyMs.p50.every((v) => v === null),
+        'latency is per instance: the second timed nothing',
+      );
       assert.equal((await ping(a, late)).flerror, false);
       sent.accepted += 1;
       await a.close();
@@ -237,7 +286,11 @@ describe('one instance, then a second on the same database', () => {
     }
     // Its own flush (nothing counted) changes nothing.
     await b.app.stats.flush();
-    assert.deepEqual(await storedSums(b), { accepted: sent.accepted, 'refused:invalid': sent.invalid, 'refused:throttled': sent.throttled });
+    assert.deepEqual(await storedSums(b), {
+      accepted: sent.accepted,
+      'refused:invalid': sent.invalid,
+      'refused:throttled': sent.throttled,
+    });
   });
 
   test('pruneMinutes drops minutes older than it is told, in both tables, and keeps the rest', async () => {
@@ -247,7 +300,11 @@ describe('one instance, then a second on the same database', () => {
     await t.app.db.query("insert into stats_minute_hosts (minute, host, accepted, refused) values ($1, 'old.example', 40, 2)", [old]);
     assert.equal((await storedSums(t)).accepted, sent.accepted + 40);
     assert.equal(await pruneMinutes(t.app.db, Date.now() - 25 * 60 * MINUTE_MS), 3);
-    assert.deepEqual(await storedSums(t), { accepted: sent.accepted, 'refused:invalid': sent.invalid, 'refused:throttled': sent.throttled });
+    assert.deepEqual(await storedSums(t), {
+      accepted: sent.accepted,
+      'refused:invalid': sent.invalid,
+      'refused:throttled': sent.throttled,
+    });
     const [h] = await t.app.db.query<{ n: string | number }>("select count(*) as n from stats_minute_hosts where host = 'old.example'");
     assert.equal(Number(h.n), 0);
     assert.equal(await pruneMinutes(t.app.db, Date.now() - 25 * 60 * MINUTE_MS), 0, 'nothing left to prune');
@@ -291,9 +348,16 @@ describe('an instance that verifies, listening on loopback', () => {
 
   test('intake latency: a ping through the listening /RPC2 gives the minute a p50 and a p99', async () => {
     const before = await validStats(v, '?window=24h');
-    assert.ok(before.latencyMs.p50.every((x) => x === null), 'nothing timed yet');
+    assert.ok(
+      before.latencyMs.p50.every((x) => x === null),
+      'nothing timed yet',
+    );
     const at = Date.now();
-    const res = await fetch(`${v.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.ping', ['Latency', `${s.origin}/latency/`]) });
+    const res = await fetch(`${v.url}/RPC2`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/xml' },
+      body: methodCall('weblogUpdates.ping', ['Latency', `${s.origin}/latency/`]),
+    });
     const reply = readReply(res.status, await res.text());
     assert.equal(reply.flerror, false, reply.message);
     const m = minuteOf(Date.now());
@@ -313,9 +377,19 @@ describe('an instance that verifies, listening on loopback', () => {
 
   test('verification outcomes: a verified feed shows as verification.verified', async () => {
     const url = `${s.origin}/verified-blog/`;
-    const res = await fetch(`${v.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.extendedPing', ['Verified', url, url, `${s.origin}/v/rss.xml`]) });
+    const res = await fetch(`${v.url}/RPC2`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/xml' },
+      body: methodCall('weblogUpdates.extendedPing', ['Verified', url, url, `${s.origin}/v/rss.xml`]),
+    });
     assert.equal(readReply(res.status, await res.text()).flerror, false);
-    const st = await statsUntil(v, (x) => (x.totals.verification.verified ?? 0) >= 1, 'verification.verified', 15_000, () => v.app.verification.worker?.wake());
+    const st = await statsUntil(
+      v,
+      (x) => (x.totals.verification.verified ?? 0) >= 1,
+      'verification.verified',
+      15_000,
+      () => v.app.verification.worker?.wake(),
+    );
     assert.ok(s.hits('/v/rss.xml').length >= 1, 'the feed was fetched');
     assert.equal(sum(st.verification.verified), st.totals.verification.verified);
     assert.equal(st.verification.verified.length, 60);
@@ -328,7 +402,14 @@ describe('an instance that verifies, listening on loopback', () => {
   // under the whole URL as its "host" in topHosts.
   test('a refused ping whose URL has an upper-case scheme is counted under its host, not its whole URL', async () => {
     const addr = '203.0.113.7';
-    const send = (url: string) => v.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['Limited', url]), remoteAddress: addr });
+    const send = (url: string) =>
+      v.app.inject({
+        method: 'POST',
+        url: '/RPC2',
+        headers: { 'content-type': 'text/xml' },
+        payload: methodCall('weblogUpdates.ping', ['Limited', url]),
+        remoteAddress: addr,
+      });
     // Two tokens a minute: two invalid pings spend them, the third is over the limit.
     for (let i = 0; i < 2; i++) assert.equal(readReply(200, (await send('javascript:x')).body).flerror, true);
     const host = `rate-limited-${process.pid}.example.com`;
@@ -336,7 +417,14 @@ describe('an instance that verifies, listening on loopback', () => {
     assert.equal(r.flerror, true);
     assert.match(r.message ?? '', /^Too many pings from your address/);
     // The day's window: the hour's answer is likely still cached from the test above.
-    const st = await statsUntil(v, (x) => x.totals.refused.rate_limited === 1, 'the rate-limited ping counted', 3 * CACHE_MS, undefined, '?window=24h');
+    const st = await statsUntil(
+      v,
+      (x) => x.totals.refused.rate_limited === 1,
+      'the rate-limited ping counted',
+      3 * CACHE_MS,
+      undefined,
+      '?window=24h',
+    );
     assert.deepEqual(
       st.topHosts.filter((h) => h.host.includes('rate-limited')),
       [{ host, accepted: 0, refused: 1 }],

@@ -3,7 +3,16 @@
 // latency histograms' percentiles. Pure: no app, no database.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HOSTS_PER_FLUSH, LATENCY_BOUNDS_MS, MAX_TRACKED_HOSTS, MINUTE_MS, MinuteTally, minuteOf, percentile, type SeriesCount } from '../../../src/operations/stats/minute-tally.js';
+import {
+  HOSTS_PER_FLUSH,
+  LATENCY_BOUNDS_MS,
+  MAX_TRACKED_HOSTS,
+  MINUTE_MS,
+  MinuteTally,
+  minuteOf,
+  percentile,
+  type SeriesCount,
+} from '../../../src/operations/stats/minute-tally.js';
 
 /** A fixed minute start (2026-11-23 07:00 UTC) and helpers around it. */
 const T0 = Date.UTC(2026, 10, 23, 7, 0, 0);

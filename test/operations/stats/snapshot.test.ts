@@ -4,10 +4,19 @@ import assert from 'node:assert/strict';
 import { FormatRegistry } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { MINUTE_MS, type SeriesCount } from '../../../src/operations/stats/minute-tally.js';
-import { buildSnapshot, isWindow, REFUSALS, StatsReply, windowMinutes, type SnapshotInputs, type StatsWindow } from '../../../src/operations/stats/snapshot.js';
+import {
+  buildSnapshot,
+  isWindow,
+  REFUSALS,
+  StatsReply,
+  windowMinutes,
+  type SnapshotInputs,
+  type StatsWindow,
+} from '../../../src/operations/stats/snapshot.js';
 
 // TypeBox checks no string format unless told how (Fastify's serializer does not check them at all).
-if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v) && !Number.isNaN(Date.parse(v)));
+if (!FormatRegistry.Has('date-time'))
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v) && !Number.isNaN(Date.parse(v)));
 const valid = (s: unknown) => Value.Check(StatsReply, s) || assert.fail(JSON.stringify([...Value.Errors(StatsReply, s)].slice(0, 3)));
 
 // 2026-11-23 07:42:31.250 UTC: mid-minute, so "the current minute" is 07:42:00.
@@ -94,7 +103,10 @@ test('every known refusal reason is present even when zero; verification starts 
   assert.deepEqual(Object.keys(s.refused).sort(), [...REFUSALS].sort());
   assert.deepEqual(REFUSALS, ['invalid', 'throttled', 'rate_limited', 'blocked', 'unavailable']);
   for (const r of REFUSALS) {
-    assert.ok(s.refused[r].every((n) => n === 0), r);
+    assert.ok(
+      s.refused[r].every((n) => n === 0),
+      r,
+    );
     assert.equal(s.totals.refused[r], 0, r);
   }
   assert.deepEqual(s.verification, {});
@@ -142,14 +154,34 @@ test('the other readings pass through unchanged', () => {
     latency: { p50: [...new Array(59).fill(null), 2.5], p99: [...new Array(59).fill(null), 50] },
     topHosts: [{ host: 'a.example', accepted: 3, refused: 1 }],
     documents: [{ path: '/changes.xml', name: 'changes.xml', renderedAt: null, ageSeconds: null, entries: null, renderMs: null }],
-    health: { database: 'postgres', ready: false, reason: 'migrating', pingQueue: 4, queues: [{ name: 'verification', depth: 2, oldestAgeSeconds: 7 }] },
+    health: {
+      database: 'postgres',
+      ready: false,
+      reason: 'migrating',
+      pingQueue: 4,
+      queues: [{ name: 'verification', depth: 2, oldestAgeSeconds: 7 }],
+    },
     recent: [{ id: 1, receivedAt: '2026-11-23T07:42:00.000Z', method: 'weblogUpdates.ping', name: 'N', url: 'http://a.example/' }],
     uptimeSeconds: 99,
   };
   const s = buildSnapshot(inputs('1h', [], over));
   assert.deepEqual(
-    { latency: s.latencyMs, topHosts: s.topHosts, documents: s.documents, health: s.health, recent: s.recent, uptimeSeconds: s.uptimeSeconds },
-    { latency: over.latency, topHosts: over.topHosts, documents: over.documents, health: over.health, recent: over.recent, uptimeSeconds: 99 },
+    {
+      latency: s.latencyMs,
+      topHosts: s.topHosts,
+      documents: s.documents,
+      health: s.health,
+      recent: s.recent,
+      uptimeSeconds: s.uptimeSeconds,
+    },
+    {
+      latency: over.latency,
+      topHosts: over.topHosts,
+      documents: over.documents,
+      health: over.health,
+      recent: over.recent,
+      uptimeSeconds: 99,
+    },
   );
   valid(s);
 });

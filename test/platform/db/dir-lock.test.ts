@@ -71,7 +71,13 @@ test('a second opener in this process is refused: already open in this process',
   const path = join(dir, 'pingd.lock');
   const lock = await acquireDirLock(path, lost, FAST);
   try {
-    await assert.rejects(acquireDirLock(path, lost, FAST), (e: unknown) => e instanceof DatabaseError && e.code === 'DB_LOCKED' && e.message === `the embedded database in ${dir} is already open in this process`);
+    await assert.rejects(
+      acquireDirLock(path, lost, FAST),
+      (e: unknown) =>
+        e instanceof DatabaseError &&
+        e.code === 'DB_LOCKED' &&
+        e.message === `the embedded database in ${dir} is already open in this process`,
+    );
   } finally {
     lock.release();
     rmSync(dir, { recursive: true, force: true });
@@ -82,7 +88,14 @@ test('a lock whose holder is alive is refused, whatever pid its file names (two 
   const dir = tmp();
   const path = join(dir, 'pingd.lock');
   // The holder: another process heartbeating the lock, which then claims our pid (as a PID 1 in another namespace would).
-  const holder = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `
+  const holder = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      `
     import { acquireDirLock } from ${JSON.stringify(new URL('../../../src/platform/db/dir-lock.ts', import.meta.url).href)};
     import { readFileSync, writeFileSync } from 'node:fs';
     await acquireDirLock(${JSON.stringify(path)}, () => process.exit(3), { heartbeatMs: 100, staleMs: 600 });
@@ -90,7 +103,10 @@ test('a lock whose holder is alive is refused, whatever pid its file names (two 
     writeFileSync(${JSON.stringify(path)}, '${process.pid} ' + token + ' ' + host + '\\n');
     process.stdout.write('held\\n');
     setInterval(() => {}, 1000);
-  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  `,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   try {
     await new Promise<void>((resolve, reject) => {
       holder.stdout?.on('data', (d) => String(d).includes('held') && resolve());
@@ -98,7 +114,12 @@ test('a lock whose holder is alive is refused, whatever pid its file names (two 
     });
     await assert.rejects(
       acquireDirLock(path, lost, FAST),
-      (e: unknown) => e instanceof DatabaseError && e.code === 'DB_LOCKED' && new RegExp(`^the embedded database in ${dir} is in use by another pingd process \\(pid ${process.pid} on ${hostname()}, alive \\d+ ms ago\\); stop it or set DATA_DIR to another directory$`).test(e.message),
+      (e: unknown) =>
+        e instanceof DatabaseError &&
+        e.code === 'DB_LOCKED' &&
+        new RegExp(
+          `^the embedded database in ${dir} is in use by another pingd process \\(pid ${process.pid} on ${hostname()}, alive \\d+ ms ago\\); stop it or set DATA_DIR to another directory$`,
+        ).test(e.message),
     );
   } finally {
     holder.kill('SIGKILL');
@@ -121,6 +142,6 @@ test('a holder whose lock was taken over while it stalled is told at once', asyn
   await lostIt;
   clearInterval(keep);
   lock.release();
-  assert.equal(readFileSync(path, 'utf8'), `1 another-token ${hostname()}\n`, 'the new holder\'s lock is left alone');
+  assert.equal(readFileSync(path, 'utf8'), `1 another-token ${hostname()}\n`, "the new holder's lock is left alone");
   rmSync(dir, { recursive: true, force: true });
 });

@@ -10,11 +10,30 @@ import { ensureLogPartitions } from '../../../src/operations/retention/partition
 import { openDatabase, type Db, type Queryable } from '../../../src/platform/db/database.js';
 import { BACKEND, createTestDatabase, testConfig, type TestDatabase } from '../../helpers/app.js';
 import { INSERT_BATCH, insertPingBatch, throttleState } from '../../../src/intake/ping/ping-repository.js';
-import { firstPingUs, hourPage, hourStats, totalPings, weblogWindowPage, weblogWindowStats } from '../../../src/intake/ping/window-repository.js';
-import { verifiedHourPage, verifiedHourStats, verifiedWeblogWindowPage, verifiedWeblogWindowStats } from '../../../src/verification/listing-repository.js';
+import {
+  firstPingUs,
+  hourPage,
+  hourStats,
+  totalPings,
+  weblogWindowPage,
+  weblogWindowStats,
+} from '../../../src/intake/ping/window-repository.js';
+import {
+  verifiedHourPage,
+  verifiedHourStats,
+  verifiedWeblogWindowPage,
+  verifiedWeblogWindowStats,
+} from '../../../src/verification/listing-repository.js';
 import { payloadWindowPage, payloadWindowStats } from '../../../src/intake/rss-ping/payload-repository.js';
 import { itemWindowPage, itemWindowStats } from '../../../src/verification/item-repository.js';
-import { ARCHIVES_CLOSED_WATERMARK, currentRendering, deltasOf, getWatermark, readChunks, recentRenderings } from '../../../src/publishing/rendering-store.js';
+import {
+  ARCHIVES_CLOSED_WATERMARK,
+  currentRendering,
+  deltasOf,
+  getWatermark,
+  readChunks,
+  recentRenderings,
+} from '../../../src/publishing/rendering-store.js';
 import { eventsAfter, latestPosition, prunedThrough } from '../../../src/push/stream/event-repository.js';
 import { latestPings } from '../../../src/web/weblog-repository.js';
 import { minuteCounts, topHosts } from '../../../src/operations/stats/minute-repository.js';
@@ -298,7 +317,16 @@ async function collect(db: Db): Promise<void> {
   // Ping path: the throttle check, the batch (its statement has its own plan test; the follow-up read of
   // the throttled ones is checked here), and what a weblog's page and /api/weblogs read.
   await throttleState(rec('throttleState'), hotUrl, 300);
-  const ping: ValidPing = { method: 'ping', name: 'Hot', url: hotUrl, changesUrl: null, rssUrl: null, tags: null, clientAddr: '192.0.2.1', userAgent: 'plan' };
+  const ping: ValidPing = {
+    method: 'ping',
+    name: 'Hot',
+    url: hotUrl,
+    changesUrl: null,
+    rssUrl: null,
+    tags: null,
+    clientAddr: '192.0.2.1',
+    userAgent: 'plan',
+  };
   const outcome = await insertPingBatch(rec('insertPingBatch'), [ping], 300);
   assert.equal(outcome[0].status, 'throttled', 'the hot weblog pinged just now: its ping is throttled, so the follow-up read runs');
   await weblogView(rec('weblogView'), busyUrl);
@@ -391,11 +419,20 @@ function unindexedReads(plan: string): string[] {
 }
 
 /** What a case may read whole: by its name, or by the function named first in it or sending it. */
-const tolerated = (label: string, fn: string): { tables: string[]; why: string } | undefined => BY_DESIGN[label] ?? FINDINGS[label.split(' ')[0]] ?? FINDINGS[fn];
+const tolerated = (label: string, fn: string): { tables: string[]; why: string } | undefined =>
+  BY_DESIGN[label] ?? FINDINGS[label.split(' ')[0]] ?? FINDINGS[fn];
 
 test(`every statement of the ping and render paths reads the big tables through an index (${BACKEND})`, async (t) => {
   const labels = new Set([...captured.values()].map((c) => c.label));
-  for (const expected of ['throttleState', 'weblogWindowStats', 'hourPage', 'verifiedHourPage', 'eventsAfter (listed)', 'latestPings', 'deltasOf']) {
+  for (const expected of [
+    'throttleState',
+    'weblogWindowStats',
+    'hourPage',
+    'verifiedHourPage',
+    'eventsAfter (listed)',
+    'latestPings',
+    'deltasOf',
+  ]) {
     assert.ok(labels.has(expected), `${expected} was recorded`);
   }
   assert.ok(captured.size >= 35, `${captured.size} statements recorded`);
@@ -406,7 +443,8 @@ test(`every statement of the ping and render paths reads the big tables through 
       for (const [kind, plan] of plans) {
         const scans = unindexedReads(plan);
         const ok = tolerated(c.label, c.fn);
-        const note = scans.length && ok ? `\n(reads ${scans.join(', ')} whole: ${BY_DESIGN[c.label] ? 'by design' : 'KNOWN FINDING'}: ${ok.why})` : '';
+        const note =
+          scans.length && ok ? `\n(reads ${scans.join(', ')} whole: ${BY_DESIGN[c.label] ? 'by design' : 'KNOWN FINDING'}: ${ok.why})` : '';
         st.diagnostic(`${c.label} [${kind} plan, ${BACKEND}]\n${c.sql.trim()}\n---\n${plan}${note}`);
         const unexpected = scans.filter((table) => !ok?.tables.includes(table));
         assert.deepEqual(unexpected, [], `${c.label} reads ${unexpected.join(', ')} without an index (${kind} plan)\n${plan}`);

@@ -45,7 +45,21 @@ test('every special-purpose IPv4 range is named', () => {
 });
 
 test('ordinary public addresses, including neighbours of blocked ranges, are allowed', () => {
-  for (const ip of ['8.8.8.8', '1.1.1.1', '172.15.255.255', '172.32.0.0', '100.63.255.255', '100.128.0.0', '169.253.255.255', '11.0.0.0', '223.255.255.255', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8', '64:ff9b::808:808']) {
+  for (const ip of [
+    '8.8.8.8',
+    '1.1.1.1',
+    '172.15.255.255',
+    '172.32.0.0',
+    '100.63.255.255',
+    '100.128.0.0',
+    '169.253.255.255',
+    '11.0.0.0',
+    '223.255.255.255',
+    '2606:4700:4700::1111',
+    '2001:4860:4860::8888',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+  ]) {
     assert.equal(classifyAddress(ip), null, ip);
     assert.deepEqual(checkAddress(ip), { allowed: true }, ip);
   }

@@ -44,10 +44,14 @@ async function refused(p: Promise<unknown>, code: string, message: RegExp): Prom
   });
 }
 
-test('a POST carries the exact bytes, the content type, the caller\'s headers and the User-Agent', async () => {
+test("a POST carries the exact bytes, the content type, the caller's headers and the User-Agent", async () => {
   seen.length = 0;
   const body = Buffer.from('<?xml version="1.0"?>\n<weblogUpdates version="1" count="1">é</weblogUpdates>\n', 'utf8');
-  const r = await allowed.post(`${origin}/cb?x=1`, { body, contentType: 'text/xml; charset=utf-8', headers: { link: '<http://h/websub>; rel="hub"', 'x-hub-signature': 'sha256=ab' } });
+  const r = await allowed.post(`${origin}/cb?x=1`, {
+    body,
+    contentType: 'text/xml; charset=utf-8',
+    headers: { link: '<http://h/websub>; rel="hub"', 'x-hub-signature': 'sha256=ab' },
+  });
   assert.equal(r.status, 204);
   assert.equal(r.address, HOST);
   assert.equal(seen.length, 1);
@@ -64,13 +68,21 @@ test('a POST carries the exact bytes, the content type, the caller\'s headers an
 
 test('a name that resolves to a private address is refused before any connection', async () => {
   seen.length = 0;
-  await refused(strict.post('http://callback.example/cb', { body: Buffer.from('x'), contentType: 'text/plain' }), 'FETCH_ADDRESS_BLOCKED', /callback\.example resolves to 10\.1\.2\.3/);
+  await refused(
+    strict.post('http://callback.example/cb', { body: Buffer.from('x'), contentType: 'text/plain' }),
+    'FETCH_ADDRESS_BLOCKED',
+    /callback\.example resolves to 10\.1\.2\.3/,
+  );
   assert.equal(seen.length, 0);
 });
 
 test('a literal loopback address is refused (undici-style clients skip the lookup hook for literals; we do not)', async () => {
   seen.length = 0;
-  await refused(strict.post(`${origin}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' }), 'FETCH_ADDRESS_BLOCKED', /127\.0\.0\.30 is an? .*address/);
+  await refused(
+    strict.post(`${origin}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' }),
+    'FETCH_ADDRESS_BLOCKED',
+    /127\.0\.0\.30 is an? .*address/,
+  );
   assert.equal(seen.length, 0);
 });
 
@@ -95,5 +107,9 @@ test('a long answer is read only up to maxBytes, and the request still succeeds'
 });
 
 test('a URL with credentials is refused like a GET', async () => {
-  await refused(allowed.post(`http://u:p@${HOST}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' }), 'FETCH_URL_INVALID', /user name or password/);
+  await refused(
+    allowed.post(`http://u:p@${HOST}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' }),
+    'FETCH_URL_INVALID',
+    /user name or password/,
+  );
 });

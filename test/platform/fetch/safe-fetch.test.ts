@@ -140,7 +140,11 @@ test('a server that never answers is given up at the deadline', async () => {
   });
   await refusal(open().get(s.url, { timeoutMs: 300 }), 'FETCH_TIMEOUT', /within 300 ms/);
   const slowDns: LookupFn = () => new Promise(() => {});
-  await refusal(open({ lookup: slowDns }).get('http://slow-dns.test/', { timeoutMs: 200 }), 'FETCH_TIMEOUT', /DNS lookup of slow-dns\.test/);
+  await refusal(
+    open({ lookup: slowDns }).get('http://slow-dns.test/', { timeoutMs: 200 }),
+    'FETCH_TIMEOUT',
+    /DNS lookup of slow-dns\.test/,
+  );
 });
 
 test('fetches beyond the concurrency bound are refused at once, and the slot is given back', async () => {
@@ -221,7 +225,11 @@ test('an allowed first hop that redirects to a private address is refused at the
   assert.equal(e1.url, `${target.url}/admin`, 'the error names the refused hop');
   await refusal(f.get(`${first.url}/to-10`), 'FETCH_ADDRESS_BLOCKED', /^10\.1\.2\.3 is a private address/);
   await refusal(f.get(`${first.url}/to-mapped`), 'FETCH_ADDRESS_BLOCKED', /IPv4-mapped loopback/);
-  await refusal(f.get(`${first.url}/to-metadata-name`), 'FETCH_ADDRESS_BLOCKED', /^metadata\.test resolves to 169\.254\.169\.254 \(cloud metadata\), which this server does not connect to$/);
+  await refusal(
+    f.get(`${first.url}/to-metadata-name`),
+    'FETCH_ADDRESS_BLOCKED',
+    /^metadata\.test resolves to 169\.254\.169\.254 \(cloud metadata\), which this server does not connect to$/,
+  );
   await refusal(f.get(`${first.url}/to-localhost`), 'FETCH_ADDRESS_BLOCKED', /loopback/);
   assert.equal(first.requests.length, 5, 'every first hop was allowed');
   assert.equal(target.requests.length, 0, 'no redirect target was contacted');
@@ -260,7 +268,11 @@ test('a body cut off by the deadline is FETCH_TIMEOUT, also one that ends with t
   const drip = await closeDelimitedDrip();
   try {
     await refusal(open({ timeoutMs: 600 }).get(drip.url), 'FETCH_TIMEOUT', /^the answer was cut off: not complete within 600 ms$/);
-    await refusal(open({ timeoutMs: 600 }).post(drip.url, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 1_000_000 }), 'FETCH_TIMEOUT', /^the answer was cut off: not complete within 600 ms$/);
+    await refusal(
+      open({ timeoutMs: 600 }).post(drip.url, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 1_000_000 }),
+      'FETCH_TIMEOUT',
+      /^the answer was cut off: not complete within 600 ms$/,
+    );
   } finally {
     drip.close();
   }

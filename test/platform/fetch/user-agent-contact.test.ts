@@ -5,10 +5,13 @@ import assert from 'node:assert/strict';
 import { startApp } from '../../helpers/app.js';
 import { PINGD_VERSION } from '../../../src/platform/fetch/user-agent.js';
 
-test('the outbound User-Agent links FETCH_CONTACT_URL, else PUBLIC_URL\'s home page', async () => {
+test("the outbound User-Agent links FETCH_CONTACT_URL, else PUBLIC_URL's home page", async () => {
   for (const [overrides, want] of [
     [{ PUBLIC_URL: 'https://ping.example.net' }, `pingd/${PINGD_VERSION} (+https://ping.example.net/)`],
-    [{ PUBLIC_URL: 'https://ping.example.net', FETCH_CONTACT_URL: 'https://ops.example.org/pingd' }, `pingd/${PINGD_VERSION} (+https://ops.example.org/pingd)`],
+    [
+      { PUBLIC_URL: 'https://ping.example.net', FETCH_CONTACT_URL: 'https://ops.example.org/pingd' },
+      `pingd/${PINGD_VERSION} (+https://ops.example.org/pingd)`,
+    ],
     [{}, `pingd/${PINGD_VERSION}`],
   ] as const) {
     const t = await startApp(overrides);

@@ -8,8 +8,28 @@ import { canonicalAddress, isCanonicalIPv4 } from '../../../src/platform/net/ip.
 import { clientKey } from '../../../src/intake/abuse/rate-limit.js';
 
 test('isCanonicalIPv4: dotted decimal without leading zeros, four octets 0-255, nothing else', () => {
-  for (const s of ['0.0.0.0', '1.2.3.4', '10.0.0.1', '127.0.0.50', '255.255.255.255', '192.168.100.200']) assert.equal(isCanonicalIPv4(s), true, s);
-  for (const s of ['', '1.2.3', '1.2.3.4.', '.1.2.3', '1..2.3', '01.2.3.4', '1.2.3.04', '00.0.0.0', '256.1.1.1', '1.2.3.999', '1.2.3.4 ', ' 1.2.3.4', '1.2.3.4%eth0', '::1', '1.2.3.4/8', '1.2.3.1234', 'a.b.c.d', '1.2.3.-4']) {
+  for (const s of ['0.0.0.0', '1.2.3.4', '10.0.0.1', '127.0.0.50', '255.255.255.255', '192.168.100.200'])
+    assert.equal(isCanonicalIPv4(s), true, s);
+  for (const s of [
+    '',
+    '1.2.3',
+    '1.2.3.4.',
+    '.1.2.3',
+    '1..2.3',
+    '01.2.3.4',
+    '1.2.3.04',
+    '00.0.0.0',
+    '256.1.1.1',
+    '1.2.3.999',
+    '1.2.3.4 ',
+    ' 1.2.3.4',
+    '1.2.3.4%eth0',
+    '::1',
+    '1.2.3.4/8',
+    '1.2.3.1234',
+    'a.b.c.d',
+    '1.2.3.-4',
+  ]) {
     assert.equal(isCanonicalIPv4(s), false, s);
   }
 });
@@ -21,7 +41,21 @@ test('canonicalAddress with the IPv4 shortcut equals the full canonical form on 
     t = t.replace(/%.*$/, '');
     return isIP(t) ? ipaddr.process(t).toString() : null;
   };
-  const spellings = ['1.2.3.4', ' 1.2.3.4 ', '01.2.3.4', '1.2.3.4%x', '[1.2.3.4]', '::ffff:1.2.3.4', '::FFFF:10.0.0.1', '2001:DB8::1', '0.0.0.0', '255.255.255.255', '256.0.0.1', '1.2.3', 'x'];
+  const spellings = [
+    '1.2.3.4',
+    ' 1.2.3.4 ',
+    '01.2.3.4',
+    '1.2.3.4%x',
+    '[1.2.3.4]',
+    '::ffff:1.2.3.4',
+    '::FFFF:10.0.0.1',
+    '2001:DB8::1',
+    '0.0.0.0',
+    '255.255.255.255',
+    '256.0.0.1',
+    '1.2.3',
+    'x',
+  ];
   for (let i = 0; i < 2000; i++) spellings.push([0, 0, 0, 0].map(() => String(Math.floor(Math.random() * 300))).join('.'));
   for (const s of spellings) assert.equal(canonicalAddress(s), full(s), s);
 });

@@ -22,7 +22,24 @@ test('parseIp reads IPv4 and IPv6, with brackets, zone ids and dotted tails', ()
 });
 
 test('parseIp accepts only what node:net accepts: no IPv4 shorthand, no garbage', () => {
-  for (const s of ['1.2.3', '01.2.3.4', '0x7f.0.0.1', '127.1', '2130706433', '256.1.1.1', '::ffff:01.2.3.4', '1::2::3', '1:2:3:4:5:6:7:8:9', '12345::', '::g', 'example.com', '', '[]', '[1.2.3.4', '1.2.3.4/32']) {
+  for (const s of [
+    '1.2.3',
+    '01.2.3.4',
+    '0x7f.0.0.1',
+    '127.1',
+    '2130706433',
+    '256.1.1.1',
+    '::ffff:01.2.3.4',
+    '1::2::3',
+    '1:2:3:4:5:6:7:8:9',
+    '12345::',
+    '::g',
+    'example.com',
+    '',
+    '[]',
+    '[1.2.3.4',
+    '1.2.3.4/32',
+  ]) {
     assert.equal(parseIp(s), null, s);
   }
 });

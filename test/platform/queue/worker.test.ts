@@ -113,7 +113,10 @@ test('a failing job is reported with the job, a failing claim without one, and t
   });
   w.start();
   await until(() => ran.length === 2);
-  assert.deepEqual(errors, [{ message: 'database down', job: undefined }, { message: 'boom', job: 1 }]);
+  assert.deepEqual(errors, [
+    { message: 'database down', job: undefined },
+    { message: 'boom', job: 1 },
+  ]);
   await w.close(1000);
 });
 

@@ -30,7 +30,10 @@ test('links: only absolute http(s), relative ones resolved against the document'
 test('titles: bidi controls, zero-width characters and the BOM are removed; ZWJ sequences and scripts kept', () => {
   assert.equal(stripInvisible('\u202eevil\u202c txt.exe'), 'evil txt.exe');
   assert.equal(stripInvisible('a\u200bb\u2066c\u2069d\ufeffe\u00adf\u061cg\u200eh\u200fi'), 'abcdefghi');
-  assert.equal(stripInvisible('\u{1F468}\u200D\u{1F469}\u200D\u{1F467} and \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645'), '\u{1F468}\u200D\u{1F469}\u200D\u{1F467} and \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645');
+  assert.equal(
+    stripInvisible('\u{1F468}\u200D\u{1F469}\u200D\u{1F467} and \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645'),
+    '\u{1F468}\u200D\u{1F469}\u200D\u{1F467} and \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645',
+  );
   assert.equal(stripInvisible('ctl\u0000\u0007\u009f end'), 'ctl end');
   assert.equal(cleanLine('  two\n\tlines \u202e here  ', 100), 'two lines here');
   assert.equal(cleanLine('x'.repeat(50), 10), `${'x'.repeat(9)}…`);

@@ -65,10 +65,23 @@ test('tasks beyond the threads wait, up to maxWaiting; more are answered busy at
   assert.deepEqual(await b, { kind: 'ok', value: 'b' });
 });
 
-test('threads get the TypeScript loader but not the main thread\'s other preloads (a .ts preload ended the server)', async () => {
+test("threads get the TypeScript loader but not the main thread's other preloads (a .ts preload ended the server)", async () => {
   const { threadExecArgv } = await import('../../../src/platform/work/budget-pool.js');
   assert.deepEqual(
-    threadExecArgv(['--import', 'tsx', '--import', './bench/lib/query-counter.ts', '--import=file:///x/node_modules/tsx/dist/esm/index.mjs', '--require=./trace.cjs', '-r', 'dotenv/config', '--cpu-prof', '--cpu-prof-dir=/tmp', '--max-old-space-size=512', '--liftoff-only']),
+    threadExecArgv([
+      '--import',
+      'tsx',
+      '--import',
+      './bench/lib/query-counter.ts',
+      '--import=file:///x/node_modules/tsx/dist/esm/index.mjs',
+      '--require=./trace.cjs',
+      '-r',
+      'dotenv/config',
+      '--cpu-prof',
+      '--cpu-prof-dir=/tmp',
+      '--max-old-space-size=512',
+      '--liftoff-only',
+    ]),
     ['--import', 'tsx', '--import=file:///x/node_modules/tsx/dist/esm/index.mjs', '--max-old-space-size=512', '--liftoff-only'],
   );
 });

@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { getPriority } from 'node:os';
 import { readFileSync } from 'node:fs';
 
-test('lowerThreadPriority sets the calling thread\'s nice value, not the process\'s', async () => {
+test("lowerThreadPriority sets the calling thread's nice value, not the process's", async () => {
   const before = getPriority(0);
   const url = new URL('../../../src/platform/work/thread-priority.ts', import.meta.url).href;
   const tsx = import.meta.resolve('tsx/esm/api');

@@ -7,7 +7,15 @@ import { readFileSync } from 'node:fs';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { escapeAttr, escapeHtml, escapeXml, HAS_CONTROL, stripControls } from '../../../src/platform/xml/escape.js';
 
-const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@_', parseTagValue: false, parseAttributeValue: false, trimValues: false, htmlEntities: true, processEntities: true });
+const parser = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@_',
+  parseTagValue: false,
+  parseAttributeValue: false,
+  trimValues: false,
+  htmlEntities: true,
+  processEntities: true,
+});
 
 /** What XML 1.0 §2.2 allows, minus DEL and the C1 controls, which we remove too. */
 function publishable(cu: number): boolean {
@@ -17,7 +25,10 @@ function publishable(cu: number): boolean {
 test('stripControls removes C0 controls (not tab, LF, CR), DEL, C1 controls, U+FFFE/F and lone surrogates; keeps pairs', () => {
   assert.equal(stripControls('a\u0000b\u0008c\u000Bd\u000Ce\u001Ff\u007Fg\u0085h\u009Fi\uFFFEj\uFFFFk'), 'abcdefghijk');
   assert.equal(stripControls('tab\tlf\ncr\r'), 'tab\tlf\ncr\r');
-  assert.equal(stripControls('lone \ud800 high, lone \udc00 low, pair \ud83d\ude00, reversed \ude00\ud83d'), 'lone  high, lone  low, pair \ud83d\ude00, reversed ');
+  assert.equal(
+    stripControls('lone \ud800 high, lone \udc00 low, pair \ud83d\ude00, reversed \ude00\ud83d'),
+    'lone  high, lone  low, pair \ud83d\ude00, reversed ',
+  );
   assert.equal(stripControls('plain ascii and ünïcödé 日本語'), 'plain ascii and ünïcödé 日本語');
 });
 
@@ -39,7 +50,7 @@ test('every UTF-16 code unit: stripControls, HAS_CONTROL and the escapers agree 
 test('escapeAttr: the fast path returns its argument; the slow path escapes & < > " and tab, LF, CR', () => {
   const plain = 'http://w1.example.com/feed.xml?q=1';
   assert.equal(escapeAttr(plain), plain);
-  assert.equal(escapeAttr('Joe\'s <b>"Blog"</b> & Co'), 'Joe\'s &lt;b&gt;&quot;Blog&quot;&lt;/b&gt; &amp; Co');
+  assert.equal(escapeAttr('Joe\'s <b>"Blog"</b> & Co'), "Joe's &lt;b&gt;&quot;Blog&quot;&lt;/b&gt; &amp; Co");
   assert.equal(escapeAttr('a\tb\nc\rd'), 'a&#9;b&#10;c&#13;d');
   assert.equal(escapeAttr(']]> &amp; &#0; &bogus;'), ']]&gt; &amp;amp; &amp;#0; &amp;bogus;');
 });

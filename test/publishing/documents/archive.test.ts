@@ -5,7 +5,14 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { insertPings } from '../helpers.js';
-import { ARCHIVE_PAGE_ROWS, EMBEDDED_ARCHIVE_PAGE_ROWS, archivePageRows, archiveSource, archiveStats, hourStart } from '../../../src/publishing/documents/archive.js';
+import {
+  ARCHIVE_PAGE_ROWS,
+  EMBEDDED_ARCHIVE_PAGE_ROWS,
+  archivePageRows,
+  archiveSource,
+  archiveStats,
+  hourStart,
+} from '../../../src/publishing/documents/archive.js';
 
 describe('archive pages', () => {
   let t: TestApp;

@@ -65,7 +65,11 @@ describe('live documents', () => {
     const doc = strictParse(res.raw);
     assert.deepEqual(doc.root.attrs, { version: '2', updated, count: '10' });
     const whens = doc.children.map((c) => Number(c.attrs.when));
-    assert.deepEqual(whens, [...whens].sort((a, b) => a - b), '`when` ascends');
+    assert.deepEqual(
+      whens,
+      [...whens].sort((a, b) => a - b),
+      '`when` ascends',
+    );
   });
 
   test('shortChanges.xml: the last 5 minutes only', async () => {
@@ -112,7 +116,13 @@ describe('live documents', () => {
     // A new ping changes both (count and entries).
     await insertPings(t.app.db, [{ name: 'Fresh', url: url(10), at: T + 2500 }]);
     r = await t.app.renderer.tick({ now: new Date(T + 3000) });
-    assert.deepEqual(r?.rendered.map((x) => x.path).filter(ours).sort(), [archivePath(hourStart(T)), '/changes.xml', '/shortChanges.xml']);
+    assert.deepEqual(
+      r?.rendered
+        .map((x) => x.path)
+        .filter(ours)
+        .sort(),
+      [archivePath(hourStart(T)), '/changes.xml', '/shortChanges.xml'],
+    );
     const third = strictParse((await get(t, '/shortChanges.xml')).raw);
     assert.deepEqual(third.children[0].attrs, { name: 'Fresh', url: url(10), when: '0' });
     assert.equal(third.root.attrs.count, '11');
@@ -130,16 +140,31 @@ describe('published XML is well-formed whatever was pinged', () => {
     const viaIntake = ['<b>bold</b> & "quotes"', "it's ]]> <!-- -->", 'Joe&#039;s &amp;amp; Co', '\u202eevil\u200b \ud83d\ude00 \ufeff'];
     const accepted: string[] = [];
     for (const name of viaIntake) {
-      const r = await t.app.pings.accept({ method: 'extendedPing', name, url: uniqueUrl('hostile'), rssUrl: 'http://feeds.example.com/a?x=1&y="2"' });
+      const r = await t.app.pings.accept({
+        method: 'extendedPing',
+        name,
+        url: uniqueUrl('hostile'),
+        rssUrl: 'http://feeds.example.com/a?x=1&y="2"',
+      });
       assert.equal(r.ok, true, JSON.stringify(r));
       if (r.ok) accepted.push(r.ping.name);
     }
     // Raw rows bypass validation: controls, tabs, newlines, non-characters, markup in URLs.
-    const raw = ['ctl \u0001\u0008\u000b\u000c\u001f\u007f\u0085 end', 'tab\tnl\ncr\r end', 'nonchar \ufffe\uffff end', '<!DOCTYPE x [<!ENTITY e "b">]>&e;'];
+    const raw = [
+      'ctl \u0001\u0008\u000b\u000c\u001f\u007f\u0085 end',
+      'tab\tnl\ncr\r end',
+      'nonchar \ufffe\uffff end',
+      '<!DOCTYPE x [<!ENTITY e "b">]>&e;',
+    ];
     const now = Date.now();
     await insertPings(
       t.app.db,
-      raw.map((name, i) => ({ name, url: `http://raw${i}.example.com/<x>&"\u0001`, rssUrl: i % 2 ? 'javascript:alert("x")<' : null, at: now - 1000 - i })),
+      raw.map((name, i) => ({
+        name,
+        url: `http://raw${i}.example.com/<x>&"\u0001`,
+        rssUrl: i % 2 ? 'javascript:alert("x")<' : null,
+        at: now - 1000 - i,
+      })),
     );
     const r = await t.app.renderer.tick({});
     assert.deepEqual(r?.failed, []);
@@ -198,21 +223,33 @@ describe('hourly archives', () => {
     );
     strictParse(res.raw);
     const before = await get(t, archivePath(h(-1)));
-    assert.deepEqual(strictParse(before.raw).children.map((c) => c.attrs.name), ['Before']);
+    assert.deepEqual(
+      strictParse(before.raw).children.map((c) => c.attrs.name),
+      ['Before'],
+    );
     // The current hour is served as it grows, cached only for a render interval.
     const current = await get(t, archivePath(h(1)));
     assert.equal(current.headers['cache-control'], 'public, max-age=10');
     const cur = strictParse(current.raw);
     assert.deepEqual(cur.root.attrs, { version: '2', updated: new Date(h(1) + 30 * 60_000).toUTCString(), count: '1' });
-    assert.deepEqual(cur.children.map((c) => [c.attrs.name, c.attrs.when]), [['Next hour', '1800']]);
+    assert.deepEqual(
+      cur.children.map((c) => [c.attrs.name, c.attrs.when]),
+      [['Next hour', '1800']],
+    );
   });
 
   test('the current hour grows; a closed hour never changes again, even when rendered again', async () => {
     const closed = await get(t, archivePath(h(0)));
     await insertPings(t.app.db, [{ name: 'Later', url: 'http://d.example.com/', at: h(1) + 40 * 60_000 }]);
     let r = await t.app.renderer.tick({ now: new Date(h(1) + 45 * 60_000) });
-    assert.deepEqual(r?.rendered.map((x) => x.path).filter((p) => ours(p) && p !== '/changes.xml' && p !== '/shortChanges.xml'), [archivePath(h(1))]);
-    assert.deepEqual(strictParse((await get(t, archivePath(h(1)))).raw).children.map((c) => c.attrs.name), ['Next hour', 'Later']);
+    assert.deepEqual(
+      r?.rendered.map((x) => x.path).filter((p) => ours(p) && p !== '/changes.xml' && p !== '/shortChanges.xml'),
+      [archivePath(h(1))],
+    );
+    assert.deepEqual(
+      strictParse((await get(t, archivePath(h(1)))).raw).children.map((c) => c.attrs.name),
+      ['Next hour', 'Later'],
+    );
     // Rendering a closed hour again (the CLI's --hour) gives the same bytes: nothing is replaced.
     const again = await t.app.renderer.renderHour(h(0), { now: new Date(h(1) + 46 * 60_000) });
     assert.equal(again, 'identical');
@@ -254,11 +291,17 @@ describe('hours missed while the server was down', () => {
     try {
       await second.app.ready();
       await second.app.renderer.idle();
-      for (const [n, name] of [[0, 'Down 1'], [2, 'Down 2']] as const) {
+      for (const [n, name] of [
+        [0, 'Down 1'],
+        [2, 'Down 2'],
+      ] as const) {
         const res = await get(second, archivePath(H + n * HOUR_MS));
         assert.equal(res.status, 200);
         assert.equal(res.headers['cache-control'], 'public, max-age=31536000, immutable');
-        assert.deepEqual(strictParse(res.raw).children.map((c) => c.attrs.name), [name]);
+        assert.deepEqual(
+          strictParse(res.raw).children.map((c) => c.attrs.name),
+          [name],
+        );
       }
       // The hour between them had no ping: it is closed too, as an empty archive.
       const gap = await get(second, archivePath(H + HOUR_MS));

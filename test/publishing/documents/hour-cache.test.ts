@@ -27,7 +27,10 @@ describe('mergeFresh and countBefore', () => {
     mergeFresh(kept, [k(6, 45), k(5, 25)]);
     assert.deepEqual(ids(kept), [1, 2, 5, 3, 4, 6]);
     // Each entry keeps its own text through the merge (the tail is moved, not re-read).
-    assert.deepEqual(Array.from({ length: kept.length }, (_, i) => kept.start(i)), ['p1', 'p2', 'p5', 'p3', 'p4', 'p6']);
+    assert.deepEqual(
+      Array.from({ length: kept.length }, (_, i) => kept.start(i)),
+      ['p1', 'p2', 'p5', 'p3', 'p4', 'p6'],
+    );
   });
 
   test('ties on time: the lower ping id first, as the keyset pages read them', () => {
@@ -41,7 +44,10 @@ describe('mergeFresh and countBefore', () => {
 
   test('countBefore: the pings received before a time', () => {
     const kept = list(k(1, 10), k(2, 20), k(3, 20), k(4, 30));
-    assert.deepEqual([0, 10, 11, 20, 21, 31].map((us) => countBefore(kept, us)), [0, 0, 1, 1, 3, 4]);
+    assert.deepEqual(
+      [0, 10, 11, 20, 21, 31].map((us) => countBefore(kept, us)),
+      [0, 0, 1, 1, 3, 4],
+    );
   });
 });
 
@@ -76,8 +82,23 @@ describe('a kept hour renders what a full read renders', () => {
         // after it (kept for a later render), some in the hour before or after, some in the same instant.
         const r = rand();
         const at =
-          r < 0.5 ? nowMs - rand() * 5000 : r < 0.7 ? startMs + rand() * (nowMs - startMs) : r < 0.8 ? nowMs + rand() * 4000 : r < 0.85 ? startMs - 1 - rand() * 1000 : r < 0.9 ? startMs + 3_600_000 + rand() * 1000 : nowMs - 1000;
-        batch.push({ name: `Ping <${step}.${i}> & "co"`, url, rssUrl: rand() < 0.3 ? `${url}feed?a=1&b=${step}` : null, at: Math.round(at) });
+          r < 0.5
+            ? nowMs - rand() * 5000
+            : r < 0.7
+              ? startMs + rand() * (nowMs - startMs)
+              : r < 0.8
+                ? nowMs + rand() * 4000
+                : r < 0.85
+                  ? startMs - 1 - rand() * 1000
+                  : r < 0.9
+                    ? startMs + 3_600_000 + rand() * 1000
+                    : nowMs - 1000;
+        batch.push({
+          name: `Ping <${step}.${i}> & "co"`,
+          url,
+          rssUrl: rand() < 0.3 ? `${url}feed?a=1&b=${step}` : null,
+          at: Math.round(at),
+        });
       }
       await insertPings(t.app.db, batch);
       nowMs += step === 10 ? 1_800_000 : 20_000; // step 10 jumps half an hour
@@ -108,11 +129,17 @@ describe('a kept hour renders what a full read renders', () => {
   test('an hour with more pings than the cache keeps is read in full until the next hour', async () => {
     const cache = cacheOf(5);
     const startMs = hourStart(Date.now()) - 5 * 3_600_000;
-    await insertPings(t.app.db, Array.from({ length: 4 }, (_, i) => ({ name: `Few ${i}`, url: uniqueUrl('few'), at: startMs + 1000 * i })));
+    await insertPings(
+      t.app.db,
+      Array.from({ length: 4 }, (_, i) => ({ name: `Few ${i}`, url: uniqueUrl('few'), at: startMs + 1000 * i })),
+    );
     const toUs = (startMs + 60_000) * 1000;
     const c = counting(t.app.db);
     assert.equal((await cache.hour(c.q, startMs, toUs, 2))?.stats.n, 4);
-    await insertPings(t.app.db, Array.from({ length: 2 }, (_, i) => ({ name: `More ${i}`, url: uniqueUrl('more'), at: startMs + 10_000 + i })));
+    await insertPings(
+      t.app.db,
+      Array.from({ length: 2 }, (_, i) => ({ name: `More ${i}`, url: uniqueUrl('more'), at: startMs + 10_000 + i })),
+    );
     assert.equal(await cache.hour(c.q, startMs, toUs, 2), null, 'six pings: more than five');
     const seen = c.count();
     assert.equal(await cache.hour(c.q, startMs, toUs, 2), null);

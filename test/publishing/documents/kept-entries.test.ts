@@ -11,13 +11,25 @@ const MB = 1 << 20;
 describe('TextBlocks', () => {
   test('text reads back as written: UTF-8, entries that would cross a block end, one larger than a block', () => {
     const t = new TextBlocks();
-    const texts = [' <weblog name="Ærø &amp; 東京 🎉" url="https://x.example/"', 'a'.repeat(MB - 10), 'b'.repeat(40), 'c'.repeat(MB + 5), 'd'];
+    const texts = [
+      ' <weblog name="Ærø &amp; 東京 🎉" url="https://x.example/"',
+      'a'.repeat(MB - 10),
+      'b'.repeat(40),
+      'c'.repeat(MB + 5),
+      'd',
+    ];
     const refs = texts.map((s) => [t.add(s, Buffer.byteLength(s)), Buffer.byteLength(s)] as const);
-    assert.deepEqual(refs.map(([ref, len]) => t.text(ref, len)), texts);
+    assert.deepEqual(
+      refs.map(([ref, len]) => t.text(ref, len)),
+      texts,
+    );
     // The 40 bytes did not fit after the ~1 MB entry: they start a block of their own, as does the large one.
     assert.equal(refs[2][0] % MB, 0);
     assert.equal(refs[3][0] % MB, 0);
-    assert.equal(t.bytes, texts.reduce((n, s) => n + Buffer.byteLength(s), 0));
+    assert.equal(
+      t.bytes,
+      texts.reduce((n, s) => n + Buffer.byteLength(s), 0),
+    );
   });
 
   test('addFrom copies the bytes into its own blocks', () => {
@@ -38,7 +50,10 @@ describe('KeptEntries', () => {
     const l = KeptEntries.of(all);
     assert.equal(l.length, 1000);
     assert.deepEqual(entries(l), all);
-    assert.equal(l.textBytes(), all.reduce((n, x) => n + Buffer.byteLength(x.start), 0));
+    assert.equal(
+      l.textBytes(),
+      all.reduce((n, x) => n + Buffer.byteLength(x.start), 0),
+    );
   });
 
   test('a list made with pushFrom shares the text; appending to either leaves the other as it was', () => {

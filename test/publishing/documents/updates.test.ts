@@ -76,7 +76,13 @@ before(async () => {
   });
   await new Promise<void>((r) => hashes.listen(0, '127.0.0.1', r));
   hashPort = (hashes.address() as AddressInfo).port;
-  t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PING_MIN_INTERVAL: 0, FETCH_ALLOW_PRIVATE: true, RSSPING_SECRET: SECRET });
+  t = await startApp({
+    RENDER_SCHEDULER: false,
+    PUBLISH_POINTER_TTL_MS: 0,
+    PING_MIN_INTERVAL: 0,
+    FETCH_ALLOW_PRIVATE: true,
+    RSSPING_SECRET: SECRET,
+  });
 });
 
 after(async () => {
@@ -87,20 +93,34 @@ after(async () => {
 
 test('updates.xml lists the payload items of the last hour, newest first, with source, site, feeds and authentication', async () => {
   // 1. A seed example without its hash URI (no request to the real photomatt.net from a test): unauthenticated.
-  const seed1 = seed('seed-1-rss2-feed').toString('utf8').replace(/<payload_hash_uri>.*<\/payload_hash_uri>\n/, '');
+  const seed1 = seed('seed-1-rss2-feed')
+    .toString('utf8')
+    .replace(/<payload_hash_uri>.*<\/payload_hash_uri>\n/, '');
   assert.equal((await post(seed1)).authentication, 'none');
   // 2. Pingserver-side authenticated.
   const site2 = `http://127.0.0.1:${hashPort}/two/`;
-  const payload2 = '<entry xmlns="http://www.w3.org/2005/Atom"><title>Hashed &amp; signed</title><link href="http://127.0.0.1/two/post"/><id>tag:two,2025:1</id><summary>Sum &lt;b&gt;mary&lt;/b&gt;</summary></entry>';
+  const payload2 =
+    '<entry xmlns="http://www.w3.org/2005/Atom"><title>Hashed &amp; signed</title><link href="http://127.0.0.1/two/post"/><id>tag:two,2025:1</id><summary>Sum &lt;b&gt;mary&lt;/b&gt;</summary></entry>';
   served.set('/two/hash', createHash('sha1').update(payload2).digest('hex'));
-  const r2 = await post(rssPing({ siteUri: site2, siteName: 'Two', hashUri: `http://127.0.0.1:${hashPort}/two/hash`, payload: payload2, feeds: [`http://127.0.0.1:${hashPort}/two/atom.xml`] }).replace('type="RSS 2.0"', 'type="atom 1.0"'));
+  const r2 = await post(
+    rssPing({
+      siteUri: site2,
+      siteName: 'Two',
+      hashUri: `http://127.0.0.1:${hashPort}/two/hash`,
+      payload: payload2,
+      feeds: [`http://127.0.0.1:${hashPort}/two/atom.xml`],
+    }).replace('type="RSS 2.0"', 'type="atom 1.0"'),
+  );
   assert.equal(r2.authentication, 'pingserver_side', r2.message);
   // 3. Publisher-side authenticated, with hostile text that must come out escaped and well-formed.
   const site3 = 'https://three.example.com/';
   await addPublisher(t.app.db, site3, sealPassword(deriveKey(SECRET), site3, 'three-password-123'));
   const tok = (await t.app.inject({ method: 'GET', url: `/rssping/token?site_uri=${encodeURIComponent(site3)}` })).body;
-  const endpoint = createHash('sha1').update(site3 + 'three-password-123' + tok).digest('hex');
-  const hostile = '<item><title>&lt;script&gt;alert(1)&lt;/script&gt; ]]&gt; &amp;amp; \u0001ctl</title><link>https://three.example.com/p?a=1&amp;b=2</link><guid isPermaLink="false">urn:three:1</guid></item>';
+  const endpoint = createHash('sha1')
+    .update(site3 + 'three-password-123' + tok)
+    .digest('hex');
+  const hostile =
+    '<item><title>&lt;script&gt;alert(1)&lt;/script&gt; ]]&gt; &amp;amp; \u0001ctl</title><link>https://three.example.com/p?a=1&amp;b=2</link><guid isPermaLink="false">urn:three:1</guid></item>';
   const r3 = await post(rssPing({ siteUri: site3, siteName: 'Three "&amp;" &lt;co&gt;', payload: hostile }), `/rssping/${endpoint}`);
   assert.equal(r3.authentication, 'publisher_side', r3.message);
 
@@ -134,14 +154,26 @@ test('updates.xml lists the payload items of the last hour, newest first, with s
     pubDate: three.pubDate,
   });
   assert.ok(Math.abs(Date.parse(three.pubDate!) - Date.now()) < 3600_000, 'pubDate is the time received');
-  assert.deepEqual([two.link, two.guid, two.permalink, two.description, two.feeds], ['http://127.0.0.1/two/post', 'tag:two,2025:1', 'false', 'Sum <b>mary</b>', [{ url: `http://127.0.0.1:${hashPort}/two/atom.xml`, type: 'Atom 1.0' }]]);
-  assert.deepEqual([one.link, one.guid, one.permalink, one.sourceUrl, one.siteUrl], [
-    'http://photomatt.net/2005/07/14/movable-type-32/',
-    'http://photomatt.net/2005/07/14/movable-type-32/',
-    'true',
-    'http://photomatt.net/index.xml',
-    'http://photomatt.net/',
-  ]);
+  assert.deepEqual(
+    [two.link, two.guid, two.permalink, two.description, two.feeds],
+    [
+      'http://127.0.0.1/two/post',
+      'tag:two,2025:1',
+      'false',
+      'Sum <b>mary</b>',
+      [{ url: `http://127.0.0.1:${hashPort}/two/atom.xml`, type: 'Atom 1.0' }],
+    ],
+  );
+  assert.deepEqual(
+    [one.link, one.guid, one.permalink, one.sourceUrl, one.siteUrl],
+    [
+      'http://photomatt.net/2005/07/14/movable-type-32/',
+      'http://photomatt.net/2005/07/14/movable-type-32/',
+      'true',
+      'http://photomatt.net/index.xml',
+      'http://photomatt.net/',
+    ],
+  );
 });
 
 test('the rss_ping weblogs appear in changes.xml, shortChanges.xml and the hour archive like any other ping', async () => {
@@ -149,8 +181,16 @@ test('the rss_ping weblogs appear in changes.xml, shortChanges.xml and the hour 
     const res = await get(path);
     assert.equal(res.status, 200, path);
     const body = res.raw.toString('utf8');
-    assert.match(body, /<weblog name="Photo Matt" url="http:\/\/photomatt\.net\/" rssUrl="http:\/\/photomatt\.net\/index\.xml" when="\d+"\/>/, path);
-    assert.match(body, /<weblog name="Three &quot;&amp;&quot; &lt;co&gt;" url="https:\/\/three\.example\.com\/" rssUrl="https:\/\/three\.example\.com\/feed\.xml" when="\d+"\/>/, path);
+    assert.match(
+      body,
+      /<weblog name="Photo Matt" url="http:\/\/photomatt\.net\/" rssUrl="http:\/\/photomatt\.net\/index\.xml" when="\d+"\/>/,
+      path,
+    );
+    assert.match(
+      body,
+      /<weblog name="Three &quot;&amp;&quot; &lt;co&gt;" url="https:\/\/three\.example\.com\/" rssUrl="https:\/\/three\.example\.com\/feed\.xml" when="\d+"\/>/,
+      path,
+    );
   }
 });
 
@@ -162,7 +202,18 @@ test('updates.xml has the same validators, codings and RFC 3229 feed deltas as c
   assert.equal(gz.headers['content-encoding'], 'gzip');
   assert.deepEqual(zlib.gunzipSync(gz.raw), full.raw);
 
-  assert.equal((await post(rssPing({ siteUri: 'http://four.example.com/', siteName: 'Four', payload: '<item><title>Newest</title><link>http://four.example.com/n</link></item>' }))).status, 200);
+  assert.equal(
+    (
+      await post(
+        rssPing({
+          siteUri: 'http://four.example.com/',
+          siteName: 'Four',
+          payload: '<item><title>Newest</title><link>http://four.example.com/n</link></item>',
+        }),
+      )
+    ).status,
+    200,
+  );
   await t.app.renderer.tick({});
   const delta = await get('/updates.xml', { 'a-im': 'feed', 'if-none-match': etag });
   assert.equal(delta.status, 226);
@@ -177,7 +228,9 @@ test('updates.xml has the same validators, codings and RFC 3229 feed deltas as c
 });
 
 test('items older than an hour leave updates.xml', async () => {
-  await t.app.db.query("update rssping_payloads set received_at = received_at - interval '2 hours' where site_url = 'http://photomatt.net/'");
+  await t.app.db.query(
+    "update rssping_payloads set received_at = received_at - interval '2 hours' where site_url = 'http://photomatt.net/'",
+  );
   await t.app.renderer.tick({});
   const titles = parseRss((await get('/updates.xml')).raw).items.map((i) => i.title);
   assert.deepEqual(titles, ['Newest', '<script>alert(1)</script> ]]> & ctl', 'Hashed & signed']);

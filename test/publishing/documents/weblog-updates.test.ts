@@ -27,7 +27,7 @@ test('the head and an element are the exact bytes of the seed format, `when` in 
 });
 
 test('escaping: markup, quotes, whitespace that attribute normalisation would eat, and forbidden characters', () => {
-  assert.equal(escapeAttr('Joe\'s <b>"Blog"</b> & Co'), 'Joe\'s &lt;b&gt;&quot;Blog&quot;&lt;/b&gt; &amp; Co');
+  assert.equal(escapeAttr('Joe\'s <b>"Blog"</b> & Co'), "Joe's &lt;b&gt;&quot;Blog&quot;&lt;/b&gt; &amp; Co");
   assert.equal(escapeAttr('a\tb\nc\rd'), 'a&#9;b&#10;c&#13;d');
   assert.equal(escapeAttr('nul\u0000 bell\u0007 esc\u001b del\u007f c1\u0085 fffe\ufffe ffff\uffff'), 'nul bell esc del c1 fffe ffff');
   assert.equal(escapeAttr('lone \ud800 high, lone \udc00 low, pair \ud83d\ude00'), 'lone  high, lone  low, pair \ud83d\ude00');
@@ -39,7 +39,7 @@ test('a document of hostile entries parses strictly and every attribute reads ba
   const hostile = [
     '<script>alert(1)</script>',
     '"><weblog name="injected" url="x" when="0"/><x a="',
-    "it's & \"quoted\"",
+    'it\'s & "quoted"',
     'tab\there\nnewline\r\ncrlf',
     'controls \u0000\u0001\u0008\u000b\u000c\u000e\u001f\u007f\u0080\u009f',
     'surrogates \ud800 \udfff \ud83d\ude00',
@@ -48,14 +48,23 @@ test('a document of hostile entries parses strictly and every attribute reads ba
     ']]> <!-- --> <?pi?> <!DOCTYPE x [<!ENTITY e "boom">]> &e;',
     'bidi \u202e reversed \u200b zero-width \u2028 line sep \ufeff bom',
   ];
-  const entries = hostile.map((name, i) => ({ name, url: `http://h${i}.example.com/?q=${name}&x="1"`, rssUrl: i % 2 ? `http://h${i}.example.com/<rss>` : null, atMs: UPDATED - i * 1000 }));
+  const entries = hostile.map((name, i) => ({
+    name,
+    url: `http://h${i}.example.com/?q=${name}&x="1"`,
+    rssUrl: i % 2 ? `http://h${i}.example.com/<rss>` : null,
+    atMs: UPDATED - i * 1000,
+  }));
   const xml = weblogUpdatesHead(new Date(UPDATED), 10) + entries.map((e) => weblogElement(e, UPDATED)).join('') + WEBLOG_UPDATES_FOOT;
   const doc = strictParse(xml);
   assert.deepEqual(doc.declaration, { version: '1.0', encoding: 'utf-8' });
   assert.equal(doc.root.name, 'weblogUpdates');
   assert.deepEqual(doc.root.attrs, { version: '2', updated: 'Sun, 22 Nov 2026 08:30:00 GMT', count: '10' });
   assert.equal(doc.children.length, hostile.length);
-  const clean = (s: string) => s.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '');
+  const clean = (s: string) =>
+    s.replace(
+      /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+      '',
+    );
   doc.children.forEach((c, i) => {
     const e = entries[i];
     const expected: Record<string, string> = { name: clean(e.name), url: clean(e.url), when: String(i) };
@@ -67,9 +76,13 @@ test('a document of hostile entries parses strictly and every attribute reads ba
 
 test('property: any name and URL gives a well-formed element that reads back without forbidden characters', () => {
   const strings = fc.string({ unit: 'binary', maxLength: 40 });
-  const samples = fc.sample(fc.array(fc.record({ name: strings, url: strings, rss: fc.option(strings) }), { minLength: 1, maxLength: 30 }), 25);
+  const samples = fc.sample(
+    fc.array(fc.record({ name: strings, url: strings, rss: fc.option(strings) }), { minLength: 1, maxLength: 30 }),
+    25,
+  );
   const entries = samples.flat().map((s, i) => ({ name: s.name, url: s.url, rssUrl: s.rss, atMs: UPDATED - i }));
-  const xml = weblogUpdatesHead(new Date(UPDATED), entries.length) + entries.map((e) => weblogElement(e, UPDATED)).join('') + WEBLOG_UPDATES_FOOT;
+  const xml =
+    weblogUpdatesHead(new Date(UPDATED), entries.length) + entries.map((e) => weblogElement(e, UPDATED)).join('') + WEBLOG_UPDATES_FOOT;
   // One strict parse of the whole sample keeps this quick (one python process).
   const doc = strictParse(xml);
   assert.equal(doc.children.length, entries.length);
@@ -83,5 +96,8 @@ test('property: any name and URL gives a well-formed element that reads back wit
 
 /** What a parser reads back for a value we escaped: the value without the characters XML forbids. */
 function escapeAttrRoundTrip(s: string): string {
-  return escapeAttr(s).replace(/&(amp|lt|gt|quot|#9|#10|#13);/g, (_m, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#9': '\t', '#10': '\n', '#13': '\r' })[e] as string);
+  return escapeAttr(s).replace(
+    /&(amp|lt|gt|quot|#9|#10|#13);/g,
+    (_m, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#9': '\t', '#10': '\n', '#13': '\r' })[e] as string,
+  );
 }

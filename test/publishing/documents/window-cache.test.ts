@@ -28,7 +28,10 @@ describe('mergeChanged and inWindow', () => {
     const merged = mergeChanged(kept, [k(9, 35), k(8, 45)], 0);
     assert.deepEqual(ids(merged), [1, 8, 2, 9, 3]);
     // Kept entries keep their text (copied by reference into the new list); changed ones bring theirs.
-    assert.deepEqual(Array.from({ length: merged.length }, (_, i) => merged.start(i)), ['w1', 'w8', 'w2', 'w9', 'w3']);
+    assert.deepEqual(
+      Array.from({ length: merged.length }, (_, i) => merged.start(i)),
+      ['w1', 'w8', 'w2', 'w9', 'w3'],
+    );
     assert.deepEqual(ids(kept), [1, 2, 3], 'the list merged from is left as it was');
   });
 
@@ -82,7 +85,12 @@ describe('a kept window renders what a full read renders', () => {
         // the render time (kept for a later render), some already out of the window.
         const r = rand();
         const offset = r < 0.6 ? -rand() * 30_000 : r < 0.8 ? -rand() * 290_000 : r < 0.9 ? rand() * 3000 : -310_000 - rand() * 1000;
-        batch.push({ name: `Weblog <${step}.${i}> & "co"`, url, rssUrl: rand() < 0.3 ? `${url}feed?a=1&b=${step}` : null, at: Math.round(nowMs + offset) });
+        batch.push({
+          name: `Weblog <${step}.${i}> & "co"`,
+          url,
+          rssUrl: rand() < 0.3 ? `${url}feed?a=1&b=${step}` : null,
+          at: Math.round(nowMs + offset),
+        });
       }
       await insertPings(t.app.db, batch);
       if (step % 3 === 1) {
@@ -119,10 +127,11 @@ describe('a kept window renders what a full read renders', () => {
     const c = counting(t.app.db);
     assert.equal(await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 10_000_000 }), null);
     const few = await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 2_500_000 });
-    assert.deepEqual(
-      few && Array.from({ length: few.length }, (_, i) => /name="([^"]+)"/.exec(few.start(i))?.[1]),
-      ['Many 0', 'Many 1', 'Many 2'],
-    );
+    assert.deepEqual(few && Array.from({ length: few.length }, (_, i) => /name="([^"]+)"/.exec(few.start(i))?.[1]), [
+      'Many 0',
+      'Many 1',
+      'Many 2',
+    ]);
     // The wide window is not tried again at every render (only after a few minutes): no page read for it.
     const reads = c.count();
     assert.equal(await cache.window(c.q, { updatedMs: nowMs, toUs, fromUs: toUs - 10_000_000 }), null);

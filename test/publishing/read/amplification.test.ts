@@ -42,14 +42,22 @@ test('hundreds of invented entity tags with A-IM: feed cost at most one query (R
 
   let res = await t.app.inject({ method: 'GET', url: '/changes.xml' });
   const n = await queriesDuring(async () => {
-    res = await t.app.inject({ method: 'GET', url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': invented(900).join(', ') } });
+    res = await t.app.inject({
+      method: 'GET',
+      url: '/changes.xml',
+      headers: { 'a-im': 'feed', 'if-none-match': invented(900).join(', ') },
+    });
   });
   assert.equal(res.statusCode, 200, 'none of them is ours: the full document');
   assert.ok(n <= 1, `${n} queries`);
 
   // A real base among them still gets its delta, and a second such request costs no query at all.
   const m = await queriesDuring(async () => {
-    res = await t.app.inject({ method: 'GET', url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': [base, ...invented(900)].join(', ') } });
+    res = await t.app.inject({
+      method: 'GET',
+      url: '/changes.xml',
+      headers: { 'a-im': 'feed', 'if-none-match': [base, ...invented(900)].join(', ') },
+    });
   });
   assert.equal(res.statusCode, 226);
   assert.ok(m <= 1, `${m} queries`);

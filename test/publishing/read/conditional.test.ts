@@ -2,7 +2,16 @@
 // suffixes added by compressing proxies), A-IM, HTTP-dates, and the precedence of the conditionals.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { acceptsFeedIm, decide, etagFor, negotiateEncoding, parseHttpDate, parseIfNoneMatch, parseToken, renderingToken } from '../../../src/publishing/read/conditional.js';
+import {
+  acceptsFeedIm,
+  decide,
+  etagFor,
+  negotiateEncoding,
+  parseHttpDate,
+  parseIfNoneMatch,
+  parseToken,
+  renderingToken,
+} from '../../../src/publishing/read/conditional.js';
 
 test('Accept-Encoding: q-values, aliases, wildcards, exclusions', () => {
   const cases: [string | undefined, string][] = [
@@ -35,7 +44,8 @@ test('tokens and ETags: base36 id.cursor, one strong tag per coding', () => {
   assert.equal(etagFor(r, 'gzip'), `"${renderingToken(r)}-gz"`);
   assert.equal(etagFor(r, 'br'), `"${renderingToken(r)}-br"`);
   assert.deepEqual(parseToken(renderingToken(r)), r);
-  for (const bad of ['', 'abc', '1.', '.1', '0.1', 'A.1', '1.1.1', '1-1', 'zzzzzzzzzzzz.1', '1.zzzzzzzzzzzz']) assert.equal(parseToken(bad), null, bad);
+  for (const bad of ['', 'abc', '1.', '.1', '0.1', 'A.1', '1.1.1', '1-1', 'zzzzzzzzzzzz.1', '1.zzzzzzzzzzzz'])
+    assert.equal(parseToken(bad), null, bad);
 });
 
 test('If-None-Match: lists, weak tags, *, proxy suffixes, foreign tags, commas inside tags', () => {
@@ -73,7 +83,8 @@ test('HTTP-dates: the three formats; anything else is ignored', () => {
   assert.equal(parseHttpDate('Sunday, 22-Nov-26 08:49:37 GMT'), ms);
   assert.equal(parseHttpDate('Sun Nov 22 08:49:37 2026'), ms);
   assert.equal(parseHttpDate('Sun Nov  1 08:49:37 2026'), Date.UTC(2026, 10, 1, 8, 49, 37));
-  for (const bad of [undefined, '', 'yesterday', '2026-11-22T08:49:37Z', 'Sun, 22 Nov 2026 08:49:37 +0000', '1795337377']) assert.equal(parseHttpDate(bad), null, String(bad));
+  for (const bad of [undefined, '', 'yesterday', '2026-11-22T08:49:37Z', 'Sun, 22 Nov 2026 08:49:37 +0000', '1795337377'])
+    assert.equal(parseHttpDate(bad), null, String(bad));
 });
 
 test('decide: If-None-Match wins over If-Modified-Since; deltas only with A-IM: feed and another rendering', () => {

@@ -47,7 +47,7 @@ test('a 304 from the pre-built head carries the same headers as the general 304,
   assert.notEqual(fast.headers['x-request-id'], general.headers['x-request-id']);
 });
 
-test('a 304 with a list of tags, a weak tag, another coding\'s tag or * still matches', async () => {
+test("a 304 with a list of tags, a weak tag, another coding's tag or * still matches", async () => {
   const full = await get('/changes.xml', { 'accept-encoding': 'gzip' });
   const gz = String(full.headers.etag);
   const identity = String((await get('/changes.xml')).headers.etag);
@@ -57,7 +57,8 @@ test('a 304 with a list of tags, a weak tag, another coding\'s tag or * still ma
     assert.equal(r.headers.etag, gz, `${inm}: the 304 names the coding it would have sent`);
   }
   // Not ours, or another rendering: the document itself.
-  for (const inm of ['"a.b"', '"1.1-gz"', 'W/"zz"']) assert.equal((await get('/changes.xml', { 'accept-encoding': 'gzip', 'if-none-match': inm })).statusCode, 200, inm);
+  for (const inm of ['"a.b"', '"1.1-gz"', 'W/"zz"'])
+    assert.equal((await get('/changes.xml', { 'accept-encoding': 'gzip', 'if-none-match': inm })).statusCode, 200, inm);
 });
 
 test('a 304 is still counted: latency per route and status, responses per document', async () => {
@@ -70,7 +71,10 @@ test('a 304 is still counted: latency per route and status, responses per docume
   assert.equal(sample(text, hist), sample(before, hist) + 3);
   assert.equal(sample(text, resp), sample(before, resp) + 3);
   // The histogram's buckets are cumulative and end at the count.
-  const inf = sample(text, 'pingd_http_request_duration_seconds_bucket{le="+Inf",route="/shortChanges.xml",method="GET",status_code="304"}');
+  const inf = sample(
+    text,
+    'pingd_http_request_duration_seconds_bucket{le="+Inf",route="/shortChanges.xml",method="GET",status_code="304"}',
+  );
   assert.equal(inf, sample(text, hist));
   assert.ok(sample(text, 'pingd_http_request_duration_seconds_sum{route="/shortChanges.xml",method="GET",status_code="304"}') > 0);
 });
@@ -86,7 +90,12 @@ test('X-Request-Id on every kind of answer: documents (200, 304, 400, archive 40
     await get('/no/such/path'),
     await get('/metrics'),
     await get('/healthz'),
-    await t.app.inject({ method: 'POST', url: '/RPC2', headers: { 'content-type': 'text/xml' }, payload: methodCall('weblogUpdates.ping', ['Ids', uniqueUrl('ids')]) }),
+    await t.app.inject({
+      method: 'POST',
+      url: '/RPC2',
+      headers: { 'content-type': 'text/xml' },
+      payload: methodCall('weblogUpdates.ping', ['Ids', uniqueUrl('ids')]),
+    }),
   ];
   assert.deepEqual(
     answers.map((r) => r.statusCode),

@@ -64,7 +64,11 @@ describe('serving changes.xml', () => {
   test('200: one token per rendering, one strong ETag per coding, caching and length headers', async () => {
     assert.notEqual(tags.R1, tags.R2);
     assert.notEqual(tags.R2, tags.R3);
-    for (const [ae, suffix, ce] of [['identity', '', undefined], ['gzip', '-gz', 'gzip'], ['gzip;q=0.5, br', '-br', 'br']] as const) {
+    for (const [ae, suffix, ce] of [
+      ['identity', '', undefined],
+      ['gzip', '-gz', 'gzip'],
+      ['gzip;q=0.5, br', '-br', 'br'],
+    ] as const) {
       const r = await req('/changes.xml', { 'accept-encoding': ae });
       assert.equal(r.status, 200);
       assert.equal(r.headers.etag, `"${tags.R3}${suffix}"`);
@@ -77,7 +81,10 @@ describe('serving changes.xml', () => {
       assert.equal(r.headers.im, undefined);
       assert.deepEqual(decodeBody(r.raw, ce), full.R3);
     }
-    assert.deepEqual(strictParse(full.R3).children.map((c) => c.attrs.name), ['C2 & <co>', 'C1', 'B1', 'A2', 'A1']);
+    assert.deepEqual(
+      strictParse(full.R3).children.map((c) => c.attrs.name),
+      ['C2 & <co>', 'C1', 'B1', 'A2', 'A1'],
+    );
   });
 
   test('HEAD: the headers of the GET, no body', async () => {
@@ -86,11 +93,12 @@ describe('serving changes.xml', () => {
       const h = await req('/changes.xml', { 'accept-encoding': ae }, 'HEAD');
       assert.equal(h.status, 200);
       assert.equal(h.raw.length, 0);
-      for (const k of ['etag', 'last-modified', 'cache-control', 'vary', 'content-type', 'content-length', 'content-encoding']) assert.equal(h.headers[k], g.headers[k], `${ae} ${k}`);
+      for (const k of ['etag', 'last-modified', 'cache-control', 'vary', 'content-type', 'content-length', 'content-encoding'])
+        assert.equal(h.headers[k], g.headers[k], `${ae} ${k}`);
     }
   });
 
-  test('If-None-Match → 304 carrying the 200\'s validators and caching headers: exact, weak, lists, *, other coding, proxy suffixes', async () => {
+  test("If-None-Match → 304 carrying the 200's validators and caching headers: exact, weak, lists, *, other coding, proxy suffixes", async () => {
     const forms = [
       `"${tags.R3}"`,
       `W/"${tags.R3}"`,
@@ -102,7 +110,11 @@ describe('serving changes.xml', () => {
       '*',
     ];
     for (const inm of forms) {
-      for (const [ae, suffix] of [['identity', ''], ['gzip', '-gz'], ['br', '-br']] as const) {
+      for (const [ae, suffix] of [
+        ['identity', ''],
+        ['gzip', '-gz'],
+        ['br', '-br'],
+      ] as const) {
         const r = await req('/changes.xml', { 'if-none-match': inm, 'accept-encoding': ae });
         assert.equal(r.status, 304, `${inm} (${ae})`);
         assert.equal(r.raw.length, 0);
@@ -135,7 +147,11 @@ describe('serving changes.xml', () => {
 
   test('226 IM Used: only the weblogs pinged after the named rendering, a complete document, in every coding', async () => {
     const expected = prefixOf(full.R3, 3);
-    for (const [ae, suffix, ce] of [['identity', '', undefined], ['gzip', '-gz', 'gzip'], ['br', '-br', 'br']] as const) {
+    for (const [ae, suffix, ce] of [
+      ['identity', '', undefined],
+      ['gzip', '-gz', 'gzip'],
+      ['br', '-br', 'br'],
+    ] as const) {
       for (const stored of ['', '-gz', '-br']) {
         const r = await req('/changes.xml', { 'a-im': 'feed', 'if-none-match': `"${tags.R1}${stored}"`, 'accept-encoding': ae });
         assert.equal(r.status, 226, `${ae} from ${stored}`);
@@ -152,7 +168,10 @@ describe('serving changes.xml', () => {
     }
     // What every one of them decoded to: a complete document of the three new weblogs.
     const doc = strictParse(expected);
-    assert.deepEqual(doc.children.map((c) => c.attrs.name), ['C2 & <co>', 'C1', 'B1']);
+    assert.deepEqual(
+      doc.children.map((c) => c.attrs.name),
+      ['C2 & <co>', 'C1', 'B1'],
+    );
     assert.deepEqual(doc.root.attrs, strictParse(full.R3).root.attrs);
     // From R2: C1 and C2 only. HEAD gives the same headers.
     const g = await req('/changes.xml', { 'a-im': 'feed', 'if-none-match': `"${tags.R2}"`, 'accept-encoding': 'gzip' });
@@ -161,7 +180,8 @@ describe('serving changes.xml', () => {
     const h = await req('/changes.xml', { 'a-im': 'feed', 'if-none-match': `"${tags.R2}"`, 'accept-encoding': 'gzip' }, 'HEAD');
     assert.equal(h.status, 226);
     assert.equal(h.raw.length, 0);
-    for (const k of ['etag', 'im', 'cache-control', 'content-length', 'content-encoding', 'vary']) assert.equal(h.headers[k], g.headers[k], k);
+    for (const k of ['etag', 'im', 'cache-control', 'content-length', 'content-encoding', 'vary'])
+      assert.equal(h.headers[k], g.headers[k], k);
     // Several tags: the newest rendering we know gives the smallest delta.
     const both = await req('/changes.xml', { 'a-im': 'feed, gzip', 'if-none-match': `"${tags.R1}", W/"${tags.R2}-br", "foreign"` });
     assert.equal(both.status, 226);
@@ -193,7 +213,11 @@ describe('serving changes.xml', () => {
   });
 
   test('?since=<cursor from the ETag>: the same delta as a cacheable 200', async () => {
-    for (const [ae, ce] of [['identity', undefined], ['gzip', 'gzip'], ['br', 'br']] as const) {
+    for (const [ae, ce] of [
+      ['identity', undefined],
+      ['gzip', 'gzip'],
+      ['br', 'br'],
+    ] as const) {
       const r = await req(`/changes.xml?since=${tags.R1}`, { 'accept-encoding': ae });
       assert.equal(r.status, 200);
       assert.equal(r.headers['cache-control'], 'public, max-age=10');
@@ -219,14 +243,20 @@ describe('serving changes.xml', () => {
       const r = await req(`/changes.xml?since=${encodeURIComponent(bad)}`);
       assert.equal(r.status, 400, bad);
       assert.equal(r.headers['cache-control'], 'no-store');
-      assert.equal(r.raw.toString(), 'since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n');
+      assert.equal(
+        r.raw.toString(),
+        'since must be a cursor taken from this document\'s ETag (the text between the quotes, without any "-gz"/"-br" suffix).\n',
+      );
     }
   });
 
   test('a delta with nothing new: entries only left the window → 226 with an empty document', async () => {
     // At T+271 s, A1 (pinged at T-30 s) leaves shortChanges.xml; nobody pinged since S3.
     const r = await t.app.renderer.tick({ now: new Date(T + 271_000) });
-    assert.deepEqual(r?.rendered.map((x) => x.path).filter((p) => p !== '/updates.xml'), ['/shortChanges.xml']);
+    assert.deepEqual(
+      r?.rendered.map((x) => x.path).filter((p) => p !== '/updates.xml'),
+      ['/shortChanges.xml'],
+    );
     const d = await req('/shortChanges.xml', { 'a-im': 'feed', 'if-none-match': `"${tags.S3}"` });
     assert.equal(d.status, 226);
     const doc = strictParse(d.raw);
@@ -249,8 +279,12 @@ describe('serving changes.xml', () => {
 
   test('responses are counted by status with the bytes sent', async () => {
     // Only our lines, so a failure prints something readable.
-    const text = (await t.app.metrics.metrics()).split('\n').filter((l) => l.startsWith('pingd_publish_')).join('\n');
-    for (const status of ['200', '226', '304', '400']) assert.match(text, new RegExp(`pingd_publish_responses_total\\{document="changes.xml",status="${status}"\\} [1-9]`));
+    const text = (await t.app.metrics.metrics())
+      .split('\n')
+      .filter((l) => l.startsWith('pingd_publish_'))
+      .join('\n');
+    for (const status of ['200', '226', '304', '400'])
+      assert.match(text, new RegExp(`pingd_publish_responses_total\\{document="changes.xml",status="${status}"\\} [1-9]`));
     assert.match(text, /pingd_publish_response_bytes_total\{document="changes.xml",status="226"\} [1-9]/);
     assert.match(text, /pingd_publish_render_duration_seconds_count\{document="changes.xml"\} [1-9]/);
     assert.match(text, /pingd_publish_document_bytes\{document="changes.xml",encoding="br"\} [1-9]/);
@@ -316,8 +350,11 @@ describe('real HTTP clients', () => {
   /** Runs curl (asynchronously: the server answering it lives in this process). */
   async function curl(args: string[]): Promise<{ status: number; headers: Record<string, string>; body: Buffer }> {
     const out = await new Promise<Buffer>((resolve, reject) =>
-      execFile('curl', ['-s', '-S', '--max-time', '10', '-D', '-', ...args], { encoding: 'buffer', maxBuffer: 64 << 20 }, (err, stdout, stderr) =>
-        err ? reject(new Error(`curl failed: ${err.message} ${stderr.toString()}`)) : resolve(stdout),
+      execFile(
+        'curl',
+        ['-s', '-S', '--max-time', '10', '-D', '-', ...args],
+        { encoding: 'buffer', maxBuffer: 64 << 20 },
+        (err, stdout, stderr) => (err ? reject(new Error(`curl failed: ${err.message} ${stderr.toString()}`)) : resolve(stdout)),
       ),
     );
     const sep = out.indexOf('\r\n\r\n');
@@ -344,12 +381,24 @@ describe('real HTTP clients', () => {
     await t.app.renderer.tick({ now: new Date(T2 + 5000) });
     const identity = (await curl([`${t.url}/changes.xml`])).body;
     for (const ae of ['gzip', 'br']) {
-      const d = await curl(['--compressed', '-H', `Accept-Encoding: ${ae}`, '-H', 'A-IM: feed', '-H', `If-None-Match: ${base}`, `${t.url}/changes.xml`]);
+      const d = await curl([
+        '--compressed',
+        '-H',
+        `Accept-Encoding: ${ae}`,
+        '-H',
+        'A-IM: feed',
+        '-H',
+        `If-None-Match: ${base}`,
+        `${t.url}/changes.xml`,
+      ]);
       assert.equal(d.status, 226, ae);
       assert.equal(d.headers['content-encoding'], ae);
       assert.equal(d.headers.im, 'feed');
       const doc = strictParse(d.body);
-      assert.deepEqual(doc.children.map((c) => c.attrs.name), ['New 2', 'New 1']);
+      assert.deepEqual(
+        doc.children.map((c) => c.attrs.name),
+        ['New 2', 'New 1'],
+      );
       assert.ok(identity.toString().startsWith(d.body.subarray(0, d.body.length - '</weblogUpdates>\n'.length).toString()));
       const c = await curl(['-H', 'A-IM: feed', '-H', `If-None-Match: ${d.headers.etag}`, `${t.url}/changes.xml`]);
       assert.equal(c.status, 304);

@@ -43,7 +43,10 @@ describe('big documents', () => {
     const expected = Buffer.from([...lines.slice(0, 2 + 16_000), '</weblogUpdates>', ''].join('\n'));
     assert.ok(expected.length > 1 << 20);
     for (const enc of ['identity', 'gzip', 'br']) {
-      const d = await t.app.inject({ url: '/changes.xml', headers: { 'a-im': 'feed', 'if-none-match': String(base.headers.etag), 'accept-encoding': enc } });
+      const d = await t.app.inject({
+        url: '/changes.xml',
+        headers: { 'a-im': 'feed', 'if-none-match': String(base.headers.etag), 'accept-encoding': enc },
+      });
       assert.equal(d.statusCode, 226, enc);
       assert.equal(Number(d.headers['content-length']), d.rawPayload.length);
       assert.ok(decodeBody(d.rawPayload, d.headers['content-encoding']).equals(expected), `delta ${enc}`);
@@ -60,7 +63,11 @@ describe('big documents', () => {
       `select variant, count(*)::int as n from rendering_chunks where rendering_id = $1 group by variant order by variant`,
       [r.id],
     );
-    assert.deepEqual(stored.map((s) => s.variant), ['br', 'gzip'], 'no identity chunks');
+    assert.deepEqual(
+      stored.map((s) => s.variant),
+      ['br', 'gzip'],
+      'no identity chunks',
+    );
     const identity = await t.app.inject({ url: path });
     assert.equal(identity.statusCode, 200);
     assert.equal(identity.headers['content-encoding'], undefined);

@@ -11,13 +11,27 @@ import { createTestDatabase, startApp, uniqueUrl, type TestDatabase } from '../.
 import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { insertPings, strictParse } from '../helpers.js';
 
-function cli(args: string[], db: TestDatabase, env: Record<string, string> = {}): Promise<{ status: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  db: TestDatabase,
+  env: Record<string, string> = {},
+): Promise<{ status: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       ['--import', 'tsx', 'src/cli.ts', ...args],
-      { env: { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: db.config.DATABASE_URL ?? '', DATA_DIR: db.config.DATA_DIR ?? './data', ...env }, encoding: 'utf8' },
-      (err, stdout, stderr) => resolve({ status: err ? Number((err as NodeJS.ErrnoException & { code?: unknown }).code ?? 1) : 0, stdout, stderr }),
+      {
+        env: {
+          ...process.env,
+          LOG_LEVEL: 'silent',
+          DATABASE_URL: db.config.DATABASE_URL ?? '',
+          DATA_DIR: db.config.DATA_DIR ?? './data',
+          ...env,
+        },
+        encoding: 'utf8',
+      },
+      (err, stdout, stderr) =>
+        resolve({ status: err ? Number((err as NodeJS.ErrnoException & { code?: unknown }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -75,7 +89,10 @@ test('pingd render: renders everything now; --hour renders one archive again; ba
       }
       const archive = await t.app.inject({ url: archivePath(H) });
       assert.equal(archive.headers['cache-control'], 'public, max-age=31536000, immutable');
-      assert.deepEqual(strictParse(archive.rawPayload).children.map((c) => c.attrs.name), ['Past 1', 'Past 2']);
+      assert.deepEqual(
+        strictParse(archive.rawPayload).children.map((c) => c.attrs.name),
+        ['Past 1', 'Past 2'],
+      );
       assert.ok((await t.app.inject({ url: '/changes.xml' })).body.includes(now));
     } finally {
       await t.app.close();
@@ -102,7 +119,10 @@ test('PUBLISH_DIR: every rendering replaces the files atomically (a new inode, n
     assert.deepEqual(zlib.gunzipSync(readFileSync(join(dir, 'changes.xml.gz'))), file);
     assert.deepEqual(zlib.brotliDecompressSync(readFileSync(join(dir, 'changes.xml.br'))), file);
     const walk = (d: string): string[] => readdirSync(d).flatMap((f) => (statSync(join(d, f)).isDirectory() ? walk(join(d, f)) : [f]));
-    assert.deepEqual(walk(dir).filter((f) => f.includes('.tmp-')), []);
+    assert.deepEqual(
+      walk(dir).filter((f) => f.includes('.tmp-')),
+      [],
+    );
     assert.ok(existsSync(join(dir, archivePath(hourStart(Date.now())))));
   } finally {
     await t.close();

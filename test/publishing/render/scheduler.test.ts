@@ -23,7 +23,10 @@ test('publishing configuration is validated', () => {
   assert.equal(loadConfig({}).RENDER_SCHEDULER, true);
   assert.equal(loadConfig({}).PUBLISH_DELTA_WINDOW, 900);
   assert.equal(loadConfig({}).PUBLISH_POINTER_TTL_MS, 1000);
-  assert.throws(() => loadConfig({ PUBLISH_DELTA_WINDOW: '5' }), (e: Error) => e instanceof ConfigError && /PUBLISH_DELTA_WINDOW must be between 10 and 3600, got 5/.test(e.message));
+  assert.throws(
+    () => loadConfig({ PUBLISH_DELTA_WINDOW: '5' }),
+    (e: Error) => e instanceof ConfigError && /PUBLISH_DELTA_WINDOW must be between 10 and 3600, got 5/.test(e.message),
+  );
   assert.throws(() => loadConfig({ PUBLISH_POINTER_TTL_MS: '-1' }), /PUBLISH_POINTER_TTL_MS must be between 0 and 60000/);
   assert.throws(() => loadConfig({ RENDER_SCHEDULER: 'sometimes' }), /RENDER_SCHEDULER must be true or false/);
 });
@@ -32,7 +35,10 @@ test('scheduled: a ping appears at the next tick with no manual render; max-age 
   const t = await startApp({ RENDER_SCHEDULER: true, RENDER_CRON: '* * * * * *', PUBLISH_POINTER_TTL_MS: 0 });
   try {
     await t.app.ready();
-    assert.ok([...cron.getTasks().values()].some((task) => task.name === 'pingd-render'), 'the render task is scheduled');
+    assert.ok(
+      [...cron.getTasks().values()].some((task) => task.name === 'pingd-render'),
+      'the render task is scheduled',
+    );
     const url = uniqueUrl('scheduled');
     const accepted = await t.app.pings.accept({ method: 'ping', name: 'Scheduled', url });
     assert.equal(accepted.ok, true);
@@ -72,7 +78,10 @@ test('a dear changes.xml waits for later ticks (shortChanges.xml does not); a ch
     const second = uniqueUrl('dear-second');
     assert.equal((await t.app.pings.accept({ method: 'ping', name: 'Second', url: second })).ok, true);
     const r = await t.app.renderer.tick();
-    assert.deepEqual(r!.rendered.map((x) => x.path).filter((p) => !/^\/\d{4}\//.test(p)), ['/shortChanges.xml']);
+    assert.deepEqual(
+      r!.rendered.map((x) => x.path).filter((p) => !/^\/\d{4}\//.test(p)),
+      ['/shortChanges.xml'],
+    );
     assert.ok(r!.unchanged.includes('/changes.xml'), JSON.stringify(r));
     assert.equal((await t.app.inject({ url: '/changes.xml' })).body.includes(second), false, 'changes.xml waits');
     assert.ok((await t.app.inject({ url: '/shortChanges.xml' })).body.includes(second), 'shortChanges.xml does not');

@@ -14,7 +14,12 @@ let base: string;
 
 before(async () => {
   target = await startTarget('127.0.0.40');
-  t = await startApp({ RELAY_TARGETS: [target.url], FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'), RELAY_RATE_PER_MIN: 6000, FETCH_TIMEOUT_MS: 2000 });
+  t = await startApp({
+    RELAY_TARGETS: [target.url],
+    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+    RELAY_RATE_PER_MIN: 6000,
+    FETCH_TIMEOUT_MS: 2000,
+  });
   Object.assign(t.app.relay.timing, { retryBaseMs: 200, retryMaxMs: 400, breakerAfter: 100, pollMs: 200, deriveGapMs: 20, flushMs: 20 });
   base = await t.listen();
 });
@@ -87,7 +92,10 @@ test('a fault to extendedPing falls back to ping at once, and the target gets pi
     await extendedPing(base, ['Remembered', next, next, `${next}rss`]);
     await target.until(() => callsFor(next).length === 1);
     await sleep(100);
-    assert.deepEqual(callsFor(next).map((c) => c.method), ['weblogUpdates.ping']);
+    assert.deepEqual(
+      callsFor(next).map((c) => c.method),
+      ['weblogUpdates.ping'],
+    );
   } finally {
     await target.set({ fault_extended: false });
   }
@@ -98,7 +106,11 @@ test('a target that stops listening gets the relay once it is back (retried with
   const url = uniqueUrl('comeback');
   try {
     assert.equal(await httpPing(base, 'Comeback', url), 200);
-    await eventually(async () => ((await targetStatus(t.app.db, 100))[0].lastError ?? '').includes('ECONNREFUSED'), 5000, 'a failed attempt');
+    await eventually(
+      async () => ((await targetStatus(t.app.db, 100))[0].lastError ?? '').includes('ECONNREFUSED'),
+      5000,
+      'a failed attempt',
+    );
   } finally {
     await target.set({ listen: true });
   }

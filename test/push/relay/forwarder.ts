@@ -34,7 +34,13 @@ export async function startForwarder(
   const changed = () => {
     for (const w of [...waiters]) w();
   };
-  const unescape = (v: string) => v.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+  const unescape = (v: string) =>
+    v
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&quot;/g, '"')
+      .replace(/&apos;/g, "'")
+      .replace(/&amp;/g, '&');
   const forward = async (name: string, url: string) => {
     const r = await fetch(`${next()}/RPC2`, {
       method: 'POST',
@@ -51,7 +57,9 @@ export async function startForwarder(
     req.on('end', async () => {
       const body = Buffer.concat(chunks).toString('utf8');
       const method = /<methodName>([^<]*)<\/methodName>/.exec(body)?.[1] ?? '';
-      const params = [...body.matchAll(/<param>\s*<value>(?:\s*<string>)?([^<]*)(?:<\/string>\s*)?<\/value>\s*<\/param>/g)].map((m) => unescape(m[1]));
+      const params = [...body.matchAll(/<param>\s*<value>(?:\s*<string>)?([^<]*)(?:<\/string>\s*)?<\/value>\s*<\/param>/g)].map((m) =>
+        unescape(m[1]),
+      );
       calls.push({ method, params, ua: req.headers['user-agent'] ?? null, t: Date.now() / 1000 });
       changed();
       const [name, url] = params;
@@ -92,7 +100,11 @@ export async function startForwarder(
         };
         const timer = setTimeout(() => {
           waiters.delete(check);
-          reject(new Error(`timed out waiting for ${what}; calls: ${JSON.stringify(calls.map((c) => c.params[1]))}, forwarded: ${JSON.stringify(forwarded)}`));
+          reject(
+            new Error(
+              `timed out waiting for ${what}; calls: ${JSON.stringify(calls.map((c) => c.params[1]))}, forwarded: ${JSON.stringify(forwarded)}`,
+            ),
+          );
         }, ms);
         waiters.add(check);
         check();
@@ -108,8 +120,12 @@ export async function startForwarder(
 /** Resolves once the relay's cursor has passed every ping stored so far (their jobs, folds and drops are committed). */
 export async function derivedAll(db: { query<T>(sql: string, params?: unknown[]): Promise<T[]> }, ms = 15_000): Promise<void> {
   const [{ last }] = await db.query<{ last: number }>('select coalesce(max(id), 0)::bigint as last from pings');
-  await eventually(async () => {
-    const [c] = await db.query<{ position: number }>('select position from relay_cursor where id = 1');
-    return c !== undefined && Number(c.position) >= Number(last);
-  }, ms, `the relay cursor at ping ${last}`);
+  await eventually(
+    async () => {
+      const [c] = await db.query<{ position: number }>('select position from relay_cursor where id = 1');
+      return c !== undefined && Number(c.position) >= Number(last);
+    },
+    ms,
+    `the relay cursor at ping ${last}`,
+  );
 }

@@ -43,7 +43,10 @@ export async function startTarget(host = '127.0.0.40', port = 0): Promise<Target
       for (const w of waiters.splice(0)) w();
     }
   });
-  const p = await Promise.race([gotPort, new Promise<never>((_, rej) => setTimeout(() => rej(new Error('the Python target did not start')), 10_000))]);
+  const p = await Promise.race([
+    gotPort,
+    new Promise<never>((_, rej) => setTimeout(() => rej(new Error('the Python target did not start')), 10_000)),
+  ]);
   return {
     url: `http://${host}:${p}/RPC2`,
     port: p,
@@ -56,7 +59,10 @@ export async function startTarget(host = '127.0.0.40', port = 0): Promise<Target
     },
     until(pred, ms = 15_000) {
       return new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out; the target saw ${calls.length} calls: ${JSON.stringify(calls.slice(-5))}`)), ms);
+        const timer = setTimeout(
+          () => reject(new Error(`timed out; the target saw ${calls.length} calls: ${JSON.stringify(calls.slice(-5))}`)),
+          ms,
+        );
         const check = () => {
           if (pred(calls)) {
             clearTimeout(timer);
@@ -75,7 +81,11 @@ export async function startTarget(host = '127.0.0.40', port = 0): Promise<Target
 }
 
 /** An HTTP server that answers every POST with `status` and `Retry-After: retryAfter`, recording when. */
-export async function startBusyTarget(host: string, status: number, retryAfter: string): Promise<{ url: string; hits: number[]; close(): Promise<void> }> {
+export async function startBusyTarget(
+  host: string,
+  status: number,
+  retryAfter: string,
+): Promise<{ url: string; hits: number[]; close(): Promise<void> }> {
   const hits: number[] = [];
   const server = http.createServer((req, res) => {
     hits.push(Date.now());

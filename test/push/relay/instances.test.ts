@@ -6,7 +6,10 @@ import { BACKEND, createTestDatabase, startApp, type TestApp } from '../../helpe
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { httpPing, startTarget } from './helpers.js';
 
-const skip = BACKEND === 'postgres' ? false : 'needs PostgreSQL: the embedded database is one session in one process, so two instances cannot share it';
+const skip =
+  BACKEND === 'postgres'
+    ? false
+    : 'needs PostgreSQL: the embedded database is one session in one process, so two instances cannot share it';
 const N = 200;
 
 test('two instances, one database: each relay is sent once', { skip, timeout: 60_000 }, async () => {
@@ -15,7 +18,15 @@ test('two instances, one database: each relay is sent once', { skip, timeout: 60
   const apps: TestApp[] = [];
   try {
     for (let i = 0; i < 2; i++) {
-      const t = await startApp({ RELAY_TARGETS: [target.url], FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'), RELAY_RATE_PER_MIN: 60_000, PING_HOST_BUDGET: 0 }, tdb);
+      const t = await startApp(
+        {
+          RELAY_TARGETS: [target.url],
+          FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+          RELAY_RATE_PER_MIN: 60_000,
+          PING_HOST_BUDGET: 0,
+        },
+        tdb,
+      );
       Object.assign(t.app.relay.timing, { pollMs: 100, deriveGapMs: 20, flushMs: 20 });
       await t.listen();
       apps.push(t);
@@ -30,7 +41,10 @@ test('two instances, one database: each relay is sent once', { skip, timeout: 60
     await new Promise((r) => setTimeout(r, 500));
     const counts = new Map<string, number>();
     for (const c of target.calls) counts.set(c.params[1], (counts.get(c.params[1]) ?? 0) + 1);
-    assert.deepEqual([...counts.entries()].filter(([, n]) => n > 1), []);
+    assert.deepEqual(
+      [...counts.entries()].filter(([, n]) => n > 1),
+      [],
+    );
     assert.equal(target.calls.length, N);
   } finally {
     for (const t of apps) await t.close();

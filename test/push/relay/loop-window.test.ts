@@ -17,7 +17,13 @@ let base = '';
 before(async () => {
   // Passes every weblog on to A after answering A's relay, except the quiet- ones of the last test.
   forwarder = await startForwarder('127.0.0.53', () => base, { order: 'answer-first', forwards: (url) => !url.includes('://quiet-') });
-  t = await startApp({ RELAY_TARGETS: [forwarder.url], PING_MIN_INTERVAL: 0, PING_HOST_BUDGET: 0, RELAY_RATE_PER_MIN: 60_000, FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8') });
+  t = await startApp({
+    RELAY_TARGETS: [forwarder.url],
+    PING_MIN_INTERVAL: 0,
+    PING_HOST_BUDGET: 0,
+    RELAY_RATE_PER_MIN: 60_000,
+    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+  });
   Object.assign(t.app.relay.timing, { pollMs: 100, deriveGapMs: 20, flushMs: 20 });
   base = await t.listen();
 });
@@ -29,8 +35,10 @@ after(async () => {
 
 const calls = (f: Forwarder, url: string) => f.calls.filter((c) => c.params[1] === url).length;
 const suppressed = async (target: string) => (await targetStatus(t.app.db, 100)).find((s) => s.url === target)?.suppressed;
-const jobs = async (url: string) => t.app.db.query<{ state: string }>('select state from relay_jobs where weblog_url = $1 order by id', [url]);
-const pingsOf = async (url: string) => Number((await t.app.db.query<{ n: number }>('select count(*)::int as n from pings where url = $1', [url]))[0].n);
+const jobs = async (url: string) =>
+  t.app.db.query<{ state: string }>('select state from relay_jobs where weblog_url = $1 order by id', [url]);
+const pingsOf = async (url: string) =>
+  Number((await t.app.db.query<{ n: number }>('select count(*)::int as n from pings where url = $1', [url]))[0].n);
 
 test('A → a forwarder that drops the marker → A, with PING_MIN_INTERVAL=0: the ping is relayed once and stops (REGRESSION: it circulated for as long as it was watched)', async () => {
   const before = (await suppressed(forwarder.url)) ?? 0;
@@ -43,7 +51,10 @@ test('A → a forwarder that drops the marker → A, with PING_MIN_INTERVAL=0: t
   // written (the echo may have come while the relay's job was still in flight).
   await derivedAll(t.app.db);
   await eventually(async () => !(await jobs(url)).some((j) => j.state === 'pending'), 10_000, 'no relay of the weblog waiting');
-  assert.deepEqual((await jobs(url)).map((j) => j.state), ['delivered']);
+  assert.deepEqual(
+    (await jobs(url)).map((j) => j.state),
+    ['delivered'],
+  );
   assert.equal(await suppressed(forwarder.url), before + 1);
   // A sentinel through the same loop: the relay is live, and the first weblog is still at one relay.
   const sentinel = uniqueUrl('loop');
@@ -52,7 +63,10 @@ test('A → a forwarder that drops the marker → A, with PING_MIN_INTERVAL=0: t
   await derivedAll(t.app.db);
   await eventually(async () => !(await jobs(sentinel)).some((j) => j.state === 'pending'), 10_000, 'no relay of the sentinel waiting');
   assert.deepEqual({ loop: calls(forwarder, url), sentinel: calls(forwarder, sentinel) }, { loop: 1, sentinel: 1 });
-  assert.deepEqual((await jobs(sentinel)).map((j) => j.state), ['delivered']);
+  assert.deepEqual(
+    (await jobs(sentinel)).map((j) => j.state),
+    ['delivered'],
+  );
 });
 
 test('an echo that arrives while the relay is still being sent rides on that send, not on another (REGRESSION: it was folded in and sent again)', async () => {
@@ -62,7 +76,13 @@ test('an echo that arrives while the relay is still being sent rides on that sen
   const opened = new Promise<void>((r) => (open = r));
   let baseA = '';
   const gated = await startForwarder('127.0.0.54', () => baseA, { order: 'forward-first', release: () => opened });
-  const a = await startApp({ RELAY_TARGETS: [gated.url], PING_MIN_INTERVAL: 0, PING_HOST_BUDGET: 0, RELAY_RATE_PER_MIN: 60_000, FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8') });
+  const a = await startApp({
+    RELAY_TARGETS: [gated.url],
+    PING_MIN_INTERVAL: 0,
+    PING_HOST_BUDGET: 0,
+    RELAY_RATE_PER_MIN: 60_000,
+    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+  });
   try {
     Object.assign(a.app.relay.timing, { pollMs: 100, deriveGapMs: 20, flushMs: 20 });
     baseA = await a.listen();
@@ -72,10 +92,22 @@ test('an echo that arrives while the relay is still being sent rides on that sen
     await derivedAll(a.app.db);
     open();
     // The send's outcome settles the job: nothing of this weblog waits for the forwarder after it.
-    await eventually(async () => (await a.app.db.query<{ n: number }>(`select count(*)::int as n from relay_jobs where weblog_url = $1 and state = 'pending'`, [url]))[0].n === 0, 15_000, 'the job settled');
+    await eventually(
+      async () =>
+        (
+          await a.app.db.query<{ n: number }>(`select count(*)::int as n from relay_jobs where weblog_url = $1 and state = 'pending'`, [
+            url,
+          ])
+        )[0].n === 0,
+      15_000,
+      'the job settled',
+    );
     await derivedAll(a.app.db);
     assert.equal(calls(gated, url), 1);
-    assert.deepEqual((await a.app.db.query<{ state: string }>('select state from relay_jobs where weblog_url = $1', [url])).map((j) => j.state), ['delivered']);
+    assert.deepEqual(
+      (await a.app.db.query<{ state: string }>('select state from relay_jobs where weblog_url = $1', [url])).map((j) => j.state),
+      ['delivered'],
+    );
     assert.equal((await targetStatus(a.app.db, 100))[0].suppressed, 1);
   } finally {
     open();
@@ -93,10 +125,16 @@ test('a weblog relayed within RELAY_LOOP_WINDOW is not relayed again; once the w
   assert.equal(await httpPing(base, 'Quiet again', url), 200);
   await derivedAll(t.app.db);
   assert.equal(await suppressed(forwarder.url), before + 1);
-  assert.deepEqual((await jobs(url)).map((j) => j.state), ['delivered']);
+  assert.deepEqual(
+    (await jobs(url)).map((j) => j.state),
+    ['delivered'],
+  );
   // The window (3600 s by default) has passed for this weblog.
   await t.app.db.query(`update relay_jobs set finished_at = finished_at - interval '2 hours' where weblog_url = $1`, [url]);
   assert.equal(await httpPing(base, 'Quiet later', url), 200);
   await forwarder.until(() => calls(forwarder, url) === 2, 15_000, 'the relay after the window');
-  assert.deepEqual(forwarder.calls.filter((c) => c.params[1] === url).map((c) => c.params[0]), ['Quiet', 'Quiet later']);
+  assert.deepEqual(
+    forwarder.calls.filter((c) => c.params[1] === url).map((c) => c.params[0]),
+    ['Quiet', 'Quiet later'],
+  );
 });

@@ -26,7 +26,10 @@ before(async () => {
   busy503 = await startBusyTarget('127.0.0.47', 503, '3');
   busy429 = await startBusyTarget('127.0.0.48', 429, '3');
   const file = join(dir, 'relay.yaml');
-  writeFileSync(file, `targets:\n  - url: ${target.url}\n    rate_per_min: 120\n  - url: ${busy503.url}\n  - url: ${busy429.url}\n  - url: http://127.0.0.49:9/RPC2\n    enabled: false\n`);
+  writeFileSync(
+    file,
+    `targets:\n  - url: ${target.url}\n    rate_per_min: 120\n  - url: ${busy503.url}\n  - url: ${busy429.url}\n  - url: http://127.0.0.49:9/RPC2\n    enabled: false\n`,
+  );
   t = await startApp({ RELAY_FILE: file, RELAY_RATE_PER_MIN: 6000, FETCH_ALLOW_ADDRESSES: ALLOW, FETCH_TIMEOUT_MS: 2000 });
   Object.assign(t.app.relay.timing, { retryBaseMs: 100, retryMaxMs: 200, breakerAfter: 100, pollMs: 100, deriveGapMs: 20, flushMs: 20 });
   base = await t.listen();
@@ -61,7 +64,10 @@ test('the target sees relays no closer together than its rate allows (120 a minu
   // records also includes each request's own connect and hand-over time, which varies under load.
   const gaps = times.slice(1).map((x, i) => Math.round(x - times[i]));
   assert.ok(times[times.length - 1] - times[0] >= 4 * 500 - 150, `gaps ${gaps.join(', ')} ms`);
-  assert.ok(gaps.every((g) => g >= 350), `gaps ${gaps.join(', ')} ms`);
+  assert.ok(
+    gaps.every((g) => g >= 350),
+    `gaps ${gaps.join(', ')} ms`,
+  );
 });
 
 test('503 and 429 with Retry-After: 3 are not asked again for 3 seconds (though the retry backoff is 100 ms)', async () => {
@@ -74,8 +80,14 @@ test('503 and 429 with Retry-After: 3 are not asked again for 3 seconds (though 
     // none is sent in the 3 s after it (a margin for a late arrival: the embedded database shares this
     // thread). Without Retry-After the 100 ms backoff would bring one every few hundred milliseconds.
     const gaps = hits.slice(1).map((h, i) => h - hits[i]);
-    assert.ok(gaps.every((g) => g < 300 || g >= 2500), `gaps ${gaps.join(', ')} ms`);
-    assert.ok(gaps.some((g) => g >= 2500), `gaps ${gaps.join(', ')} ms`);
+    assert.ok(
+      gaps.every((g) => g < 300 || g >= 2500),
+      `gaps ${gaps.join(', ')} ms`,
+    );
+    assert.ok(
+      gaps.some((g) => g >= 2500),
+      `gaps ${gaps.join(', ')} ms`,
+    );
   }
   const of503 = async () => (await targetStatus(t.app.db, 100)).find((x) => x.url === busy503.url)!;
   // Outcomes are written in batches, a moment after the answers.
@@ -93,10 +105,15 @@ test('two instances listing each other (and themselves) settle after one hop', a
     for (const x of [a, b]) Object.assign(x.app.relay.timing, { pollMs: 100, deriveGapMs: 20, flushMs: 20 });
     await a.app.listen({ host: '127.0.0.44', port: pa });
     await b.app.listen({ host: '127.0.0.45', port: pb });
-    assert.deepEqual(a.app.relay.targets.map((x) => x.url), [`${ub}/RPC2`], 'its own PUBLIC_URL is left out');
+    assert.deepEqual(
+      a.app.relay.targets.map((x) => x.url),
+      [`${ub}/RPC2`],
+      'its own PUBLIC_URL is left out',
+    );
     const url = uniqueUrl('loop');
     assert.equal(await httpPing(ua, 'Loop', url), 200);
-    const pingsOf = async (x: TestApp) => x.app.db.query<{ user_agent: string | null }>('select user_agent from pings where url = $1', [url]);
+    const pingsOf = async (x: TestApp) =>
+      x.app.db.query<{ user_agent: string | null }>('select user_agent from pings where url = $1', [url]);
     await eventually(async () => (await pingsOf(b)).length === 1, 10_000, 'the relay at B');
     assert.match((await pingsOf(b))[0].user_agent ?? '', /^pingd-relay\//);
     await sleep(1000); // several derivations and polls on both sides

@@ -29,7 +29,13 @@ before(async () => {
   slow = await startForwarder('127.0.0.51', () => '', { forwards: () => false });
   const file = join(dir, 'relay.yaml');
   writeFileSync(file, `targets:\n  - url: ${fast.url}\n    rate_per_min: 60000\n  - url: ${slow.url}\n    rate_per_min: 1\n`);
-  t = await startApp({ RELAY_FILE: file, RELAY_QUEUE_MAX: MAX, PING_MIN_INTERVAL: 0, PING_HOST_BUDGET: 0, FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8') });
+  t = await startApp({
+    RELAY_FILE: file,
+    RELAY_QUEUE_MAX: MAX,
+    PING_MIN_INTERVAL: 0,
+    PING_HOST_BUDGET: 0,
+    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+  });
   Object.assign(t.app.relay.timing, { pollMs: 100, deriveGapMs: 20, flushMs: 20 });
   base = await t.listen();
 });
@@ -43,7 +49,12 @@ after(async () => {
 
 const status = async (url: string) => (await targetStatus(t.app.db, 100)).find((s) => s.url === url)!;
 const waiting = async (url: string) =>
-  (await t.app.db.query<{ weblog_url: string; name: string }>(`select weblog_url, name from relay_jobs where target = $1 and state = 'pending' order by ping_id`, [url])).map((r) => ({ ...r }));
+  (
+    await t.app.db.query<{ weblog_url: string; name: string }>(
+      `select weblog_url, name from relay_jobs where target = $1 and state = 'pending' order by ping_id`,
+      [url],
+    )
+  ).map((r) => ({ ...r }));
 
 const blogs = Array.from({ length: 20 }, () => uniqueUrl('bound'));
 /** What the bound dropped at the fast target (a page of more new weblogs than RELAY_QUEUE_MAX can). */
@@ -60,7 +71,10 @@ test('a target that cannot keep up keeps at most RELAY_QUEUE_MAX weblogs waiting
   const s = await status(slow.url);
   assert.deepEqual({ pending: s.pending, dropped: s.dropped, delivered: s.delivered }, { pending: MAX, dropped: 19 - MAX, delivered: 1 });
   // The newest stay: a relay late by RELAY_QUEUE_MAX turns is still worth sending, an older one is dropped.
-  assert.deepEqual((await waiting(slow.url)).map((j) => j.weblog_url), blogs.slice(-MAX));
+  assert.deepEqual(
+    (await waiting(slow.url)).map((j) => j.weblog_url),
+    blogs.slice(-MAX),
+  );
   assert.equal(slow.calls.length, 1);
   // The bound is per target: the fast one drains its own queue (a page of more than RELAY_QUEUE_MAX new
   // weblogs can overflow even its queue before a claim: each weblog is then delivered or counted dropped).
@@ -71,7 +85,6 @@ test('a target that cannot keep up keeps at most RELAY_QUEUE_MAX weblogs waiting
   fastDropped = f.dropped;
 });
 
-
 test('a weblog pinged again while it waits stays one job of its newest ping, and takes one place in the bound', async () => {
   const again = uniqueUrl('again');
   for (const name of ['First', 'Second', 'Third']) assert.equal(await httpPing(base, name, again), 200);
@@ -80,7 +93,10 @@ test('a weblog pinged again while it waits stays one job of its newest ping, and
   assert.deepEqual({ pending: s.pending, dropped: s.dropped }, { pending: MAX, dropped: 19 - MAX + 1 });
   const jobs = await waiting(slow.url);
   assert.deepEqual(jobs.at(-1), { weblog_url: again, name: 'Third' });
-  assert.deepEqual(jobs.slice(0, -1).map((j) => j.weblog_url), blogs.slice(-(MAX - 1)));
+  assert.deepEqual(
+    jobs.slice(0, -1).map((j) => j.weblog_url),
+    blogs.slice(-(MAX - 1)),
+  );
   await eventually(async () => (await status(fast.url)).pending === 0, 10_000, 'the fast target drained');
 });
 
@@ -99,7 +115,9 @@ test('what was dropped shows in `pingd relay status`, /api/stats and /status', a
 
   const stats = await t.app.inject({ url: '/api/stats' });
   assert.equal(stats.statusCode, 200);
-  const relay = (stats.json() as { health: { queues: { name: string; depth: number; dropped?: number }[] } }).health.queues.find((q) => q.name === 'relay');
+  const relay = (stats.json() as { health: { queues: { name: string; depth: number; dropped?: number }[] } }).health.queues.find(
+    (q) => q.name === 'relay',
+  );
   assert.deepEqual({ depth: relay?.depth, dropped: relay?.dropped }, { depth: MAX, dropped: 19 - MAX + 1 + fastDropped });
 
   const page = await t.app.inject({ url: '/status' });
@@ -107,5 +125,8 @@ test('what was dropped shows in `pingd relay status`, /api/stats and /status', a
   assert.match(page.body, new RegExp(`id="relay-dropped">${19 - MAX + 1 + fastDropped}<`));
 
   const metrics = await t.app.inject({ url: '/metrics' });
-  assert.match(metrics.body, new RegExp(`pingd_relay_skipped_total\\{target="${slow.url.replace(/[./]/g, '\\$&')}",reason="dropped"\\} ${19 - MAX + 1}`));
+  assert.match(
+    metrics.body,
+    new RegExp(`pingd_relay_skipped_total\\{target="${slow.url.replace(/[./]/g, '\\$&')}",reason="dropped"\\} ${19 - MAX + 1}`),
+  );
 });

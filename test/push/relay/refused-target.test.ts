@@ -10,7 +10,8 @@ import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { createTestDatabase, testConfig } from '../../helpers/app.js';
 
 test('refusedTargets: literal and resolved addresses the policy refuses, each with its range', async () => {
-  const lookup = async (host: string) => (host === 'intranet.example' ? ['10.1.2.3'] : host === 'public.example' ? ['93.184.216.34'] : Promise.reject(new Error('ENOTFOUND')));
+  const lookup = async (host: string) =>
+    host === 'intranet.example' ? ['10.1.2.3'] : host === 'public.example' ? ['93.184.216.34'] : Promise.reject(new Error('ENOTFOUND'));
   const urls = ['http://127.0.0.1:8080/RPC2', 'http://intranet.example/RPC2', 'http://public.example/RPC2', 'http://nowhere.example/RPC2'];
   assert.deepEqual(await refusedTargets(urls, DEFAULT_POLICY, lookup), [
     { url: 'http://127.0.0.1:8080/RPC2', address: '127.0.0.1', range: 'loopback' },
@@ -34,13 +35,19 @@ test('a refused relay target is warned about at start, naming FETCH_ALLOW_ADDRES
       }
     },
   };
-  const app = await buildApp({ config: testConfig(tdb, { LOG_LEVEL: 'warn', RELAY_TARGETS: ['http://127.0.0.1:9/RPC2'], FETCH_ALLOW_PRIVATE: false }), logStream: stream });
+  const app = await buildApp({
+    config: testConfig(tdb, { LOG_LEVEL: 'warn', RELAY_TARGETS: ['http://127.0.0.1:9/RPC2'], FETCH_ALLOW_PRIVATE: false }),
+    logStream: stream,
+  });
   try {
     await app.ready();
     await warned;
     const w = lines.find((l) => l.msg.startsWith('relay: target'));
     assert.equal(w?.level, 40);
-    assert.equal(w?.msg, 'relay: target http://127.0.0.1:9/RPC2 is at 127.0.0.1 (loopback), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=127.0.0.1)');
+    assert.equal(
+      w?.msg,
+      'relay: target http://127.0.0.1:9/RPC2 is at 127.0.0.1 (loopback), which the address policy refuses: every relay to it fails until FETCH_ALLOW_ADDRESSES includes it (e.g. FETCH_ALLOW_ADDRESSES=127.0.0.1)',
+    );
   } finally {
     await app.close();
     await tdb.drop();

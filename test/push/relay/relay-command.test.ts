@@ -17,7 +17,12 @@ let base: string;
 
 before(async () => {
   target = await startTarget('127.0.0.43');
-  t = await startApp({ RELAY_TARGETS: [target.url], FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'), RELAY_RATE_PER_MIN: 6000, RELAY_MAX_ATTEMPTS: 2 });
+  t = await startApp({
+    RELAY_TARGETS: [target.url],
+    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+    RELAY_RATE_PER_MIN: 6000,
+    RELAY_MAX_ATTEMPTS: 2,
+  });
   Object.assign(t.app.relay.timing, { retryBaseMs: 50, retryMaxMs: 100, breakerAfter: 100, pollMs: 100, deriveGapMs: 20, flushMs: 20 });
   base = await t.listen();
 });

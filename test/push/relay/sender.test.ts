@@ -9,16 +9,28 @@ import { RelaySender, MAX_ANSWER_BYTES } from '../../../src/push/relay/sender.js
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 
 const PING = { name: 'Bounded', url: 'http://bounded.example.com/', changesUrl: null, rssUrl: null, tags: null };
-const OK = '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>flerror</name><value><boolean>0</boolean></value></member><member><name>message</name><value>Thanks</value></member></struct></value></param></params></methodResponse>';
+const OK =
+  '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>flerror</name><value><boolean>0</boolean></value></member><member><name>message</name><value>Thanks</value></member></struct></value></param></params></methodResponse>';
 
 async function serve(handler: http.RequestListener): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer(handler);
   await new Promise<void>((r) => server.listen(0, '127.0.0.41', r));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.41:${port}/RPC2`, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+  return {
+    url: `http://127.0.0.41:${port}/RPC2`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
 }
 
-const sender = new RelaySender({ policy: { allowPrivate: false, allow: parseCidrList('127.0.0.0/8') }, userAgent: 'pingd-relay/1 (test)', timeoutMs: 20_000 });
+const sender = new RelaySender({
+  policy: { allowPrivate: false, allow: parseCidrList('127.0.0.0/8') },
+  userAgent: 'pingd-relay/1 (test)',
+  timeoutMs: 20_000,
+});
 
 test('a target answering without end is cut off at MAX_ANSWER_BYTES, not read until the deadline (REGRESSION: the xmlrpc client read whatever came)', async () => {
   let written = 0;

@@ -63,8 +63,13 @@ test('SIGKILL with ~500 relays queued: after a restart every weblog reaches the 
       assert.equal(await again.exited, 0, again.stderr());
     }
     const seen = new Set(target.calls.map((c) => c.params[1]));
-    assert.deepEqual(blogs.filter((u) => !seen.has(u)), []);
-    ctx.diagnostic(`${target.calls.length} calls for ${N} weblogs: ${target.calls.length - N} sent twice (claimed or in flight at the kill)`);
+    assert.deepEqual(
+      blogs.filter((u) => !seen.has(u)),
+      [],
+    );
+    ctx.diagnostic(
+      `${target.calls.length} calls for ${N} weblogs: ${target.calls.length - N} sent twice (claimed or in flight at the kill)`,
+    );
     const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 1, timeoutMs: 5000 });
     try {
       const [r] = await db.query<{ delivered: number; pending: number }>(

@@ -52,7 +52,9 @@ test('300 simultaneous connections never exceed STREAM_MAX_CLIENTS', async () =>
       assert.equal(c.headers['x-pingd-refused'], 'max_clients');
       assert.equal(c.headers['retry-after'], '10');
       assert.equal(c.retry, 10_000);
-      assert.deepEqual(c.events, [{ id: '', event: 'refused', data: JSON.stringify({ reason: 'max_clients', message: refusedMessage, retryMs: 10_000 }) }]);
+      assert.deepEqual(c.events, [
+        { id: '', event: 'refused', data: JSON.stringify({ reason: 'max_clients', message: refusedMessage, retryMs: 10_000 }) },
+      ]);
     }
     const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
     assert.match(metrics.body, new RegExp(`pingd_stream_disconnects_total\\{reason="refused"\\} ${burst - CAP}\\n`));
@@ -81,7 +83,15 @@ test('a connection refused because the database is away gives its place back', a
     assert.equal(c.headers['x-pingd-refused'], 'database_unavailable');
     assert.equal(c.retry, 5000);
     assert.deepEqual(c.events, [
-      { id: '', event: 'refused', data: JSON.stringify({ reason: 'database_unavailable', message: 'The database is unavailable; reconnect in a moment.', retryMs: 5000 }) },
+      {
+        id: '',
+        event: 'refused',
+        data: JSON.stringify({
+          reason: 'database_unavailable',
+          message: 'The database is unavailable; reconnect in a moment.',
+          retryMs: 5000,
+        }),
+      },
     ]);
     assert.equal(hub.size, 0);
   } finally {

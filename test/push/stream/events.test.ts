@@ -31,8 +31,13 @@ test('a ping event is one frame: id, event, and one line of JSON even when the n
 });
 
 test('a verified event carries the ping id, the outcome and the new items (none for other outcomes)', () => {
-  const v = toStreamEvent(row({ type: 'verified', pos: 50, outcome: 'verified', newItems: [{ title: 'T', link: 'http://l/', guid: null }] }));
-  assert.equal(v.frame, 'id: 50\nevent: verified\ndata: {"id":42,"url":"http://Blog.Example.com/","outcome":"verified","newItems":[{"title":"T","link":"http://l/","guid":null}]}\n\n');
+  const v = toStreamEvent(
+    row({ type: 'verified', pos: 50, outcome: 'verified', newItems: [{ title: 'T', link: 'http://l/', guid: null }] }),
+  );
+  assert.equal(
+    v.frame,
+    'id: 50\nevent: verified\ndata: {"id":42,"url":"http://Blog.Example.com/","outcome":"verified","newItems":[{"title":"T","link":"http://l/","guid":null}]}\n\n',
+  );
   const u = toStreamEvent(row({ type: 'verified', pos: 51, outcome: 'unchanged', newItems: null }));
   assert.match(u.frame, /"outcome":"unchanged","newItems":\[\]/);
 });
@@ -50,12 +55,25 @@ test('filters: a host matches itself and its subdomains only; tags ignore case; 
 });
 
 test('the request: Last-Event-ID wins over ?since=, an empty header is no header, IDN hosts match in ASCII', () => {
-  assert.deepEqual(parseStreamRequest({ since: '5' }, '9'), { ok: true, from: 9, filter: { host: null, tag: null, types: new Set(['ping', 'verified']) } });
+  assert.deepEqual(parseStreamRequest({ since: '5' }, '9'), {
+    ok: true,
+    from: 9,
+    filter: { host: null, tag: null, types: new Set(['ping', 'verified']) },
+  });
   assert.equal((parseStreamRequest({ since: '5' }, '') as { from: number }).from, 5);
   assert.equal((parseStreamRequest({}, undefined) as { from: number | null }).from, null);
-  assert.equal((parseStreamRequest({ host: 'Bücher.Example.' }, undefined) as { filter: StreamFilter }).filter.host, 'xn--bcher-kva.example');
-  assert.deepEqual(parseStreamRequest({ since: '1234567890123456' }, undefined), { ok: false, message: 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).' });
-  assert.deepEqual([...(parseStreamRequest({ types: ' verified , ping' }, undefined) as { filter: StreamFilter }).filter.types], ['verified', 'ping']);
+  assert.equal(
+    (parseStreamRequest({ host: 'Bücher.Example.' }, undefined) as { filter: StreamFilter }).filter.host,
+    'xn--bcher-kva.example',
+  );
+  assert.deepEqual(parseStreamRequest({ since: '1234567890123456' }, undefined), {
+    ok: false,
+    message: 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).',
+  });
+  assert.deepEqual(
+    [...(parseStreamRequest({ types: ' verified , ping' }, undefined) as { filter: StreamFilter }).filter.types],
+    ['verified', 'ping'],
+  );
 });
 
 test('the reset frame says why and where the stream continues', () => {

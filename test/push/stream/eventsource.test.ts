@@ -48,10 +48,15 @@ test('an EventSource refused beyond STREAM_MAX_CLIENTS comes back by itself once
     const seen = () => w.page.evaluate(() => (window as unknown as { seen: Seen }).seen);
 
     // Refused: the error leaves it CONNECTING (0), never CLOSED (2).
-    await w.page.waitForFunction(() => (window as unknown as { seen: Seen }).seen.log.some((l) => l.what === 'error'), undefined, { timeout: 10_000 });
+    await w.page.waitForFunction(() => (window as unknown as { seen: Seen }).seen.log.some((l) => l.what === 'error'), undefined, {
+      timeout: 10_000,
+    });
     const refused = await seen();
     const error = refused.log.find((l) => l.what === 'error')!;
-    assert.deepEqual(refused.log.map((l) => l.what), ['open', 'refused', 'error']);
+    assert.deepEqual(
+      refused.log.map((l) => l.what),
+      ['open', 'refused', 'error'],
+    );
     assert.equal(error.state, 0, `after the refusal the EventSource is CONNECTING, not CLOSED: ${JSON.stringify(refused.log)}`);
     assert.deepEqual(JSON.parse(refused.log.find((l) => l.what === 'refused')?.data ?? 'null'), {
       reason: 'max_clients',
@@ -63,10 +68,14 @@ test('an EventSource refused beyond STREAM_MAX_CLIENTS comes back by itself once
     await holder.waitUntil(() => t.app.stream.size === 0, 5000, 'the place to be freed');
     // It reconnects after the refusal's `retry:` (10 s), by itself.
     // (A refusal is a 200 stream too: it fires `open` before its `error`; the reconnection is the next one.)
-    await w.page.waitForFunction(() => {
-      const log = (window as unknown as { seen: Seen }).seen.log;
-      return log.filter((l) => l.what === 'open').length >= 2;
-    }, undefined, { timeout: 20_000 });
+    await w.page.waitForFunction(
+      () => {
+        const log = (window as unknown as { seen: Seen }).seen.log;
+        return log.filter((l) => l.what === 'open').length >= 2;
+      },
+      undefined,
+      { timeout: 20_000 },
+    );
     const url = uniqueUrl('after-refusal');
     const r = await fetch(`${base}/pingSiteForm?name=Back&url=${encodeURIComponent(url)}`);
     assert.equal(r.status, 200);
@@ -75,7 +84,9 @@ test('an EventSource refused beyond STREAM_MAX_CLIENTS comes back by itself once
     const back = await seen();
     const opens = back.log.filter((l) => l.what === 'open');
     const open = opens[opens.length - 1];
-    console.log(`# refused at +0 ms, reconnected by itself at +${open.at - error.at} ms: ${JSON.stringify(back.log.map((l) => [l.what, l.state]))}`);
+    console.log(
+      `# refused at +0 ms, reconnected by itself at +${open.at - error.at} ms: ${JSON.stringify(back.log.map((l) => [l.what, l.state]))}`,
+    );
     assert.ok(open.at - error.at >= 9_000, `it waited the refusal's retry (${open.at - error.at} ms)`);
     assert.deepEqual(w.errors, [], 'console errors');
     assert.deepEqual(w.offLoopback, []);
@@ -85,51 +96,55 @@ test('an EventSource refused beyond STREAM_MAX_CLIENTS comes back by itself once
   }
 });
 
-test('the npm eventsource client refused beyond STREAM_MAX_CLIENTS comes back by itself once a place is free (a 503 closed it for good)', { timeout: 60_000 }, async () => {
-  const holder = await openStream(`${base}/stream`);
-  await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
-  const log: { what: string; state: number; at: number }[] = [];
-  const pings: string[] = [];
-  let changed: () => void = () => undefined;
-  const note = (what: string) => {
-    log.push({ what, state: es.readyState, at: Date.now() });
-    changed();
-  };
-  const until = (ok: () => boolean, ms: number, what: string) =>
-    new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms: ${JSON.stringify(log)}`)), ms);
-      changed = () => {
-        if (ok()) {
-          clearTimeout(timer);
-          resolve();
-        }
-      };
+test(
+  'the npm eventsource client refused beyond STREAM_MAX_CLIENTS comes back by itself once a place is free (a 503 closed it for good)',
+  { timeout: 60_000 },
+  async () => {
+    const holder = await openStream(`${base}/stream`);
+    await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
+    const log: { what: string; state: number; at: number }[] = [];
+    const pings: string[] = [];
+    let changed: () => void = () => undefined;
+    const note = (what: string) => {
+      log.push({ what, state: es.readyState, at: Date.now() });
       changed();
-    });
-  const es = new NpmEventSource(`${base}/stream`);
-  try {
-    es.addEventListener('open', () => note('open'));
-    es.addEventListener('error', () => note('error'));
-    es.addEventListener('refused', () => note('refused'));
-    es.addEventListener('ping', (e) => {
-      pings.push(JSON.parse(e.data).url);
-      note('ping');
-    });
-    await until(() => log.some((l) => l.what === 'error'), 10_000, 'the refusal');
-    const error = log.find((l) => l.what === 'error')!;
-    assert.equal(error.state, NpmEventSource.CONNECTING, `after the refusal it reconnects, it is not CLOSED: ${JSON.stringify(log)}`);
-    holder.close();
-    await holder.waitUntil(() => t.app.stream.size === 0, 5000, 'the place to be freed');
-    await until(() => log.filter((l) => l.what === 'open').length >= 2, 20_000, 'the reconnection');
-    const url = uniqueUrl('npm-after-refusal');
-    const r = await fetch(`${base}/pingSiteForm?name=Back&url=${encodeURIComponent(url)}`);
-    assert.equal(r.status, 200);
-    await r.arrayBuffer();
-    await until(() => pings.includes(url), 10_000, 'the ping after the reconnection');
-    const opens = log.filter((l) => l.what === 'open');
-    console.log(`# npm eventsource: refused, reconnected by itself after ${opens[opens.length - 1].at - error.at} ms`);
-  } finally {
-    es.close();
-    holder.close();
-  }
-});
+    };
+    const until = (ok: () => boolean, ms: number, what: string) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms: ${JSON.stringify(log)}`)), ms);
+        changed = () => {
+          if (ok()) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        changed();
+      });
+    const es = new NpmEventSource(`${base}/stream`);
+    try {
+      es.addEventListener('open', () => note('open'));
+      es.addEventListener('error', () => note('error'));
+      es.addEventListener('refused', () => note('refused'));
+      es.addEventListener('ping', (e) => {
+        pings.push(JSON.parse(e.data).url);
+        note('ping');
+      });
+      await until(() => log.some((l) => l.what === 'error'), 10_000, 'the refusal');
+      const error = log.find((l) => l.what === 'error')!;
+      assert.equal(error.state, NpmEventSource.CONNECTING, `after the refusal it reconnects, it is not CLOSED: ${JSON.stringify(log)}`);
+      holder.close();
+      await holder.waitUntil(() => t.app.stream.size === 0, 5000, 'the place to be freed');
+      await until(() => log.filter((l) => l.what === 'open').length >= 2, 20_000, 'the reconnection');
+      const url = uniqueUrl('npm-after-refusal');
+      const r = await fetch(`${base}/pingSiteForm?name=Back&url=${encodeURIComponent(url)}`);
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+      await until(() => pings.includes(url), 10_000, 'the ping after the reconnection');
+      const opens = log.filter((l) => l.what === 'open');
+      console.log(`# npm eventsource: refused, reconnected by itself after ${opens[opens.length - 1].at - error.at} ms`);
+    } finally {
+      es.close();
+      holder.close();
+    }
+  },
+);

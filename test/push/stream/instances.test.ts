@@ -20,38 +20,50 @@ async function ping(base: string, url: string, name = `Blog ${url}`): Promise<vo
   assert.equal(r.status, 200, await r.text());
 }
 
-test('two instances on one PostgreSQL: a consumer on each gets every ping accepted by either, in the same order', { skip: BACKEND !== 'postgres' && 'the embedded database belongs to one process: there is no second instance to reach' }, async () => {
-  const db = await createTestDatabase({ migrated: true });
-  const a = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false }, db);
-  const b = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false }, db);
-  apps.push(b, a);
-  try {
-    const [ua, ub] = [await a.listen(), await b.listen()];
-    const ca = await openStream(`${ua}/stream`);
-    const cb = await openStream(`${ub}/stream`);
-    conns.push(ca, cb);
-    await ca.waitUntil(() => ca.retry !== null);
-    await cb.waitUntil(() => cb.retry !== null);
-    const urls = Array.from({ length: 200 }, () => uniqueUrl('multi'));
-    // Both instances take pings at once, several in flight each.
-    await Promise.all(
-      [0, 1, 2, 3].map(async (k) => {
-        for (let i = k; i < urls.length; i += 4) await ping(i % 2 ? ub : ua, urls[i]);
-      }),
-    );
-    const ids = (await a.app.db.query<{ id: number }>('select id from pings where url = any($1::text[]) order by id', [urls])).map((r) => String(r.id));
-    assert.equal(ids.length, 200);
-    await ca.waitFor(200, 10_000);
-    await cb.waitFor(200, 10_000);
-    assert.deepEqual(ca.events.map((e) => e.id), ids);
-    assert.deepEqual(cb.events.map((e) => e.id), ids);
-  } finally {
-    apps.splice(0, 2);
-    await a.close();
-    await b.close();
-    await db.drop();
-  }
-});
+test(
+  'two instances on one PostgreSQL: a consumer on each gets every ping accepted by either, in the same order',
+  { skip: BACKEND !== 'postgres' && 'the embedded database belongs to one process: there is no second instance to reach' },
+  async () => {
+    const db = await createTestDatabase({ migrated: true });
+    const a = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false }, db);
+    const b = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false }, db);
+    apps.push(b, a);
+    try {
+      const [ua, ub] = [await a.listen(), await b.listen()];
+      const ca = await openStream(`${ua}/stream`);
+      const cb = await openStream(`${ub}/stream`);
+      conns.push(ca, cb);
+      await ca.waitUntil(() => ca.retry !== null);
+      await cb.waitUntil(() => cb.retry !== null);
+      const urls = Array.from({ length: 200 }, () => uniqueUrl('multi'));
+      // Both instances take pings at once, several in flight each.
+      await Promise.all(
+        [0, 1, 2, 3].map(async (k) => {
+          for (let i = k; i < urls.length; i += 4) await ping(i % 2 ? ub : ua, urls[i]);
+        }),
+      );
+      const ids = (await a.app.db.query<{ id: number }>('select id from pings where url = any($1::text[]) order by id', [urls])).map((r) =>
+        String(r.id),
+      );
+      assert.equal(ids.length, 200);
+      await ca.waitFor(200, 10_000);
+      await cb.waitFor(200, 10_000);
+      assert.deepEqual(
+        ca.events.map((e) => e.id),
+        ids,
+      );
+      assert.deepEqual(
+        cb.events.map((e) => e.id),
+        ids,
+      );
+    } finally {
+      apps.splice(0, 2);
+      await a.close();
+      await b.close();
+      await db.drop();
+    }
+  },
+);
 
 test('a consumer that never reads is disconnected once STREAM_BUFFER_BYTES wait for it; the others keep their events', async () => {
   const t = await startApp({ PING_MIN_INTERVAL: 0, RENDER_SCHEDULER: false, STREAM_BUFFER_BYTES: 16384 });
@@ -77,7 +89,7 @@ test('a consumer that never reads is disconnected once STREAM_BUFFER_BYTES wait 
     await Promise.all(Array.from({ length: 50 }, () => ping(base, `${uniqueUrl('stall')}${long}`, name)));
     sent += 50;
   }
-  await reader.waitUntil(() => t.app.stream.size === 1, 5000, "the stalled connection to be dropped");
+  await reader.waitUntil(() => t.app.stream.size === 1, 5000, 'the stalled connection to be dropped');
   assert.ok(sent < 20_000, 'the stalled consumer was disconnected');
   const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="slow"\} 1/);

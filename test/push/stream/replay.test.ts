@@ -118,7 +118,11 @@ test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at on
   // One more event after all of them: anything sent twice would have arrived before it.
   const last = String(await ping(uniqueUrl('after')));
   await Promise.all(clients.map((c) => c.waitUntil((x) => x.lastEventId === last, 15_000, 'the last ping')));
-  for (const c of clients) assert.deepEqual(c.events.map((e) => e.id), [...expected, last]);
+  for (const c of clients)
+    assert.deepEqual(
+      c.events.map((e) => e.id),
+      [...expected, last],
+    );
   // The replays' reads, and one of the hub's own live reads.
   assert.ok(reads.most <= CONCURRENCY + 1, `${reads.most} stream reads ran at once with STREAM_REPLAY_CONCURRENCY=${CONCURRENCY}`);
   const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
@@ -137,12 +141,15 @@ test('a replay whose filter matches nothing reads no rows: the filter is in the 
   // The one event it takes, after everything stored: its arrival means the replay is over.
   const sentinel = await ping(`http://${host}/`);
   await c.waitFor(1, 30_000);
-  assert.deepEqual(c.events.map((e) => e.id), [String(sentinel)]);
+  assert.deepEqual(
+    c.events.map((e) => e.id),
+    [String(sentinel)],
+  );
   assert.equal(reads.rows, 1, 'the stream read only the sentinel, not the events its filter drops');
   c.close();
 });
 
-test('filters in the query keep exactly what the connection\'s own filter takes: hosts and subdomains, tags in any case', async () => {
+test("filters in the query keep exactly what the connection's own filter takes: hosts and subdomains, tags in any case", async () => {
   const base = `f-${stamp}.example.com`;
   const cases: [string, string | null][] = [
     [`http://${base}/`, 'Tech'],
@@ -165,7 +172,10 @@ test('filters in the query keep exactly what the connection\'s own filter takes:
   const both = await stream(`?since=${from}&host=${base}&tag=TECH`);
   const sentinel = `http://z.${base}/`;
   const body = `<?xml version="1.0"?><methodCall><methodName>weblogUpdates.extendedPing</methodName><params><param><value>F</value></param><param><value>${sentinel}</value></param><param><value>${sentinel}</value></param><param><value>${sentinel}feed</value></param><param><value>Tech|KK</value></param></params></methodCall>`;
-  assert.match(await (await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body })).text(), /<boolean>0<\/boolean>/);
+  assert.match(
+    await (await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body })).text(),
+    /<boolean>0<\/boolean>/,
+  );
   const urls = async (c: SseConnection) => {
     await c.waitUntil((x) => dataOf(x.events).some((p) => p.url === sentinel), 30_000, 'the sentinel');
     return dataOf(c.events).map((p) => p.url);
@@ -173,7 +183,13 @@ test('filters in the query keep exactly what the connection\'s own filter takes:
   const tagged = await urls(byTag);
   assert.equal(tagged.length, storedTagged + 4, 'the stored Tech pings, three spellings of tech, the sentinel');
   assert.deepEqual(tagged.slice(storedTagged), [`http://${base}/`, `http://blog.${base}/`, `http://not${base}/`, sentinel]);
-  assert.deepEqual(await urls(byHost), [`http://${base}/`, `http://blog.${base}/`, `https://${base}:8443/x`, `http://x.${base}/`, sentinel]);
+  assert.deepEqual(await urls(byHost), [
+    `http://${base}/`,
+    `http://blog.${base}/`,
+    `https://${base}:8443/x`,
+    `http://x.${base}/`,
+    sentinel,
+  ]);
   assert.deepEqual(await urls(byKelvin), [`https://${base}:8443/x`, sentinel]);
   assert.deepEqual(await urls(both), [`http://${base}/`, `http://blog.${base}/`, sentinel]);
   for (const c of [byHost, byTag, byKelvin, both]) c.close();
@@ -202,7 +218,10 @@ test('a replay whose client stops reading holds no turn: another replay finishes
   await until(() => blocked === CONCURRENCY + 1, 'the stalled replays to wait for their clients');
   const c = await stream('?since=0');
   await c.waitFor(stored.length, 30_000);
-  assert.deepEqual(c.events.slice(0, stored.length).map((e) => e.id), stored.map(String));
+  assert.deepEqual(
+    c.events.slice(0, stored.length).map((e) => e.id),
+    stored.map(String),
+  );
   for (const sub of held) hub.detach(sub);
   c.close();
 });

@@ -58,8 +58,14 @@ test('a connected client gets one `ping` event per accepted ping, in commit orde
   const events = await c.waitFor(3);
   assert.equal(c.retry, 3000);
   const ids = await idsOf(urls);
-  assert.deepEqual(events.map((e) => e.id), ids.map(String));
-  assert.deepEqual(events.map((e) => e.event), ['ping', 'ping', 'ping']);
+  assert.deepEqual(
+    events.map((e) => e.id),
+    ids.map(String),
+  );
+  assert.deepEqual(
+    events.map((e) => e.event),
+    ['ping', 'ping', 'ping'],
+  );
   const [first] = dataOf(events);
   const row = (await t.app.db.query<{ received_at: Date }>('select received_at from pings where id = $1', [ids[0]]))[0];
   assert.deepEqual(first, {
@@ -105,11 +111,17 @@ test('?since= resumes like Last-Event-ID, and Last-Event-ID wins over it (an Eve
   const ids = await idsOf(urls);
   const a = await stream(`?since=${ids[0]}`);
   await a.waitFor(2);
-  assert.deepEqual(a.events.slice(0, 2).map((e) => e.id), [String(ids[1]), String(ids[2])]);
+  assert.deepEqual(
+    a.events.slice(0, 2).map((e) => e.id),
+    [String(ids[1]), String(ids[2])],
+  );
   const b = await stream(`?since=${ids[0]}`, { 'last-event-id': String(ids[1]) });
   await b.waitFor(1);
   await new Promise((res) => setTimeout(res, 100));
-  assert.deepEqual(b.events.map((e) => e.id), [String(ids[2])]);
+  assert.deepEqual(
+    b.events.map((e) => e.id),
+    [String(ids[2])],
+  );
   a.close();
   b.close();
 });
@@ -135,7 +147,10 @@ test('a resume point older than what retention kept gets `event: reset` first, t
     const next = [uniqueUrl('reset')];
     await sendPings(next);
     await c.waitFor(2);
-    assert.deepEqual(dataOf(c.events).map((p) => p.url), next);
+    assert.deepEqual(
+      dataOf(c.events).map((p) => p.url),
+      next,
+    );
     c.close();
   } finally {
     await t.app.db.query('update stream_horizon set pruned_through = 0');
@@ -166,8 +181,14 @@ test('filters: ?host= takes the host and its subdomains, ?tag= a tag, ?types= th
   await byHost.waitFor(2);
   await byTag.waitFor(1);
   await new Promise((res) => setTimeout(res, 150));
-  assert.deepEqual(dataOf(byHost.events).map((p) => p.url), urls.slice(0, 2));
-  assert.deepEqual(dataOf(byTag.events).map((p) => [p.url, p.tags]), [[tagged, ['News', 'Tech']]]);
+  assert.deepEqual(
+    dataOf(byHost.events).map((p) => p.url),
+    urls.slice(0, 2),
+  );
+  assert.deepEqual(
+    dataOf(byTag.events).map((p) => [p.url, p.tags]),
+    [[tagged, ['News', 'Tech']]],
+  );
   assert.equal(byType.events.length, 0, 'verification is off: no verified events, and no ping events asked for');
   for (const c of [byHost, byType, byTag]) c.close();
 });
@@ -188,7 +209,11 @@ test('a client that has its headers gets every ping committed after, even while 
   await c.waitUntil((x) => x.events.some((e) => e.id === String(last)), 10_000, 'the last ping');
   const got = c.events.map((e) => Number(e.id));
   const first = got[0];
-  assert.deepEqual(got, ids.filter((i) => i >= first), 'every ping from the first one it got on, none missing');
+  assert.deepEqual(
+    got,
+    ids.filter((i) => i >= first),
+    'every ping from the first one it got on, none missing',
+  );
   for (const id of await idsOf(after)) assert.ok(got.includes(id), `ping ${id}, sent after the headers, arrived`);
   watcher.close();
   c.close();
@@ -262,7 +287,7 @@ test('beyond STREAM_MAX_CLIENTS a connection is refused with a 200 stream that e
     await a.waitUntil(() => small.app.stream.size === 1, 5000, 'the place to be freed');
     const d = await openStream(`${base}/stream`);
     assert.equal(d.status, 200);
-    await d.waitUntil((x) => x.retry === 3000, 5000, 'the stream\'s own retry');
+    await d.waitUntil((x) => x.retry === 3000, 5000, "the stream's own retry");
     assert.equal(d.headers['x-pingd-refused'], undefined);
     const metrics = await small.app.inject({ method: 'GET', url: '/metrics' });
     assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="refused"\} 5/);

@@ -38,7 +38,11 @@ async function app(mode: 'mark' | 'require'): Promise<TestApp> {
 }
 
 async function extendedPing(t: TestApp, name: string, url: string, feed: string): Promise<void> {
-  const r = await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: methodCall('weblogUpdates.extendedPing', [name, url, url, feed]) });
+  const r = await fetch(`${t.url}/RPC2`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/xml' },
+    body: methodCall('weblogUpdates.extendedPing', [name, url, url, feed]),
+  });
   assert.match(await r.text(), /<boolean>0<\/boolean>/);
 }
 
@@ -67,7 +71,10 @@ test('VERIFY_PINGS=mark: every ping event at once, then a `verified` event with 
   assert.deepEqual(byUrl.get(spam), { id: pSpam.id, url: spam, outcome: 'not_a_feed', newItems: [] });
   // Positions only grow, and a verified event comes after the ping it verifies.
   const ids = c.events.map((e) => Number(e.id));
-  assert.deepEqual([...ids].sort((a, b) => a - b), ids);
+  assert.deepEqual(
+    [...ids].sort((a, b) => a - b),
+    ids,
+  );
   const pos = (type: string, id: number) => Number(c.events.find((e) => e.event === type && JSON.parse(e.data).id === id)!.id);
   assert.ok(pos('verified', pGood.id) > pos('ping', pGood.id));
 
@@ -121,7 +128,10 @@ test('VERIFY_PINGS=require: a ping event only once its ping is verified; an unve
   const again = await openStream(`${t.url}/stream`, { 'last-event-id': c.events[0].id });
   conns.push(again);
   await again.waitFor(2);
-  assert.deepEqual(again.events.map((e) => [e.id, e.event]), c.events.slice(1).map((e) => [e.id, e.event]));
+  assert.deepEqual(
+    again.events.map((e) => [e.id, e.event]),
+    c.events.slice(1).map((e) => [e.id, e.event]),
+  );
 });
 
 test('an outcome committed but never stamped (the process died in between) is stamped by the poll and streamed', async () => {
@@ -129,14 +139,20 @@ test('an outcome committed but never stamped (the process died in between) is st
   const url = `${s.origin}/unstamped/`;
   await extendedPing(t, 'Unstamped', url, `${s.origin}/feed.xml`);
   await settled(t, url);
-  const [job] = await t.app.db.query<{ ping_id: number }>('select ping_id from ping_verifications v join pings p on p.id = v.ping_id where p.url = $1', [url]);
+  const [job] = await t.app.db.query<{ ping_id: number }>(
+    'select ping_id from ping_verifications v join pings p on p.id = v.ping_id where p.url = $1',
+    [url],
+  );
   // What a crash between the verifier's commit and the stamping leaves behind.
   await t.app.db.query('update ping_verifications set event_id = null, release_id = null where ping_id = $1', [job.ping_id]);
   const c = await openStream(`${t.url}/stream?types=verified&since=${job.ping_id}`);
   conns.push(c);
   await c.waitFor(1, 5000);
   assert.deepEqual(JSON.parse(c.events[0].data), { id: Number(job.ping_id), url, outcome: 'verified', newItems: [NEWEST] });
-  const [row] = await t.app.db.query<{ event_id: number; release_id: number }>('select event_id, release_id from ping_verifications where ping_id = $1', [job.ping_id]);
+  const [row] = await t.app.db.query<{ event_id: number; release_id: number }>(
+    'select event_id, release_id from ping_verifications where ping_id = $1',
+    [job.ping_id],
+  );
   assert.equal(c.events[0].id, String(row.event_id));
   assert.ok(Number(row.release_id) < Number(row.event_id), 'a verified outcome gets its release position first');
 });

@@ -26,7 +26,11 @@ test('a list page: 100 by default, 1 to 500 asked, after a positive id; the firs
 test('refusals: 422 with no Retry-After for nothing to unsubscribe, 429 for waiting requests, 503 for no room', () => {
   const limits = { maxSubscriptions: 10, maxPerHost: 3, maxPending: 5 };
   assert.deepEqual(
-    (['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full'] as const).map((r) => [r, REFUSAL_STATUS[r], REFUSAL_RETRY_AFTER_SEC[r]]),
+    (['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full'] as const).map((r) => [
+      r,
+      REFUSAL_STATUS[r],
+      REFUSAL_RETRY_AFTER_SEC[r],
+    ]),
     [
       ['not_subscribed', 422, null],
       ['host_pending', 429, 60],

@@ -23,7 +23,10 @@ after(async () => {
 });
 
 /** The form, sent from `client` (the address the hub counts it under). */
-async function ask(form: Record<string, string>, client = '127.0.0.1'): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+async function ask(
+  form: Record<string, string>,
+  client = '127.0.0.1',
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   const r = await t.app.inject({
     method: 'POST',
     url: '/websub',
@@ -34,21 +37,32 @@ async function ask(form: Record<string, string>, client = '127.0.0.1'): Promise<
   return { status: r.statusCode, body: r.body, headers: r.headers };
 }
 
-const sub$ = (callback: string, more: Record<string, string> = {}) => ({ 'hub.callback': callback, 'hub.mode': 'subscribe', 'hub.topic': TOPIC, ...more });
+const sub$ = (callback: string, more: Record<string, string> = {}) => ({
+  'hub.callback': callback,
+  'hub.mode': 'subscribe',
+  'hub.topic': TOPIC,
+  ...more,
+});
 
 test('one callback host cannot fill the hub: past WEBSUB_MAX_PER_HOST (any port) its new subscriptions get 503, other hosts still subscribe', async () => {
   // Each from a client of its own: the per-client bound is not what is tested here.
-  for (const [i, port] of [9, 10, 11].entries()) assert.equal((await ask(sub$(`http://127.0.0.39:${port}/cb${i}`), `127.0.1.${i + 1}`)).status, 202);
+  for (const [i, port] of [9, 10, 11].entries())
+    assert.equal((await ask(sub$(`http://127.0.0.39:${port}/cb${i}`), `127.0.1.${i + 1}`)).status, 202);
   const full = await ask(sub$('http://127.0.0.39:12/cb3'), '127.0.1.4');
   assert.equal(full.status, 503);
   assert.equal(full.headers['retry-after'], '3600');
-  assert.equal(full.body, 'this hub keeps at most 3 subscriptions with callbacks on one host and has no room for another on 127.0.0.39; try again later\n');
+  assert.equal(
+    full.body,
+    'this hub keeps at most 3 subscriptions with callbacks on one host and has no room for another on 127.0.0.39; try again later\n',
+  );
   // The same host by another spelling is the same host.
   assert.equal((await ask(sub$('http://127.0.0.39:9/cb4'), '127.0.1.5')).status, 503);
   // A renewal of a pair it has still passes; another host has room.
   assert.equal((await ask(sub$('http://127.0.0.39:9/cb0'), '127.0.1.6')).status, 202);
   assert.equal((await ask(sub$('http://127.0.0.38:9/cb'), '127.0.1.7')).status, 202);
-  const [{ n }] = await t.app.db.query<{ n: number }>(`select count(*)::int as n from websub_tasks where callback like 'http://127.0.0.39:%'`);
+  const [{ n }] = await t.app.db.query<{ n: number }>(
+    `select count(*)::int as n from websub_tasks where callback like 'http://127.0.0.39:%'`,
+  );
   assert.equal(n, 3);
 });
 
@@ -56,7 +70,10 @@ test('unsubscribing a pair that is not subscribed is answered 422 and sends no r
   const before = await queued(t);
   for (let i = 0; i < 200; i++) {
     const topic = i % 2 ? TOPIC : `${PUBLIC}/not-ours-${i}.xml`;
-    const r = await ask({ 'hub.callback': `${sub.origin}/never/${i}`, 'hub.mode': 'unsubscribe', 'hub.topic': topic }, `127.0.3.${1 + (i % 250)}`);
+    const r = await ask(
+      { 'hub.callback': `${sub.origin}/never/${i}`, 'hub.mode': 'unsubscribe', 'hub.topic': topic },
+      `127.0.3.${1 + (i % 250)}`,
+    );
     assert.equal(r.status, 422, r.body);
     assert.equal(r.headers['content-type'], 'text/plain; charset=utf-8');
     assert.equal(r.headers['retry-after'], undefined);
@@ -70,8 +87,15 @@ test('unsubscribing a pair that is not subscribed is answered 422 and sends no r
   // A subscribed pair is unsubscribed as before: 202, then the verification of intent.
   assert.equal((await ask(sub$(`${sub.origin}/real`), '127.0.4.1')).status, 202);
   await waitFor(t, () => sub.getsTo('/real').length === 1, 'the verification of the subscription');
-  await waitFor(t, async () => (await t.app.db.query(`select 1 from websub_subscriptions where callback = $1`, [`${sub.origin}/real`])).length === 1, 'the subscription');
-  assert.equal((await ask({ 'hub.callback': `${sub.origin}/real`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }, '127.0.4.1')).status, 202);
+  await waitFor(
+    t,
+    async () => (await t.app.db.query(`select 1 from websub_subscriptions where callback = $1`, [`${sub.origin}/real`])).length === 1,
+    'the subscription',
+  );
+  assert.equal(
+    (await ask({ 'hub.callback': `${sub.origin}/real`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }, '127.0.4.1')).status,
+    202,
+  );
   await waitFor(t, () => sub.getsTo('/real').length === 2, 'the verification of the unsubscription');
   assert.equal(sub.getsTo('/real')[1].query.get('hub.mode'), 'unsubscribe');
   assert.equal(sub.gets.length, 2);
@@ -82,7 +106,11 @@ test('a flood of requests waiting for verification is bounded by WEBSUB_MAX_PEND
   // WEBSUB_MAX_PER_HOST, and two denials: a topic that is not ours is a request to the callback too); the
   // sixth is refused.
   for (let i = 0; i < 3; i++) assert.equal((await ask(sub$(`http://127.0.2.1:9/p${i}`), `127.0.5.${i + 1}`)).status, 202);
-  for (let i = 3; i < 5; i++) assert.equal((await ask(sub$(`http://127.0.2.1:9/denied${i}`, { 'hub.topic': `${PUBLIC}/other.xml` }), `127.0.5.${i + 1}`)).status, 202);
+  for (let i = 3; i < 5; i++)
+    assert.equal(
+      (await ask(sub$(`http://127.0.2.1:9/denied${i}`, { 'hub.topic': `${PUBLIC}/other.xml` }), `127.0.5.${i + 1}`)).status,
+      202,
+    );
   const host = await ask(sub$('http://127.0.2.1:9/p5'), '127.0.5.6');
   assert.equal(host.status, 429);
   assert.equal(host.headers['retry-after'], '60');
@@ -139,7 +167,10 @@ test('a full hub refuses a new subscriber without counting every subscription fo
     }
     const elapsed = performance.now() - t0;
     // The count is read at most once a second (whatever the rate of requests), never once per request.
-    assert.ok(unbounded <= 1 + Math.ceil(elapsed / 1000), `${unbounded} unbounded counts for ${requests} refusals in ${Math.round(elapsed)} ms`);
+    assert.ok(
+      unbounded <= 1 + Math.ceil(elapsed / 1000),
+      `${unbounded} unbounded counts for ${requests} refusals in ${Math.round(elapsed)} ms`,
+    );
   } finally {
     await cap.close();
   }

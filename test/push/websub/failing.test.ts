@@ -5,7 +5,18 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestApp } from '../../helpers/app.js';
-import { hubApp, metric, publish, PUBLIC, queued, startSubscriber, subscribe, subscriptionsApi, waitFor, type Subscriber } from './helpers.js';
+import {
+  hubApp,
+  metric,
+  publish,
+  PUBLIC,
+  queued,
+  startSubscriber,
+  subscribe,
+  subscriptionsApi,
+  waitFor,
+  type Subscriber,
+} from './helpers.js';
 
 let t: TestApp;
 let sub: Subscriber;
@@ -23,7 +34,12 @@ after(async () => {
 const TOPIC = `${PUBLIC}/changes.xml`;
 
 async function subscribed(path: string, lease?: string): Promise<void> {
-  const r = await subscribe(t, { 'hub.callback': `${sub.origin}${path}`, 'hub.mode': 'subscribe', 'hub.topic': TOPIC, ...(lease ? { 'hub.lease_seconds': lease } : {}) });
+  const r = await subscribe(t, {
+    'hub.callback': `${sub.origin}${path}`,
+    'hub.mode': 'subscribe',
+    'hub.topic': TOPIC,
+    ...(lease ? { 'hub.lease_seconds': lease } : {}),
+  });
   assert.equal(r.status, 202);
   await waitFor(t, async () => (await queued(t)) === 0, `the verification of ${path}`);
   assert.equal(sub.getsTo(path).length, 1);
@@ -75,7 +91,12 @@ test('a redirect is a failed delivery, and its target is never POSTed to', async
   const r = await row('/moving');
   assert.equal(r.last_status, 307);
   assert.equal(sub.postsTo('/target').length, 0);
-  await t.app.inject({ method: 'POST', url: '/websub', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams({ 'hub.callback': `${sub.origin}/moving`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }).toString() });
+  await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ 'hub.callback': `${sub.origin}/moving`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }).toString(),
+  });
   await waitFor(t, async () => (await row('/moving')) === undefined, 'the unsubscription');
 });
 
@@ -92,7 +113,9 @@ test('429 with Retry-After: the next try waits for it, and the host is blocked m
   );
   const wait = new Date(task.due_at).getTime() - Date.now();
   assert.ok(wait > 3500_000 && wait <= 3600_000, `retried in ${wait} ms`);
-  const [host] = await t.app.db.query<{ blocked_until: Date }>('select blocked_until from fetch_hosts where host = $1', [new URL(sub.origin).host]);
+  const [host] = await t.app.db.query<{ blocked_until: Date }>('select blocked_until from fetch_hosts where host = $1', [
+    new URL(sub.origin).host,
+  ]);
   assert.ok(new Date(host.blocked_until).getTime() - Date.now() > 3500_000);
   // Clear the block so the next test can reach the host.
   await t.app.db.query('delete from websub_subscriptions where callback = $1', [`${sub.origin}/slow`]);
@@ -107,9 +130,13 @@ test('a lease that ended gets no delivery and the sweep deletes the subscription
   await publish(t);
   await waitFor(t, async () => (await queued(t)) === 0, 'the other deliveries');
   assert.equal(sub.postsTo('/brief').length, before);
-  const [{ n }] = await t.app.db.query<{ n: number }>('select count(*)::int as n from websub_subscriptions where callback = $1', [`${sub.origin}/brief`]);
+  const [{ n }] = await t.app.db.query<{ n: number }>('select count(*)::int as n from websub_subscriptions where callback = $1', [
+    `${sub.origin}/brief`,
+  ]);
   assert.equal(n, 1, 'expired but not yet swept');
   assert.equal(await t.app.websub.sweep(), 1);
-  const [{ m }] = await t.app.db.query<{ m: number }>('select count(*)::int as m from websub_subscriptions where callback = $1', [`${sub.origin}/brief`]);
+  const [{ m }] = await t.app.db.query<{ m: number }>('select count(*)::int as m from websub_subscriptions where callback = $1', [
+    `${sub.origin}/brief`,
+  ]);
   assert.equal(m, 0);
 });

@@ -79,14 +79,30 @@ export const ADMIN_TOKEN = 'websub-admin-token-0123456789';
 
 /** An app ready to verify and deliver to loopback subscribers, rendering only when a test asks. */
 export async function hubApp(overrides: Partial<Config> = {}): Promise<TestApp> {
-  const t = await startApp({ FETCH_ALLOW_PRIVATE: true, FETCH_HOST_INTERVAL_MS: 0, RENDER_SCHEDULER: false, PING_MIN_INTERVAL: 0, PUBLIC_URL: PUBLIC, ADMIN_TOKEN, ...overrides });
+  const t = await startApp({
+    FETCH_ALLOW_PRIVATE: true,
+    FETCH_HOST_INTERVAL_MS: 0,
+    RENDER_SCHEDULER: false,
+    PING_MIN_INTERVAL: 0,
+    PUBLIC_URL: PUBLIC,
+    ADMIN_TOKEN,
+    ...overrides,
+  });
   await t.app.ready();
   return t;
 }
 
 /** POSTs a subscription form to /websub the way subscribers do. */
-export async function subscribe(t: TestApp, form: Record<string, string>): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
-  const r = await t.app.inject({ method: 'POST', url: '/websub', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams(form).toString() });
+export async function subscribe(
+  t: TestApp,
+  form: Record<string, string>,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  const r = await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams(form).toString(),
+  });
   return { status: r.statusCode, body: r.body, headers: r.headers };
 }
 
@@ -101,7 +117,12 @@ export async function publish(t: TestApp, pings = 1): Promise<void> {
 }
 
 /** Waits until `cond` holds, waking the hub's worker meanwhile (it would otherwise look once a second). */
-export async function waitFor(t: TestApp | TestApp[], cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
+export async function waitFor(
+  t: TestApp | TestApp[],
+  cond: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
   const apps = Array.isArray(t) ? t : [t];
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -63,7 +63,10 @@ for (const path of ['/api/websub/subscriptions', '/api/admin/websub/subscription
     assert.equal(seen.length, 1204);
     assert.ok(!seen.includes('http://127.0.0.39:9/cb/7?…'), 'the expired one is not listed');
     assert.equal(seen.at(-1), 'http://127.0.0.39:9/late');
-    assert.ok(seen.every((c) => !/token|secret/.test(c)), 'no callback query, no secret');
+    assert.ok(
+      seen.every((c) => !/token|secret/.test(c)),
+      'no callback query, no secret',
+    );
     assert.equal(seen[0], 'http://127.0.0.39:9/cb/1?…');
 
     const two = await page(path, '?limit=2');

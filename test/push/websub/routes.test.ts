@@ -25,7 +25,11 @@ const malformed: [string, Record<string, string>, string][] = [
   ['no callback', { 'hub.mode': 'subscribe', 'hub.topic': TOPIC }, 'hub.callback is required'],
   ['a relative callback', { ...ok, 'hub.callback': '/cb' }, 'hub.callback must be an absolute http or https URL'],
   ['an ftp callback', { ...ok, 'hub.callback': 'ftp://127.0.0.39/cb' }, 'hub.callback must be an absolute http or https URL'],
-  ['a callback with credentials', { ...ok, 'hub.callback': 'http://user:pw@127.0.0.39/cb' }, 'hub.callback must not contain a user name or password'],
+  [
+    'a callback with credentials',
+    { ...ok, 'hub.callback': 'http://user:pw@127.0.0.39/cb' },
+    'hub.callback must not contain a user name or password',
+  ],
   ['a callback with a fragment', { ...ok, 'hub.callback': 'http://127.0.0.39/cb#x' }, 'hub.callback must not contain a fragment'],
   ['no mode', { 'hub.callback': CALLBACK, 'hub.topic': TOPIC }, 'hub.mode is required'],
   ['an unknown mode', { ...ok, 'hub.mode': 'publish' }, 'hub.mode must be subscribe or unsubscribe'],
@@ -64,7 +68,12 @@ test('an empty POST hears about the first missing parameter', async () => {
 });
 
 test('415 for a body that is not a form, with the reason as text', async () => {
-  const r = await t.app.inject({ method: 'POST', url: '/websub', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(ok) });
+  const r = await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: { 'content-type': 'application/json' },
+    payload: JSON.stringify(ok),
+  });
   assert.equal(r.statusCode, 415);
   assert.equal(r.headers['content-type'], 'text/plain; charset=utf-8');
   assert.equal(r.body, 'send the parameters as application/x-www-form-urlencoded (WebSub §5.1)\n');
@@ -81,13 +90,24 @@ test('unknown parameters are ignored; a secret of 199 bytes is taken; 202 with t
   const rows = await t.app.db.query<{ kind: string; topic: string; callback: string; mode: string; lease_seconds: number; secret: string }>(
     'select kind, topic, callback, mode, lease_seconds, secret from websub_tasks',
   );
-  assert.deepEqual(rows, [{ kind: 'verify', topic: TOPIC, callback: CALLBACK, mode: 'subscribe', lease_seconds: t.config.WEBSUB_LEASE_DEFAULT, secret: 's'.repeat(199) }]);
+  assert.deepEqual(rows, [
+    {
+      kind: 'verify',
+      topic: TOPIC,
+      callback: CALLBACK,
+      mode: 'subscribe',
+      lease_seconds: t.config.WEBSUB_LEASE_DEFAULT,
+      secret: 's'.repeat(199),
+    },
+  ]);
 });
 
 test('the same subscriber asking again is folded into its waiting request (one task, the latest wins)', async () => {
   const r = await subscribe(t, { ...ok, 'hub.lease_seconds': '7200' });
   assert.equal(r.status, 202);
-  const rows = await t.app.db.query<{ lease_seconds: number; secret: string | null; seq: number }>('select lease_seconds, secret, seq from websub_tasks');
+  const rows = await t.app.db.query<{ lease_seconds: number; secret: string | null; seq: number }>(
+    'select lease_seconds, secret, seq from websub_tasks',
+  );
   assert.deepEqual(rows, [{ lease_seconds: 7200, secret: null, seq: 1 }]);
 });
 
@@ -100,14 +120,20 @@ test('at the cap (active + pending), a new subscriber gets 503 with Retry-After;
   assert.equal((await subscribe(t, { ...ok, 'hub.callback': 'http://127.0.0.39:9/second' })).status, 202);
   assert.equal((await subscribe(t, { ...ok, 'hub.callback': 'http://127.0.0.39:9/second', 'hub.mode': 'unsubscribe' })).status, 202);
   // A topic that is not ours is denied, not counted.
-  assert.equal((await subscribe(t, { ...ok, 'hub.callback': 'http://127.0.0.39:9/fourth', 'hub.topic': `${PUBLIC}/other.xml` })).status, 202);
+  assert.equal(
+    (await subscribe(t, { ...ok, 'hub.callback': 'http://127.0.0.39:9/fourth', 'hub.topic': `${PUBLIC}/other.xml` })).status,
+    202,
+  );
 });
 
 test('the operator API lists subscriptions without their secrets, to the operator only', async () => {
   // Open to anyone before: a callback's path and its delivery health are the operator's business.
   const anonymous = await t.app.inject({ method: 'GET', url: '/api/websub/subscriptions' });
   assert.equal(anonymous.statusCode, 401);
-  assert.deepEqual(anonymous.json(), { error: 'ADMIN_UNAUTHORIZED', message: 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".' });
+  assert.deepEqual(anonymous.json(), {
+    error: 'ADMIN_UNAUTHORIZED',
+    message: 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".',
+  });
   const operator = { authorization: `Bearer ${ADMIN_TOKEN}` };
   await t.app.db.query(
     `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, last_status) values ($1, '/changes.xml', 'http://127.0.0.39:9/api', 'hush', 3600, now() + interval '1 hour', 204)`,
@@ -117,8 +143,29 @@ test('the operator API lists subscriptions without their secrets, to the operato
   assert.equal(r.statusCode, 200);
   assert.doesNotMatch(r.body, /hush/);
   const [s] = r.json().subscriptions;
-  assert.deepEqual(Object.keys(s).sort(), ['callback', 'expires_at', 'failures', 'last_error', 'last_status', 'last_success_at', 'state', 'topic']);
-  assert.deepEqual({ ...s, expires_at: undefined }, { topic: TOPIC, callback: 'http://127.0.0.39:9/api', state: 'active', expires_at: undefined, failures: 0, last_status: 204, last_error: null, last_success_at: null });
+  assert.deepEqual(Object.keys(s).sort(), [
+    'callback',
+    'expires_at',
+    'failures',
+    'last_error',
+    'last_status',
+    'last_success_at',
+    'state',
+    'topic',
+  ]);
+  assert.deepEqual(
+    { ...s, expires_at: undefined },
+    {
+      topic: TOPIC,
+      callback: 'http://127.0.0.39:9/api',
+      state: 'active',
+      expires_at: undefined,
+      failures: 0,
+      last_status: 204,
+      last_error: null,
+      last_success_at: null,
+    },
+  );
   assert.ok(Math.abs(Date.parse(s.expires_at) - Date.now() - 3600_000) < 60_000, s.expires_at);
   // A callback's query (often the subscriber's own token) is not shown.
   await t.app.db.query(

@@ -26,7 +26,10 @@ interface Callbacks {
  * A callback host: GETs echo the challenge unless `hangGet`; POSTs go to `onPost(path, res)` (which may never
  * answer). Counts the requests open at once.
  */
-async function callbacks(address: string, o: { hangGet?: boolean; onPost: (path: string, res: http.ServerResponse) => void }): Promise<Callbacks> {
+async function callbacks(
+  address: string,
+  o: { hangGet?: boolean; onPost: (path: string, res: http.ServerResponse) => void },
+): Promise<Callbacks> {
   const c: Callbacks = { origin: '', open: { GET: 0, POST: 0 }, maxOpen: { GET: 0, POST: 0 }, seen: [], close: async () => undefined };
   const server = http.createServer((req, res) => {
     const m = req.method === 'POST' ? 'POST' : 'GET';
@@ -74,14 +77,16 @@ after(async () => {
   await t.close();
 });
 
-const stored = async (t: TestApp, callback: string) => (await t.app.db.query('select 1 from websub_subscriptions where callback = $1', [callback])).length === 1;
+const stored = async (t: TestApp, callback: string) =>
+  (await t.app.db.query('select 1 from websub_subscriptions where callback = $1', [callback])).length === 1;
 
 test('slow subscribers on a few hosts cannot hold every WEBSUB_CONCURRENCY place (300 stopped deliveries to 500 healthy ones for 60 s): a healthy subscriber is verified and delivered to while they hang', async () => {
   // Two hosts whose callbacks never answer a delivery: each may hold one of the four places.
   const slow = [await callbacks('127.0.0.36', { onPost: hang }), await callbacks('127.0.0.37', { onPost: hang })];
   const healthy = await startSubscriber('127.0.0.38');
   try {
-    for (const [h, host] of slow.entries()) for (let i = 0; i < 5; i++) assert.equal(await subscribeFrom(t, `${host.origin}/slow${i}`, `127.0.9.${h + 1}`), 202);
+    for (const [h, host] of slow.entries())
+      for (let i = 0; i < 5; i++) assert.equal(await subscribeFrom(t, `${host.origin}/slow${i}`, `127.0.9.${h + 1}`), 202);
     await waitFor(t, async () => (await queued(t)) === 0, 'the verifications of the slow subscribers');
     await publish(t);
     await waitFor(t, () => slow.every((h) => h.open.POST >= 1), 'a delivery hanging at each slow host');
@@ -90,7 +95,10 @@ test('slow subscribers on a few hosts cannot hold every WEBSUB_CONCURRENCY place
     await waitFor(t, () => stored(t, `${healthy.origin}/cb`), 'the healthy subscriber to be verified while the slow ones hang', 10_000);
     await publish(t);
     await waitFor(t, () => healthy.postsTo('/cb').length === 1, 'a delivery to the healthy subscriber while the slow ones hang', 10_000);
-    assert.ok(slow.every((h) => h.open.POST >= 1), 'the slow deliveries were still hanging');
+    assert.ok(
+      slow.every((h) => h.open.POST >= 1),
+      'the slow deliveries were still hanging',
+    );
     for (const h of slow) assert.equal(h.maxOpen.POST, 1, `${h.origin}: at most WEBSUB_HOST_CONCURRENCY (1) deliveries in flight`);
   } finally {
     // The hanging sockets first: the worker's requests end with them, and the app closes at once.
@@ -114,7 +122,10 @@ test('400 callbacks that hang during verification hold no legitimate subscriber 
       payload: new URLSearchParams({ 'hub.callback': `${hanging.origin}/again`, 'hub.mode': 'subscribe', 'hub.topic': TOPIC }).toString(),
     });
     assert.equal(refused.statusCode, 429);
-    assert.equal(refused.body, 'at most 20 requests for callbacks on 127.0.0.35 may wait for their verification at once; try again later\n');
+    assert.equal(
+      refused.body,
+      'at most 20 requests for callbacks on 127.0.0.35 may wait for their verification at once; try again later\n',
+    );
     await waitFor(t, () => hanging.open.GET >= 1, 'a verification hanging');
 
     assert.equal(await subscribeFrom(t, `${legit.origin}/cb`, '127.0.0.2'), 202);
@@ -151,17 +162,32 @@ test('a 2xx that floods past WEBSUB_ANSWER_MAX_BYTES or drips past WEBSUB_ANSWER
   });
   try {
     const paths = ['/flood', '/flood-chunked', '/drip', '/exact', '/ok'];
-    for (const p of paths) assert.equal((await subscribe(t, { 'hub.callback': `${host.origin}${p}`, 'hub.mode': 'subscribe', 'hub.topic': TOPIC })).status, 202);
+    for (const p of paths)
+      assert.equal((await subscribe(t, { 'hub.callback': `${host.origin}${p}`, 'hub.mode': 'subscribe', 'hub.topic': TOPIC })).status, 202);
     await waitFor(t, async () => (await queued(t)) === 0, 'the verifications');
     await publish(t);
     const rows = async () =>
-      t.app.db.query<{ callback: string; failures: number; last_status: number | null; last_error: string | null; last_success_at: Date | null }>(
-        'select callback, failures, last_status, last_error, last_success_at from websub_subscriptions',
-      );
+      t.app.db.query<{
+        callback: string;
+        failures: number;
+        last_status: number | null;
+        last_error: string | null;
+        last_success_at: Date | null;
+      }>('select callback, failures, last_status, last_error, last_success_at from websub_subscriptions');
     await waitFor(t, async () => (await rows()).every((r) => r.last_success_at !== null || r.failures > 0), 'every delivery to be tried');
     const by = new Map((await rows()).map((r) => [new URL(r.callback).pathname, r]));
     for (const p of ['/flood', '/flood-chunked']) {
-      assert.deepEqual({ ...by.get(p) }, { callback: `${host.origin}${p}`, failures: 1, last_status: null, last_error: 'the answer is larger than 65536 bytes', last_success_at: null }, p);
+      assert.deepEqual(
+        { ...by.get(p) },
+        {
+          callback: `${host.origin}${p}`,
+          failures: 1,
+          last_status: null,
+          last_error: 'the answer is larger than 65536 bytes',
+          last_success_at: null,
+        },
+        p,
+      );
     }
     assert.equal(by.get('/drip')!.failures, 1);
     assert.equal(by.get('/drip')!.last_success_at, null);
@@ -191,16 +217,24 @@ test("SafeFetcher.post with oversize 'fail': an answer past maxBytes is FETCH_TO
   const f = new SafeFetcher({ policy: { allowPrivate: true, allow: [] }, userAgent: 'pingd-test', timeoutMs: 5000 });
   try {
     for (const p of ['/declared', '/chunked']) {
-      await assert.rejects(f.post(`${host.origin}${p}`, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 4096, oversize: 'fail' }), (err: unknown) => {
-        assert.ok(err instanceof FetchError);
-        assert.equal(err.code, 'FETCH_TOO_LARGE');
-        assert.equal(err.message, 'the answer is larger than 4096 bytes');
-        return true;
-      });
+      await assert.rejects(
+        f.post(`${host.origin}${p}`, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 4096, oversize: 'fail' }),
+        (err: unknown) => {
+          assert.ok(err instanceof FetchError);
+          assert.equal(err.code, 'FETCH_TOO_LARGE');
+          assert.equal(err.message, 'the answer is larger than 4096 bytes');
+          return true;
+        },
+      );
       const cut = await f.post(`${host.origin}${p}`, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 4096 });
       assert.equal(cut.status, 200);
       assert.equal(cut.body.length, 4096);
-      const whole = await f.post(`${host.origin}${p}`, { body: Buffer.from('x'), contentType: 'text/plain', maxBytes: 10_000, oversize: 'fail' });
+      const whole = await f.post(`${host.origin}${p}`, {
+        body: Buffer.from('x'),
+        contentType: 'text/plain',
+        maxBytes: 10_000,
+        oversize: 'fail',
+      });
       assert.equal(whole.body.length, 10_000, 'an answer of exactly maxBytes is whole');
     }
   } finally {

@@ -6,7 +6,18 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import type { TestApp } from '../../helpers/app.js';
-import { hubApp, metric, publish, PUBLIC, queued, startSubscriber, subscribe, subscriptionsApi, waitFor, type Subscriber } from './helpers.js';
+import {
+  hubApp,
+  metric,
+  publish,
+  PUBLIC,
+  queued,
+  startSubscriber,
+  subscribe,
+  subscriptionsApi,
+  waitFor,
+  type Subscriber,
+} from './helpers.js';
 
 let t: TestApp;
 let sub: Subscriber;
@@ -31,7 +42,12 @@ test('subscribing: the callback is asked with mode, topic, a challenge and the g
     ['/default', undefined, 864000],
   ];
   for (const [path, lease] of asks) {
-    const r = await subscribe(t, { 'hub.callback': `${sub.origin}${path}`, 'hub.mode': 'subscribe', 'hub.topic': CHANGES, ...(lease ? { 'hub.lease_seconds': lease } : {}) });
+    const r = await subscribe(t, {
+      'hub.callback': `${sub.origin}${path}`,
+      'hub.mode': 'subscribe',
+      'hub.topic': CHANGES,
+      ...(lease ? { 'hub.lease_seconds': lease } : {}),
+    });
     assert.equal(r.status, 202);
   }
   await waitFor(t, async () => (await queued(t)) === 0, 'the three verifications');
@@ -59,7 +75,9 @@ test('subscribing: the callback is asked with mode, topic, a challenge and the g
     ],
   );
   for (const s of listed) {
-    const granted = asks.find(([p]) => s.callback === `${sub.origin}${p.split('?')[0]}` || s.callback === `${sub.origin}${p.split('?')[0]}?…`)![2];
+    const granted = asks.find(
+      ([p]) => s.callback === `${sub.origin}${p.split('?')[0]}` || s.callback === `${sub.origin}${p.split('?')[0]}?…`,
+    )![2];
     assert.ok(Math.abs(Date.parse(s.expires_at) - Date.now() - granted * 1000) < 60_000, `${s.callback} expires ${s.expires_at}`);
   }
   assert.equal(await metric(t, 'pingd_websub_verifications_total{outcome="confirmed"}'), 3);
@@ -89,7 +107,11 @@ test('a wrong echo, an echo with a 404 and a redirect confirm nothing; a 503 is 
 test('a publication is POSTed to each subscriber of its topic: current bytes, Content-Type, Link, signature', async () => {
   const secret = 'a subscriber secret ✓';
   sub.onGet('/signed', (q) => ({ status: 200, body: q.get('hub.challenge') ?? '' }));
-  assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/signed`, 'hub.mode': 'subscribe', 'hub.topic': CHANGES, 'hub.secret': secret })).status, 202);
+  assert.equal(
+    (await subscribe(t, { 'hub.callback': `${sub.origin}/signed`, 'hub.mode': 'subscribe', 'hub.topic': CHANGES, 'hub.secret': secret }))
+      .status,
+    202,
+  );
   await waitFor(t, async () => (await queued(t)) === 0, 'the verification');
 
   await publish(t, 2);
@@ -104,7 +126,10 @@ test('a publication is POSTed to each subscriber of its topic: current bytes, Co
   assert.equal(signed.headers['content-type'], changes.headers['content-type']);
   assert.equal(signed.headers['content-type'], 'text/xml; charset=utf-8');
   assert.equal(signed.headers.link, `<${PUBLIC}/websub>; rel="hub", <${CHANGES}>; rel="self"`);
-  assert.equal(signed.headers['x-hub-signature'], `sha256=${createHmac('sha256', Buffer.from(secret, 'utf8')).update(changes.rawPayload).digest('hex')}`);
+  assert.equal(
+    signed.headers['x-hub-signature'],
+    `sha256=${createHmac('sha256', Buffer.from(secret, 'utf8')).update(changes.rawPayload).digest('hex')}`,
+  );
 
   const plain = sub.postsTo('/default')[0];
   assert.deepEqual(plain.body, changes.rawPayload);
@@ -125,17 +150,23 @@ test('a topic that is not ours gets 202 and then a denial with the reason; nothi
   const cases = [`${PUBLIC}/nope.xml`, 'http://elsewhere.test/changes.xml', `${PUBLIC}/changes.xml?x=1`];
   for (const [i, topic] of cases.entries()) {
     sub.onGet(`/denied${i}`, () => ({ status: 200, body: 'ok' }));
-    assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/denied${i}`, 'hub.mode': 'subscribe', 'hub.topic': topic })).status, 202);
+    assert.equal(
+      (await subscribe(t, { 'hub.callback': `${sub.origin}/denied${i}`, 'hub.mode': 'subscribe', 'hub.topic': topic })).status,
+      202,
+    );
   }
   await waitFor(t, async () => (await queued(t)) === 0, 'the denials');
   for (const [i, topic] of cases.entries()) {
     const gets = sub.getsTo(`/denied${i}`);
     assert.equal(gets.length, 1);
-    assert.deepEqual([...gets[0].query.entries()], [
-      ['hub.mode', 'denied'],
-      ['hub.topic', topic],
-      ['hub.reason', `not a topic of this hub; the topics are ${PUBLIC}/changes.xml, ${PUBLIC}/shortChanges.xml, ${PUBLIC}/updates.xml`],
-    ]);
+    assert.deepEqual(
+      [...gets[0].query.entries()],
+      [
+        ['hub.mode', 'denied'],
+        ['hub.topic', topic],
+        ['hub.reason', `not a topic of this hub; the topics are ${PUBLIC}/changes.xml, ${PUBLIC}/shortChanges.xml, ${PUBLIC}/updates.xml`],
+      ],
+    );
   }
   assert.equal((await subscriptionsApi(t)).filter((s) => /denied/.test(s.callback)).length, 0);
   assert.equal(await metric(t, 'pingd_websub_verifications_total{outcome="denied"}'), 3);
@@ -148,7 +179,10 @@ test('unsubscribing: the callback confirms (no lease asked), the subscription is
   assert.equal(last.query.get('hub.mode'), 'unsubscribe');
   assert.equal(last.query.get('hub.topic'), CHANGES);
   assert.equal(last.query.has('hub.lease_seconds'), false);
-  assert.equal((await subscriptionsApi(t)).some((s) => s.callback === `${sub.origin}/long`), false);
+  assert.equal(
+    (await subscriptionsApi(t)).some((s) => s.callback === `${sub.origin}/long`),
+    false,
+  );
 
   await publish(t);
   await waitFor(t, () => sub.postsTo('/default').length === 2, 'the next delivery to a remaining subscriber');
