@@ -17,7 +17,7 @@ import { ERROR_STATUS } from '../src/platform/errors.js';
 import { REFUSAL_STATUS } from '../src/intake/ping/refusals.js';
 import { FAULT } from '../src/intake/xmlrpc/parse.js';
 import { STREAM_REFUSAL_RETRY_MS } from '../src/push/stream/routes.js';
-import { REFUSAL_STATUS as WEBSUB_REFUSAL_STATUS, REFUSAL_RETRY_AFTER_SEC as WEBSUB_RETRY_AFTER_SEC } from '../src/push/websub/refusals.js';
+import { WEBSUB_REFUSAL_STATUS, WEBSUB_RETRY_AFTER_SEC } from '../src/push/websub/refusals.js';
 import { ADMIN_REFUSALS } from '../src/platform/admin-auth.js';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/operations/admin/commands.js';

@@ -1,5 +1,6 @@
 // The code layout docs/design/architecture.md's "Code layout" section describes, checked against the code: imports point
-// down (platform ← jobs; intake ← verification ← publishing ← operations), and the map names every folder of src/.
+// down (platform ← jobs; intake ← verification ← publishing ← operations), push takes only verification's polite client,
+// no import cycle, and the map names every folder of src/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -88,4 +89,40 @@ test('the code layout in docs/design/architecture.md names every folder of src/'
     const named = section.includes(`\`src/${d}/\``) || (!d.includes('/') && section.includes(`\`src/${d}/\` (files)`));
     assert.ok(named, `src/${d}/ is missing from the code layout in docs/design/architecture.md`);
   }
+});
+
+test('push takes nothing from verification but the shared polite client: generic helpers live in platform/', () => {
+  // The instance's per-host manners (verification/polite.ts) are one budget every outbound request shares;
+  // anything else push needs of verification is a helper in the wrong place. REGRESSION: relay/sender.ts and
+  // websub/hub.ts took retryAfter from verification/manners.ts, relay/relay.ts HostGate from verification/.
+  const wrong: string[] = [];
+  for (const f of files(join(src, 'push'))) {
+    const from = relative(src, f).split('\\').join('/');
+    for (const to of importsOf(f)) if (layer(to) === 'verification' && to !== 'verification/polite.js') wrong.push(`${from} → ${to}`);
+  }
+  assert.deepEqual(wrong, []);
+});
+
+test('no module imports itself through others: the imports of src/ have no cycle', () => {
+  // REGRESSION: publishing/documents/archive.ts took its cache's type from hour-cache.ts, which took HOUR_MS
+  // from archive.ts.
+  const graph = new Map<string, string[]>();
+  for (const f of files(src)) {
+    const from = relative(src, f).split('\\').join('/').replace(/\.ts$/, '.js');
+    graph.set(from, importsOf(f));
+  }
+  const cycles: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const walk = (m: string, path: string[]): void => {
+    if (state.get(m) === 'done') return;
+    if (state.get(m) === 'open') {
+      cycles.push([...path.slice(path.indexOf(m)), m].join(' → '));
+      return;
+    }
+    state.set(m, 'open');
+    for (const to of graph.get(m) ?? []) walk(to, [...path, m]);
+    state.set(m, 'done');
+  };
+  for (const m of [...graph.keys()].sort()) walk(m, []);
+  assert.deepEqual(cycles, []);
 });

@@ -1,11 +1,12 @@
 // Owns the publishing metrics, registered in the app's registry: render durations, document sizes and
 // outcomes per document, and responses on published documents by status with the bytes sent.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { PublishMetricsSink, RenderReport } from './render/renderer.js';
-import type { ResponseSink } from './read/serve.js';
+import type { PublishMetricsSink } from './render/renderer.js';
+import type { RenderReport } from './render/store-rendering.js';
+import type { ResponseRecorder } from './read/serve.js';
 import { PlainCounter } from '../platform/plain-metrics.js';
 
-export function publishMetrics(registry: Registry, cachedBytes: () => number): { sink: PublishMetricsSink; responses: ResponseSink } {
+export function publishMetrics(registry: Registry, cachedBytes: () => number): { sink: PublishMetricsSink; responses: ResponseRecorder } {
   const renderSeconds = new Histogram({
     name: 'pingd_publish_render_duration_seconds',
     help: 'Time to render and store one document (all codings and delta cut points).',

@@ -1,7 +1,7 @@
 // Owns `pingd feeds show|reset <url>`: what pingd knows of a feed (by feed URL, or by a weblog's URL) and,
 // for an operator, clearing its gone flag and backoff so the next ping of its weblog fetches it again.
 import type { Config } from '../platform/config.js';
-import type { Db } from '../platform/db/database.js';
+import type { CommandDeps } from '../platform/command-deps.js';
 import { pendingMigrations } from '../platform/db/migrate.js';
 import { feedByUrl, resetFeed, weblogView } from './feed-repository.js';
 import { weblogJson } from './routes.js';
@@ -17,20 +17,11 @@ pingd feeds reset <url>
 
 Exit codes: 0 done, 1 not found, 2 usage error.`;
 
-export interface CommandDeps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; FAILURE: number; USAGE: number };
-}
-
 export async function feedsCommand(
   values: Record<string, unknown>,
   positionals: string[],
   config: Config,
-  deps: CommandDeps,
+  deps: CommandDeps<'OK' | 'FAILURE' | 'USAGE'>,
 ): Promise<number> {
   const { EXIT } = deps;
   const [sub, url, ...extra] = positionals;

@@ -3,6 +3,7 @@
 // with one fetch's outcome, and the queue's depth and age. Plain values in, plain rows out.
 import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
+import type { QueueStats } from '../platform/queue/queue-gauge.js';
 import type { Outcome } from './manners.js';
 
 export interface Job {
@@ -46,7 +47,7 @@ select u.ping_id, u.weblog_id, u.received_at, u.attempts, u.requests, u.started_
   from u join weblogs w on w.id = u.weblog_id left join lateral (select p.rss_url from pings p where p.id = u.ping_id and p.received_at = u.received_at limit 1) p on true
  order by u.received_at`;
 
-export async function claimJobs(q: Queryable, limit: number, leaseSec: number): Promise<Job[]> {
+export async function claimVerifyJobs(q: Queryable, limit: number, leaseSec: number): Promise<Job[]> {
   return withContext('claiming verification jobs', async () => {
     const rows = await q.query<{
       ping_id: number;
@@ -138,12 +139,7 @@ export async function settleJobs(
   });
 }
 
-export interface QueueStats {
-  depth: number;
-  oldestAgeSec: number;
-}
-
-export async function queueStats(q: Queryable): Promise<QueueStats> {
+export async function verifyQueueStats(q: Queryable): Promise<QueueStats> {
   return withContext('reading the verification queue', async () => {
     const [r] = await q.query<{ n: number; age: number | null }>(
       'select count(*)::bigint as n, extract(epoch from now() - min(received_at))::float8 as age from ping_verifications where outcome is null',

@@ -1,9 +1,10 @@
 // Owns the decisions of a polite feed client, as pure functions: what a response or a failure means for
-// the ping (the verification outcome), when the feed or its host may be asked again (Retry-After,
-// exponential backoff), and when a redirect moves the feed for good. The rules come from the
-// aggregator-behaviour guide (status codes, backoff, Retry-After) and the RSS Feed State document
-// (301 vs 302 redirects, XML redirects, 410 Gone).
+// the ping (the verification outcome), when the feed may be asked again after failures (exponential
+// backoff; Retry-After is read by ../platform/retry.ts), and when a redirect moves the feed for good. The
+// rules come from the aggregator-behaviour guide (status codes, backoff, Retry-After) and the RSS Feed
+// State document (301 vs 302 redirects, XML redirects, 410 Gone).
 import type { FetchErrorCode } from '../platform/fetch/safe-fetch.js';
+import { doublingBackoffMs } from '../platform/retry.js';
 
 /** too_large: the document is over FETCH_MAX_BYTES; too_complex: reading it took more than its time or memory budget. */
 export type Outcome =
@@ -61,38 +62,13 @@ export function outcomeOfStatus(status: number): Outcome | 'body' {
   return 'not_a_feed';
 }
 
-const DAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
-const MONTH = '(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
-/** IMF-fixdate, the obsolete RFC 850 form, and asctime. */
-const HTTP_DATE = new RegExp(
-  `^(?:${DAY}, \\d{2} ${MONTH} \\d{4} \\d{2}:\\d{2}:\\d{2} GMT|${DAY}[a-z]*, \\d{2}-${MONTH}-\\d{2} \\d{2}:\\d{2}:\\d{2} GMT|${DAY} ${MONTH} [ \\d]\\d \\d{2}:\\d{2}:\\d{2} \\d{4})$`,
-);
-
-/**
- * A Retry-After value (delay-seconds or an HTTP-date) as an absolute time, or undefined when absent or
- * unreadable. Capped at a week: a header is a hint from a stranger, not a reason to forget a host.
- */
-export function retryAfter(value: string | string[] | undefined, now: Date, capMs = 7 * 86400_000): Date | undefined {
-  const v = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (!v) return undefined;
-  let at: number;
-  if (/^\d+$/.test(v)) at = now.getTime() + Number(v) * 1000;
-  else {
-    // Only the three HTTP-date forms (RFC 9110 §5.6.7): Date.parse alone takes "+3600" for the year 3600.
-    if (!HTTP_DATE.test(v)) return undefined;
-    at = Date.parse(v);
-    if (!Number.isFinite(at)) return undefined;
-  }
-  return new Date(Math.min(Math.max(at, now.getTime()), now.getTime() + capMs));
-}
-
 export const BACKOFF_MIN_MS = 60_000;
 export const BACKOFF_MAX_MS = 24 * 3600_000;
 
 /** Exponential backoff after `failures` consecutive failures: 1 min, 2, 4, … up to 24 h. */
 export function backoffMs(failures: number): number {
   if (failures <= 0) return 0;
-  return Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** Math.min(failures - 1, 30));
+  return doublingBackoffMs(failures, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
 }
 
 export interface MoveState {

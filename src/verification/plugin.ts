@@ -8,7 +8,7 @@ import { queueGauge } from '../platform/queue/queue-gauge.js';
 import { RateMeter } from '../platform/queue/rate-meter.js';
 import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass, type Outcome } from './manners.js';
-import { claimJobs, queueStats, type Job } from './job-repository.js';
+import { claimVerifyJobs, verifyQueueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
 import { DocumentReader } from './documents.js';
 import { PoliteClient } from './polite.js';
@@ -65,7 +65,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     help: 'Bytes of feeds and pages read by verification (decompressed).',
     registers: [registry],
   });
-  queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => queueStats(app.db));
+  queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => verifyQueueStats(app.db));
 
   const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
   const documents = new DocumentReader({
@@ -112,7 +112,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     const w = new QueueWorker<Job>({
       concurrency: config.VERIFY_CONCURRENCY,
       pollMs: POLL_MS,
-      claim: (limit) => claimJobs(app.db, limit, leaseSec),
+      claim: (limit) => claimVerifyJobs(app.db, limit, leaseSec),
       run: async (job) => {
         const r = await verifier.run(job);
         if (r.kind === 'done' && r.report.settled > 0) {

@@ -4,9 +4,9 @@
 // One per instance, shared by verification and the WebSub hub, so a host sees one budget from pingd.
 import type { Db } from '../platform/db/database.js';
 import { FetchError, type FetchResult } from '../platform/fetch/safe-fetch.js';
-import { HostGate } from './host-gate.js';
+import { HostGate } from '../platform/host-gate.js';
 import { blockHost, takeHostSlot } from './feed-repository.js';
-import { retryAfter } from './manners.js';
+import { retryAfter } from '../platform/retry.js';
 
 export type Polite =
   | { kind: 'ok'; res: FetchResult }
@@ -44,7 +44,7 @@ export class PoliteClient {
       }
       if (res.status === 429 || res.status === 503) {
         const until = retryAfter(res.headers['retry-after'], new Date());
-        if (until) await blockHost(this.db, hostOf(res.url) ?? host, until);
+        if (until) await blockHost(this.db, politeHost(res.url) ?? host, until);
       }
       return { kind: 'ok', res };
     } finally {
@@ -66,8 +66,11 @@ export class PoliteClient {
   }
 }
 
-/** A URL's host (with its port), lower case; undefined when the URL does not parse. */
-export function hostOf(url: string): string | undefined {
+/**
+ * The host a request's manners are counted under: the URL's host with its port, lower case (one budget per
+ * host and port); undefined when the URL does not parse.
+ */
+export function politeHost(url: string): string | undefined {
   try {
     return new URL(url).host.toLowerCase();
   } catch {

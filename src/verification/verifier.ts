@@ -7,16 +7,8 @@
 // XML redirect it was following), and has a bound on requests and time whatever path it takes.
 import type { Db, Queryable } from '../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
-import {
-  backoffMs,
-  decideMove,
-  isFailure,
-  outcomeOfFetchError,
-  outcomeOfStatus,
-  permanentTarget,
-  retryAfter,
-  type Outcome,
-} from './manners.js';
+import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, type Outcome } from './manners.js';
+import { retryAfter } from '../platform/retry.js';
 import type { PublishedItem } from './document-task.js';
 import type { DocumentReader } from './documents.js';
 import { deferJob, settleJobs, type Job, type Progress } from './job-repository.js';
@@ -30,7 +22,7 @@ import {
   type FeedRow,
   type FeedUpdate,
 } from './feed-repository.js';
-import { hostOf, type PoliteClient } from './polite.js';
+import { politeHost, type PoliteClient } from './polite.js';
 
 export interface VerifierOptions {
   maxBytes: number;
@@ -109,7 +101,7 @@ export class Verifier {
     const run: Run = { job, progress: { ...job.progress } };
     // A host this instance asked less than a gap ago: take a turn without asking the database (a burst on
     // one host would otherwise cost a slot query per job and per turn).
-    const first = hostOf(job.progress.resume?.url ?? job.pingRssUrl ?? job.weblogUrl);
+    const first = politeHost(job.progress.resume?.url ?? job.pingRssUrl ?? job.weblogUrl);
     const free = first ? this.hosts.freeAt(first) : 0;
     if (first && free > Date.now()) return this.waitForHost(run, first, free);
     if (job.attempts > MAX_ATTEMPTS || this.overBound(run)) return this.settle(job, 'unreachable', null, null, [], undefined);
@@ -293,7 +285,7 @@ export class Verifier {
     | { kind: 'busy'; host: string; from: number }
     | { kind: 'failed'; outcome: Outcome; status: number | null; retryAt?: Date }
   > {
-    const host = hostOf(url);
+    const host = politeHost(url);
     if (!host) return { kind: 'failed', outcome: 'refused', status: null };
     const got = await this.hosts.send(host, async () => {
       // Counted as it leaves: every hop it follows is added when it answers.

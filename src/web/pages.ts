@@ -69,13 +69,11 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
     if (!w) {
       // Refused pings of an unknown weblog still answer the question.
       if (refusals.length === 0) return reply.code(404).view('weblog', { ...base, unknown: url });
-      return reply
-        .code(404)
-        .view('weblog', {
-          ...base,
-          unknown: url,
-          error: `Its pings were refused: ${refusals.map((r) => r.reason.replace(/_/g, ' ')).join(', ')}.`,
-        });
+      return reply.code(404).view('weblog', {
+        ...base,
+        unknown: url,
+        error: `Its pings were refused: ${refusals.map((r) => r.reason.replace(/_/g, ' ')).join(', ')}.`,
+      });
     }
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
     const f = w.feed;
@@ -107,15 +105,12 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
       stats = await app.stats.snapshot('1h');
     } catch (err) {
       req.log.warn({ err: { message: (err as Error).message } }, 'status page: statistics unavailable');
-      return reply
-        .code(503)
-        .header('retry-after', '10')
-        .view('unavailable', {
-          title: 'Status unavailable',
-          description: DESCRIPTION.status,
-          message:
-            'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.',
-        });
+      return reply.code(503).header('retry-after', '10').view('unavailable', {
+        title: 'Status unavailable',
+        description: DESCRIPTION.status,
+        message:
+          'The database did not answer, so the statistics cannot be read. Pings are refused with a clear answer meanwhile; this page will work again once the database is back.',
+      });
     }
     return reply.view('status', {
       title: 'Status',

@@ -52,16 +52,14 @@ export async function pingFormRoutes(app: FastifyInstance): Promise<void> {
     };
     const r = await app.pings.accept(raw);
     if (r.ok)
-      return reply
-        .code(200)
-        .view('ping-result', {
-          title: 'Ping received',
-          description: DESCRIPTION.ping,
-          ok: true,
-          message: r.message,
-          name: r.ping.name,
-          url: r.ping.url,
-        });
+      return reply.code(200).view('ping-result', {
+        title: 'Ping received',
+        description: DESCRIPTION.ping,
+        ok: true,
+        message: r.message,
+        name: r.ping.name,
+        url: r.ping.url,
+      });
     if (r.retryAfterSec) reply.header('retry-after', String(r.retryAfterSec));
     return reply
       .code(REFUSAL_STATUS[r.reason])

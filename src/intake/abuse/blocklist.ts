@@ -64,7 +64,7 @@ export class Blocklist {
       if (family && this.clients.check(addr, family === 6 ? 'ipv6' : 'ipv4')) return { kind: 'client', rule: `client:${addr}` };
     }
     for (const url of s.urls) {
-      const host = hostOf(url);
+      const host = blocklistHost(url);
       if (host === undefined) continue;
       const m = this.matchHost(host);
       if (m) return m;
@@ -102,8 +102,11 @@ export class Blocklist {
   }
 }
 
-/** The host of a normalised URL, lower-case, without a trailing dot or IPv6 brackets. */
-export function hostOf(url: string): string | undefined {
+/**
+ * The host a blocklist rule is matched against: a normalised URL's host, lower-case, without a trailing dot
+ * or IPv6 brackets, an IPv4-mapped IPv6 address as plain IPv4.
+ */
+export function blocklistHost(url: string): string | undefined {
   let u: URL;
   try {
     u = new URL(url);
@@ -147,7 +150,7 @@ function normaliseHostRule(raw: string): string | undefined {
   let h = raw.trim().toLowerCase();
   // Operators paste URLs and wildcards; take what they mean.
   if (/^[a-z][a-z0-9+.-]*:\/\//.test(h)) {
-    const host = hostOf(h);
+    const host = blocklistHost(h);
     if (host === undefined) return undefined;
     h = host;
   }

@@ -3,6 +3,7 @@
 // by load: whatever queued up while the previous batch was committing goes in the next one.
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { PingdError } from '../../platform/errors.js';
+import { Listeners, type ListenerLog } from '../../platform/listeners.js';
 import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
 import type { ValidPing } from './validate.js';
 
@@ -47,6 +48,8 @@ export interface BatcherOptions {
   /** Queue a verification job with every accepted ping, in the same statement (VERIFY_PINGS is not off). */
   queueVerification?: boolean;
   onError?: (err: Error) => void;
+  /** Takes what a batch listener throws (the batch's pings are answered all the same). */
+  log: ListenerLog;
 }
 
 interface Pending {
@@ -69,18 +72,19 @@ export class PingBatcher {
   private closing = false;
   private idleWaiters: (() => void)[] = [];
   private readonly sweeper: NodeJS.Timeout;
-  private readonly batchListeners: ((s: BatchStats) => void)[] = [];
+  private readonly batchListeners: Listeners<[stats: BatchStats]>;
 
   constructor(
     private readonly db: Db,
     private readonly opts: BatcherOptions,
   ) {
     this.sweeper = setInterval(() => this.expire(), Math.min(250, opts.timeoutMs)).unref();
+    this.batchListeners = new Listeners('ping batch', opts.log);
   }
 
   /** Registers a listener told of every committed or failed batch (metrics). */
   onBatch(l: (s: BatchStats) => void): void {
-    this.batchListeners.push(l);
+    this.batchListeners.add(l);
   }
 
   get pending(): number {
@@ -194,7 +198,7 @@ export class PingBatcher {
   }
 
   private report(s: BatchStats): void {
-    for (const l of this.batchListeners) l(s);
+    this.batchListeners.emit(s);
   }
 
   private done(): void {

@@ -3,6 +3,7 @@
 // in the same transaction), and report every outcome to whoever subscribed (metrics, logs). The protocol
 // adapters only translate requests into RawPings and results into their own replies.
 import type { Db } from '../../platform/db/database.js';
+import { Listeners, type ListenerLog } from '../../platform/listeners.js';
 import { PingBatcher, StorageUnavailableError, type BatchStats, type ExtraWrite } from './ping-batcher.js';
 import { throttleState } from './ping-repository.js';
 import { throttleRefusal, type Refused } from './refusals.js';
@@ -31,19 +32,24 @@ export interface PingScreen {
 export type Admission = { ok: true; ping: ValidPing } | { ok: false; result: Refused };
 
 export class PingService {
-  private readonly listeners: PingOutcomeListener[] = [];
-  private readonly answeredListeners: ((ms: number) => void)[] = [];
+  private readonly outcomeListeners: Listeners<Parameters<PingOutcomeListener>>;
+  private readonly answeredListeners: Listeners<[ms: number]>;
   private readonly screens: PingScreen[] = [];
 
+  /** `log` takes what a listener throws (a listener's bug never changes a ping's answer). */
   constructor(
     readonly batcher: PingBatcher,
     private readonly db: Db,
     private readonly minIntervalSec: number,
-  ) {}
+    log: ListenerLog,
+  ) {
+    this.outcomeListeners = new Listeners('ping outcome', log);
+    this.answeredListeners = new Listeners('ping answered', log);
+  }
 
   /** Registers a listener told of every outcome, accepted or refused. */
   onOutcome(l: PingOutcomeListener): void {
-    this.listeners.push(l);
+    this.outcomeListeners.add(l);
   }
 
   /** Registers a listener told of every committed or failed batch. */
@@ -53,12 +59,12 @@ export class PingService {
 
   /** Registers a listener told how long each ping request took to answer, in ms (routes report it). */
   onAnswered(l: (ms: number) => void): void {
-    this.answeredListeners.push(l);
+    this.answeredListeners.add(l);
   }
 
   /** A ping route answered after `ms` (its onResponse hook calls this: see intakeRoute). */
   answered(ms: number): void {
-    for (const l of this.answeredListeners) l(ms);
+    this.answeredListeners.emit(ms);
   }
 
   /** Adds a screen every ping passes from now on. */
@@ -137,7 +143,7 @@ export class PingService {
   }
 
   private report<R extends PingResult>(method: string, r: R, url: string | null): R {
-    for (const l of this.listeners) l(method, r, url);
+    this.outcomeListeners.emit(method, r, url);
     return r;
   }
 }

@@ -38,8 +38,9 @@ async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promi
     maxQueue: 50_000,
     queueVerification: config.VERIFY_PINGS !== 'off',
     onError: (err) => app.log.error({ err: { message: err.message } }, 'ping batch failed'),
+    log: app.log,
   });
-  app.decorate('pings', new PingService(batcher, app.db, config.PING_MIN_INTERVAL));
+  app.decorate('pings', new PingService(batcher, app.db, config.PING_MIN_INTERVAL, app.log));
   // onClose hooks run in reverse order of registration: this one (registered after the db plugin)
   // drains the queue before the database closes, and after the server stopped taking requests.
   app.addHook('onClose', async () => {

@@ -17,7 +17,7 @@ import { decodeAttrValue, escAttr, readStartTag, type Attr } from './attributes.
 import { validatedLongText } from './long-text.js';
 import {
   firstElementName,
-  forbiddenMarkup,
+  forbiddenInRssPing,
   MAX_ATTRIBUTES,
   MAX_ATTRIBUTES_PER_ELEMENT,
   MAX_DEPTH,
@@ -242,7 +242,7 @@ export function scanRssPing(body: Buffer | undefined, contentType?: string): Sca
   }
   // Every supported encoding is ASCII-compatible: markup can be found in a byte-for-char view.
   const bin = buf.toString('latin1');
-  const forbidden = forbiddenMarkup(bin);
+  const forbidden = forbiddenInRssPing(bin);
   if (forbidden) throw new RssPingError(forbidden);
   // Named first, so that another kind of document (an XML-RPC call sent here by mistake) is told so.
   const first = firstElementName(bin);

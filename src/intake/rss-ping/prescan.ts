@@ -4,7 +4,7 @@
 // and reads <site_uri> when it is plain text, so that a throttled weblog can be answered before the parse.
 // A payload is one item (RSS Ping, "Payload"): the limits are far above what a real rss_ping holds; they
 // bound what a hostile one costs.
-import { forbiddenMarkup as forbiddenXml } from '../../platform/xml/forbidden.js';
+import { forbiddenMarkup } from '../../platform/xml/forbidden.js';
 
 /** Element nesting, counted from <rss_ping> (1), <payload> (2) and down through the payload: docs/design/hostile-input.md, "Limits". */
 export const MAX_DEPTH = 100;
@@ -20,8 +20,8 @@ export const MAX_OTHER_MARKUP = 1000;
 export const MAX_FEEDS = 20;
 
 /** Why the request cannot be read at all (a DTD or declaration, an Object.prototype name); null when neither is there. */
-export function forbiddenMarkup(s: string): string | null {
-  const what = forbiddenXml(s);
+export function forbiddenInRssPing(s: string): string | null {
+  const what = forbiddenMarkup(s);
   if (!what) return null;
   return what.startsWith('The element name') ? `${what} not allowed.` : `${what} not allowed in an rss_ping.`;
 }

@@ -2,7 +2,7 @@
 // authentication (RSS Ping). A password is generated and printed when none is given; it is stored sealed
 // under RSSPING_SECRET (see secret-box.ts for why it is encrypted rather than hashed).
 import type { Config } from '../../platform/config.js';
-import type { Db } from '../../platform/db/database.js';
+import type { CommandDeps } from '../../platform/command-deps.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { normalizeUrl, PingValidationError } from '../ping/validate.js';
 import { addPublisher, listPublishers, removePublisher } from './publisher-repository.js';
@@ -29,22 +29,13 @@ Exit codes: 0 done, 1 failure (e.g. already registered, not found), 2 usage erro
 export const MIN_PASSWORD_LENGTH = 12;
 export const MAX_PASSWORD_LENGTH = 1024;
 
-export interface CommandDeps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; FAILURE: number; USAGE: number; CONFIG: number };
-}
-
 const usage = (msg: string) => `pingd publisher: ${msg}\nUsage: ${PUBLISHER_USAGE}`;
 
 export async function publisherCommand(
   values: Record<string, unknown>,
   positionals: string[],
   config: Config,
-  deps: CommandDeps,
+  deps: CommandDeps<'OK' | 'FAILURE' | 'USAGE' | 'CONFIG'>,
 ): Promise<number> {
   const { EXIT } = deps;
   const [sub, site, ...extra] = positionals;

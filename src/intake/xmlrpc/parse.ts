@@ -32,9 +32,9 @@ export class XmlRpcFault extends PingdError<'XMLRPC_FAULT'> {
 }
 
 export const MAX_PARAMS = 32;
-export const MAX_DEPTH = 16;
+export const MAX_VALUE_DEPTH = 16;
 
-/** Elements nested deeper than this are refused (MAX_DEPTH value levels need about 3 × MAX_DEPTH + 4). */
+/** Elements nested deeper than this are refused (MAX_VALUE_DEPTH value levels need about 3 × MAX_VALUE_DEPTH + 4). */
 export const MAX_ELEMENT_DEPTH = 100;
 
 const parser = new XMLParser({
@@ -125,7 +125,8 @@ export function parseMethodCallText(text: string): MethodCall {
 const TYPES = new Set(['string', 'base64', 'i4', 'int', 'i8', 'boolean', 'double', 'dateTime.iso8601', 'nil', 'array', 'struct']);
 
 function toValue(v: unknown, depth: number): XmlRpcValue {
-  if (depth > MAX_DEPTH) throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: values nested deeper than ${MAX_DEPTH} levels.`);
+  if (depth > MAX_VALUE_DEPTH)
+    throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: values nested deeper than ${MAX_VALUE_DEPTH} levels.`);
   // Untyped <value>x</value> is a string (spec); <value></value> or <value/> is the empty string.
   if (typeof v === 'string') return { type: 'string', value: v };
   if (v === null || typeof v !== 'object' || Array.isArray(v))

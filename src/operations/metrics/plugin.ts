@@ -50,6 +50,17 @@ export function everyRoute(app: FastifyInstance, name: RouteHookName, hook: Rout
  */
 const METRICS_MIN_GAP_MS = 250;
 
+/** The time PacedRender keeps its gap by, and its wait: the real ones (tests pass a clock that moves when waited on). */
+export interface PaceClock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const REAL_CLOCK: PaceClock = {
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+};
+
 /**
  * Renders on demand, each answer made after the request arrived (never a stale copy), but at most one
  * rendering at a time and one per `gapMs`: requests that arrive while one runs or during the gap share
@@ -64,6 +75,7 @@ export class PacedRender<T> {
   constructor(
     private readonly render: () => Promise<T>,
     private readonly gapMs: number,
+    private readonly clock: PaceClock = REAL_CLOCK,
   ) {}
 
   next(): Promise<T> {
@@ -73,10 +85,10 @@ export class PacedRender<T> {
 
   private async schedule(): Promise<T> {
     await this.running?.catch(() => undefined);
-    const wait = this.lastStart + this.gapMs - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const wait = this.lastStart + this.gapMs - this.clock.now();
+    if (wait > 0) await this.clock.sleep(wait);
     this.queued = undefined;
-    this.lastStart = performance.now();
+    this.lastStart = this.clock.now();
     this.running = this.render();
     return this.running;
   }

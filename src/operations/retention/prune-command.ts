@@ -1,7 +1,7 @@
 // Owns `pingd prune`: one retention pass from the command line, under the same advisory lock as the
 // scheduled job, with the configured limits unless flags override them; prints what it removed.
 import type { Config } from '../../platform/config.js';
-import type { Db } from '../../platform/db/database.js';
+import type { CommandDeps } from '../../platform/command-deps.js';
 import { prune, RETENTION_LOCK, type PruneResult } from './prune.js';
 
 export const PRUNE_OPTIONS = {
@@ -19,15 +19,6 @@ export const PRUNE_USAGE = `pingd prune [--days N] [--archive-days N] [--dry-run
   --json             print the result as JSON
 
 Exit codes: 0 done, 1 failure, 2 usage error, 75 another instance is pruning now (try again later).`;
-
-export interface CommandDeps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY: number };
-}
 
 /** A non-negative whole number of days from a flag, or an error message. */
 export function parseDays(raw: unknown, flag: string, fallback: number): number | string {
@@ -57,7 +48,11 @@ function describe(r: PruneResult): string {
   return lines.join('\n');
 }
 
-export async function pruneCommand(values: Record<string, unknown>, config: Config, deps: CommandDeps): Promise<number> {
+export async function pruneCommand(
+  values: Record<string, unknown>,
+  config: Config,
+  deps: CommandDeps<'OK' | 'FAILURE' | 'USAGE' | 'BUSY'>,
+): Promise<number> {
   const { EXIT } = deps;
   const days = parseDays(values.days, '--days', config.RETENTION_DAYS);
   const archiveDays = parseDays(values['archive-days'], '--archive-days', config.ARCHIVE_RETENTION_DAYS);

@@ -9,7 +9,12 @@ import { countVerificationsBefore, deletePartitionRowsBefore, deleteVerification
 import { aheadWindow, ensureLogPartitions, logPartitions, retentionPlan, type PartitionedLog } from './partitions.js';
 import { countRows, dropPartition, isLockTimeout } from './partition-repository.js';
 // Archives are the publishing module's rows; it owns their SQL and exposes it for this pass.
-import { ARCHIVES_CLOSED_WATERMARK, countArchivesBefore, deleteArchivesBefore, getWatermark } from '../../publishing/rendering-store.js';
+import {
+  ARCHIVES_CLOSED_WATERMARK,
+  countArchivesBefore,
+  deleteArchivesBefore,
+  getWatermark,
+} from '../../publishing/rendering-repository.js';
 // Finished relay jobs are the relay's rows; it owns their SQL.
 import { countFinishedJobs, pruneFinishedJobs } from '../../push/relay/target-repository.js';
 

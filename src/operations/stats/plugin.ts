@@ -6,8 +6,8 @@ import zlib from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { weblogHost } from '../../intake/abuse/rate-limit.js';
-import { queueStats as verifyQueue } from '../../verification/job-repository.js';
-import { queueStats as relayQueue } from '../../push/relay/job-repository.js';
+import { verifyQueueStats as verifyQueue } from '../../verification/job-repository.js';
+import { relayQueueStats as relayQueue } from '../../push/relay/job-repository.js';
 import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
@@ -31,6 +31,11 @@ export interface Stats {
   snapshot(window: StatsWindow): Promise<StatsReply>;
   /** Writes what was counted so far (tests and shutdown call it; a timer does otherwise). */
   flush(): Promise<void>;
+  /**
+   * The clock answers are made (their window, generatedAt) and cached by, read at each use: Date.now. Tests
+   * move it forward instead of waiting CACHE_MS; counting stays on Date.now, so it must not go back.
+   */
+  now: () => number;
 }
 
 declare module 'fastify' {
@@ -118,7 +123,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   }
   const cache = new Map<StatsWindow, { at: number; answer: Promise<Answer> }>();
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
-    const now = Date.now();
+    const now = stats.now();
     const { from, to } = windowMinutes(window, now);
     const [counted, documents, readiness, verify, relay, recent] = await Promise.all([
       readCounts(from, to),
@@ -164,19 +169,20 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   };
   const answerFor = (window: StatsWindow): Promise<Answer> => {
     const hit = cache.get(window);
-    if (hit && Date.now() - hit.at < CACHE_MS) return hit.answer;
+    if (hit && stats.now() - hit.at < CACHE_MS) return hit.answer;
     const answer = compute(window).then((r) => ({
       reply: r,
       json: JSON.stringify(r),
       etag: `"stats-${window}-${Date.parse(r.generatedAt).toString(36)}"`,
       coded: {},
     }));
-    cache.set(window, { at: Date.now(), answer });
+    cache.set(window, { at: stats.now(), answer });
     answer.catch(() => cache.delete(window));
     return answer;
   };
   const snapshot = async (window: StatsWindow): Promise<StatsReply> => (await answerFor(window)).reply;
-  app.decorate('stats', { snapshot, flush } satisfies Stats);
+  const stats: Stats = { snapshot, flush, now: () => Date.now() };
+  app.decorate('stats', stats);
 
   app.get<{ Querystring: Static<typeof Query> }>(
     '/api/stats',

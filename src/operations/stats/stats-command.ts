@@ -2,6 +2,7 @@
 // table for a person or JSON for a script.
 import type { Config } from '../../platform/config.js';
 import type { Db } from '../../platform/db/database.js';
+import type { CommandDeps } from '../../platform/command-deps.js';
 import { getTotals, pingsPerHour, topWeblogs, type HourCount, type Totals, type TopWeblog } from './stats-repository.js';
 
 export const STATS_OPTIONS = {
@@ -18,20 +19,11 @@ export const STATS_USAGE = `pingd stats [--hours N] [--top N] [--json]
 
 Exit codes: 0 done, 1 failure (database unavailable), 2 usage error.`;
 
-export interface Stats {
+export interface StatsReport {
   generatedAt: Date;
   totals: Totals;
   perHour: HourCount[];
   top: TopWeblog[];
-}
-
-export interface StatsDeps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; USAGE: number };
 }
 
 function bounded(raw: unknown, flag: string, fallback: number, max: number): number | string {
@@ -45,7 +37,7 @@ function bounded(raw: unknown, flag: string, fallback: number, max: number): num
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
 
 /** The human-readable report: pure, so tests can check it from rows. */
-export function formatStats(s: Stats): string {
+export function formatStats(s: StatsReport): string {
   const t = s.totals;
   const out: string[] = [];
   out.push(`weblogs                 ${t.weblogs}`);
@@ -65,7 +57,7 @@ export function formatStats(s: Stats): string {
   return out.join('\n');
 }
 
-export async function collectStats(db: Db, hours: number, top: number, now: Date = new Date()): Promise<Stats> {
+export async function collectStats(db: Db, hours: number, top: number, now: Date = new Date()): Promise<StatsReport> {
   return {
     generatedAt: now,
     totals: await getTotals(db, now),
@@ -74,7 +66,7 @@ export async function collectStats(db: Db, hours: number, top: number, now: Date
   };
 }
 
-export async function statsCommand(values: Record<string, unknown>, config: Config, deps: StatsDeps): Promise<number> {
+export async function statsCommand(values: Record<string, unknown>, config: Config, deps: CommandDeps<'OK' | 'USAGE'>): Promise<number> {
   const hours = bounded(values.hours, '--hours', 24, 720);
   const top = bounded(values.top, '--top', 10, 1000);
   for (const v of [hours, top]) {

@@ -9,6 +9,7 @@
 // restart there (a failed WAL write inside a critical section); PGlite has no postmaster to do that, so
 // pingd does it: it stops the engine's thread at the first such error and opens the database again once
 // space is back (WAL recovery on open keeps every committed transaction, as after SIGKILL).
+import { doublingBackoffMs } from '../retry.js';
 
 /** How often the free space of DATA_DIR's filesystem is looked at. */
 export const DISK_CHECK_MS = 1000;
@@ -56,7 +57,7 @@ export function nextDiskMode(mode: DiskMode, freeBytes: number | null, minFreeBy
 
 /** The wait before the next attempt to open again after `failures` failed ones (1 s, 2 s, 4 s … REOPEN_BACKOFF_MAX_MS). */
 export function reopenBackoffMs(failures: number): number {
-  return Math.min(REOPEN_BACKOFF_MAX_MS, 1000 * 2 ** Math.max(0, failures - 1));
+  return doublingBackoffMs(failures, 1000, REOPEN_BACKOFF_MAX_MS);
 }
 
 /** "12.3 MiB free" for messages and logs. */

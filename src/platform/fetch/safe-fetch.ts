@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { checkAddresses, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
 import { parseIp } from '../net/ip.js';
+import { hostToResolve } from '../net/url-host.js';
 import { PingdError } from '../errors.js';
 
 export type FetchErrorCode =
@@ -296,7 +297,7 @@ function request(
   signal: AbortSignal,
   send: { method: 'GET' | 'POST'; body?: Buffer } = { method: 'GET' },
 ): Promise<IncomingMessage> {
-  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const hostname = hostToResolve(url);
   const family = (a: string) => (a.includes(':') ? 6 : 4);
   // The socket asks this instead of DNS: it only ever sees the addresses checked above.
   const pinned = (_host: string, options: { all?: boolean; family?: number }, cb: (...args: unknown[]) => void) => {

@@ -6,7 +6,6 @@ import type { After, HourStats, PingPageRow } from '../../intake/ping/window-rep
 import { listingReads, type ListingReads } from './listing.js';
 import { prefetch, type Entry, type RenderSource } from './document.js';
 import { WEBLOG_UPDATES_FOOT, weblogElement, weblogElementFrom, weblogUpdatesHead } from './weblog-updates.js';
-import type { HourCache } from './hour-cache.js';
 import type { KeptEntries } from './kept-entries.js';
 
 /** Archives are read in pages: a page's rows live across the database round trip. */
@@ -107,6 +106,19 @@ export function keptArchiveSource(pings: KeptEntries, updatedMs: number, pageRow
   return { head: weblogUpdatesHead(new Date(updatedMs), pings.length), pages: pages(), foot: WEBLOG_UPDATES_FOOT, entries: pings.length };
 }
 
+/** The pings of an hour up to a render time, from the cache: what archiveStats and the pages would read. */
+export interface KeptHour {
+  stats: HourStats;
+  /** A view of the kept pings: valid until the next call. */
+  pings: KeptEntries;
+}
+
+/** The pings of the open hour kept between its renders (hour-cache.ts's HourCache). */
+export interface OpenHourCache {
+  /** The hour's pings received before `toUs`; null when it holds more than the cache keeps. */
+  hour(q: Queryable, startMs: number, toUs: number, pageRows: number): Promise<KeptHour | null>;
+}
+
 /** An hour's pings up to a render time: how many (the rendering's fingerprint), and the document for `updated`. */
 export interface ArchiveRead {
   stats: HourStats;
@@ -121,7 +133,7 @@ export async function readArchive(
   q: Queryable,
   startMs: number,
   toUs: number,
-  o: { reads: ListingReads; pageRows: number; cache: HourCache | null },
+  o: { reads: ListingReads; pageRows: number; cache: OpenHourCache | null },
 ): Promise<ArchiveRead> {
   const kept = o.cache && (await o.cache.hour(q, startMs, toUs, o.pageRows));
   if (kept) return { stats: kept.stats, source: (updatedMs) => keptArchiveSource(kept.pings, updatedMs) };

@@ -3,11 +3,11 @@
 // growing hour reads what came in since the previous tick instead of the whole hour. The bytes are the same
 // as a full read's: the same rows, the same order, the same escaping.
 import type { Queryable } from '../../platform/db/database.js';
-import type { HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
+import type { PingPageRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';
 import { keptWeblog, type KeptWeblog } from './window-cache.js';
 import { KeptEntries } from './kept-entries.js';
-import { HOUR_MS } from './archive.js';
+import { HOUR_MS, type KeptHour, type OpenHourCache } from './archive.js';
 
 /**
  * A ping as the cache reads it: its element's escaped start, and the keyset the archive is
@@ -65,17 +65,10 @@ export function countBefore(kept: KeptEntries, toUs: number): number {
   return lo;
 }
 
-/** The pings of an hour up to a render time, from the cache: what archiveStats and the pages would read. */
-export interface KeptHour {
-  stats: HourStats;
-  /** A view of the kept pings: valid until the next call. */
-  pings: KeptEntries;
-}
-
 export type HourFollow = Pick<ListingReads, 'hourPage'> & { follow: NonNullable<ListingReads['follow']> };
 
 /** The pings of one hour (the open one), kept between its renders. */
-export class HourCache {
+export class HourCache implements OpenHourCache {
   private hourMs: number | null = null;
   private kept: KeptEntries | null = null;
   /** The last ping id the kept pings account for. */

@@ -16,7 +16,7 @@ import {
   type DeltaCut,
   type RenderingMeta,
   type Variant,
-} from '../rendering-store.js';
+} from '../rendering-repository.js';
 
 const gunzip = promisify(zlib.gunzip);
 

@@ -17,7 +17,7 @@ import {
   serveDocument,
   serveNotModified,
   sinceWithinLimits,
-  type ResponseSink,
+  type ResponseRecorder,
   type ServePolicy,
 } from './serve.js';
 
@@ -26,7 +26,7 @@ export interface DocumentRoutesOptions {
   reader: Reader;
   /** Seconds between renders: the max-age of live documents and the Retry-After of a 503. */
   cadenceSec: number;
-  record: ResponseSink;
+  record: ResponseRecorder;
   /** PUBLIC_URL and PORT: the base of the documents' Link headers. */
   publicUrl: string | undefined;
   port: number;

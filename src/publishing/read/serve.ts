@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decide, etagFor, negotiateEncoding, parseIfNoneMatch, parseToken, type RenderingRef } from './conditional.js';
 import type { Encoding } from '../codec.js';
-import type { DeltaCut, RenderingMeta } from '../rendering-store.js';
+import type { DeltaCut, RenderingMeta } from '../rendering-repository.js';
 import type { Reader } from './reader.js';
 import { MAX_REPEATS } from '../../platform/http-schema.js';
 
@@ -30,7 +30,7 @@ export interface RequestOrigin {
   host: string;
 }
 
-export interface ResponseSink {
+export interface ResponseRecorder {
   (document: string, status: number, bytes: number): void;
 }
 
@@ -114,7 +114,7 @@ export function serveNotModified(
   policy: ServePolicy,
   req: FastifyRequest,
   reply: FastifyReply,
-  record: ResponseSink,
+  record: ResponseRecorder,
 ): FastifyReply | null {
   if (policy.deltas && (req.query as Query | undefined)?.since !== undefined) return null;
   const head = notModifiedHeadFor(reader, path, policy, req.headers, req, record);
@@ -132,7 +132,7 @@ export function notModifiedHeadFor(
   policy: ServePolicy,
   headers: IncomingHttpHeaders,
   origin: RequestOrigin,
-  record: ResponseSink,
+  record: ResponseRecorder,
 ): Readonly<Record<string, string>> | null {
   const inm = headers['if-none-match'];
   if (typeof inm !== 'string') return null;
@@ -152,7 +152,7 @@ async function sendBody(
   meta: RenderingMeta,
   enc: Encoding,
   policy: ServePolicy,
-  record: ResponseSink,
+  record: ResponseRecorder,
   status: number,
   length: number,
   body: () => Promise<Buffer | NodeJS.ReadableStream>,
@@ -179,7 +179,7 @@ export function sinceWithinLimits(since: string | string[]): boolean {
 }
 
 /** 400 for a `?since=` that is not one of our cursors. */
-export function refuseSince(reply: FastifyReply, policy: ServePolicy, record: ResponseSink): FastifyReply {
+export function refuseSince(reply: FastifyReply, policy: ServePolicy, record: ResponseRecorder): FastifyReply {
   record(policy.document, 400, 0);
   reply.code(400).header('content-type', 'text/plain; charset=utf-8').header('cache-control', 'no-store');
   return reply.send(
@@ -187,7 +187,7 @@ export function refuseSince(reply: FastifyReply, policy: ServePolicy, record: Re
   );
 }
 
-function notModified(reply: FastifyReply, policy: ServePolicy, record: ResponseSink): FastifyReply {
+function notModified(reply: FastifyReply, policy: ServePolicy, record: ResponseRecorder): FastifyReply {
   record(policy.document, 304, 0);
   return reply.code(304).send();
 }
@@ -198,7 +198,7 @@ export async function serveDocument(
   policy: ServePolicy,
   req: FastifyRequest,
   reply: FastifyReply,
-  record: ResponseSink,
+  record: ResponseRecorder,
 ): Promise<FastifyReply> {
   const meta = await reader.current(path);
   if (!meta) {

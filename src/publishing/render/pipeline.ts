@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
 import { createCompressor, flushKind } from '../codec.js';
-import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type Variant } from '../rendering-store.js';
+import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type Variant } from '../rendering-repository.js';
 import type { RenderSource } from '../documents/document.js';
 import { PingdError } from '../../platform/errors.js';
 

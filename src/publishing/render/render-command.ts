@@ -2,13 +2,14 @@
 // closed), or re-render one hourly archive with `--hour 2026-11-22T08`. Same code and lock as the server.
 import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../../platform/config.js';
-import type { Db } from '../../platform/db/database.js';
+import type { CommandDeps } from '../../platform/command-deps.js';
 import { pendingMigrations } from '../../platform/db/migrate.js';
 import { parseHourArg } from '../documents/archive.js';
 import { documentBase } from '../../platform/public-url.js';
 import { publishedDocuments } from '../documents/published.js';
 import { listingFor } from '../documents/listing.js';
-import { Renderer, type RenderReport } from './renderer.js';
+import { Renderer } from './renderer.js';
+import type { RenderReport } from './store-rendering.js';
 
 export const RENDER_USAGE = 'pingd render [--hour YYYY-MM-DDTHH]';
 export const RENDER_OPTIONS: ParseArgsConfig['options'] = { hour: { type: 'string' } };
@@ -16,20 +17,15 @@ export const RENDER_OPTIONS: ParseArgsConfig['options'] = { hour: { type: 'strin
 /** How long `render` waits for a running server to finish its own render before giving up. */
 const LOCK_WAIT_MS = 30_000;
 
-interface Deps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; FAILURE: number; USAGE: number; BUSY?: number };
-}
-
 function describe(r: RenderReport): string {
   return `rendered ${r.path}${r.closed ? ' (closed)' : ''}: ${r.entries} entries, ${r.identityLength} bytes (gzip ${r.gzipLength}, br ${r.brLength}) in ${Math.round(r.ms)} ms`;
 }
 
-export async function renderCommand(values: Record<string, unknown>, config: Config, deps: Deps): Promise<number> {
+export async function renderCommand(
+  values: Record<string, unknown>,
+  config: Config,
+  deps: CommandDeps<'OK' | 'FAILURE' | 'USAGE' | 'BUSY'>,
+): Promise<number> {
   const { EXIT } = deps;
   let hourMs: number | null = null;
   if (values.hour !== undefined) {
@@ -86,7 +82,7 @@ export async function renderCommand(values: Record<string, unknown>, config: Con
       }
       if (Date.now() > deadline) {
         deps.err('pingd render: another instance is rendering (the render lock stayed busy for 30 s); try again later');
-        return EXIT.BUSY ?? EXIT.FAILURE;
+        return EXIT.BUSY;
       }
       await new Promise((r) => setTimeout(r, 500));
     }

@@ -2,6 +2,12 @@
 // of, the whole second a document is dated, the cursor a rendering may claim, and which hours can be closed.
 import type { Clock } from '../../platform/db/clock.js';
 
+/**
+ * The current hour, and a live document with a maxAgeSec, are re-rendered every tick until one rendering
+ * takes this long; then ~10% of the time (a live document: no later than its maxAgeSec allows).
+ */
+export const THROTTLE_FROM_MS = 1000;
+
 /** When a render happens: the time it renders as of (the database clock unless a test injected one). */
 export interface RenderTime {
   nowUs: number;

@@ -274,7 +274,7 @@ type RawJob = {
  * Claims up to `limit` due jobs of `targets` under a lease of `leaseSec` (a claim counts as an attempt),
  * at most `window` ms of each target's turns ahead (and `perTarget` jobs).
  */
-export async function claimJobs(
+export async function claimRelayJobs(
   q: Queryable,
   o: { targets: readonly string[]; limit: number; leaseSec: number; breakerAfter: number; perTarget: number; windowMs: number },
 ): Promise<RelayJob[]> {
@@ -420,7 +420,7 @@ export async function recordOutcomes(
  * Waiting jobs (depth) and the age of the oldest, in seconds; and, over every target, the waiting weblogs
  * dropped at the bound and the pings suppressed by the loop window (totals since the counts began).
  */
-export async function queueStats(q: Queryable): Promise<{ depth: number; oldestAgeSec: number; dropped: number; suppressed: number }> {
+export async function relayQueueStats(q: Queryable): Promise<{ depth: number; oldestAgeSec: number; dropped: number; suppressed: number }> {
   return withContext('reading the relay queue', async () => {
     const [r] = await q.query<{ depth: number; age: number | null; dropped: number; suppressed: number }>(
       `select count(*)::int as depth, extract(epoch from now() - min(created_at))::float8 as age,

@@ -10,7 +10,7 @@ import { ConfigError, type Config } from '../../platform/config.js';
 import { QueueWorker } from '../../platform/queue/worker.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
-import { claimJobs, ensureCursor, queueStats, type RelayJob, type RelayRule } from './job-repository.js';
+import { claimRelayJobs, ensureCursor, relayQueueStats, type RelayJob, type RelayRule } from './job-repository.js';
 import { reconcileQueues, syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
@@ -18,6 +18,7 @@ import { loadTargets, type RelayTarget } from './targets.js';
 import { checkAddresses, type AddressPolicy } from '../../platform/fetch/address-policy.js';
 import { systemLookup } from '../../platform/fetch/safe-fetch.js';
 import { parseIp } from '../../platform/net/ip.js';
+import { hostToResolve } from '../../platform/net/url-host.js';
 
 /** The targets whose address the policy refuses (a name that does not resolve within 2 s is left out). */
 export async function refusedTargets(
@@ -27,7 +28,7 @@ export async function refusedTargets(
 ): Promise<{ url: string; address: string; range: string }[]> {
   const out: { url: string; address: string; range: string }[] = [];
   for (const url of urls) {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    const host = hostToResolve(new URL(url));
     let addresses: string[];
     try {
       addresses = parseIp(host)
@@ -98,7 +99,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     registers: [app.metrics],
   });
   for (const t of targets) for (const r of ['dropped', 'suppressed']) skipped.inc({ target: shown(t.url), reason: r }, 0);
-  queueGauge(app.metrics, 'pingd_relay_queue', 'Relay jobs', () => queueStats(app.db));
+  queueGauge(app.metrics, 'pingd_relay_queue', 'Relay jobs', () => relayQueueStats(app.db));
 
   const sender = new RelaySender({
     policy: { allowPrivate: config.FETCH_ALLOW_PRIVATE, allow: config.FETCH_ALLOW_ADDRESSES },
@@ -174,7 +175,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     concurrency: hand,
     pollMs: timing.pollMs,
     claim: (limit) =>
-      claimJobs(app.db, {
+      claimRelayJobs(app.db, {
         targets: relay.targetUrls,
         limit,
         leaseSec,

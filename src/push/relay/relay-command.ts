@@ -3,7 +3,7 @@
 // `retry <target>` (dead letters back in the queue), for a person or, with --json, a script.
 import { redactUrl } from '../../platform/redact.js';
 import type { Config } from '../../platform/config.js';
-import type { Db } from '../../platform/db/database.js';
+import type { CommandDeps } from '../../platform/command-deps.js';
 import { DEFAULT_RELAY_TIMING } from './relay.js';
 import { retryDead, targetKnown, targetStatus, type TargetStatus } from './target-repository.js';
 
@@ -21,15 +21,6 @@ pingd relay retry <target URL>
   retry    puts the target's dead letters back in the queue (due now) and closes its breaker
 
 Exit codes: 0 done, 1 failure (database unavailable, unknown target), 2 usage error.`;
-
-export interface RelayDeps {
-  openDb(config: Config): Promise<Db>;
-  /** Writes one line of the command's output (the newline is added), as console.log would. */
-  out(text: string): void;
-  /** Writes one line to the command's error output, as console.error would. */
-  err(text: string): void;
-  EXIT: { OK: number; FAILURE: number; USAGE: number };
-}
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
 
@@ -61,7 +52,7 @@ export async function relayCommand(
   values: Record<string, unknown>,
   positionals: string[],
   config: Config,
-  deps: RelayDeps,
+  deps: CommandDeps<'OK' | 'FAILURE' | 'USAGE'>,
 ): Promise<number> {
   const [sub, ...rest] = positionals;
   if (sub !== 'status' && sub !== 'retry') {

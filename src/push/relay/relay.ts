@@ -15,7 +15,8 @@ import {
 } from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
 import type { RelayTarget } from './targets.js';
-import { HostGate } from '../../verification/host-gate.js';
+import { HostGate } from '../../platform/host-gate.js';
+import { doublingBackoffMs } from '../../platform/retry.js';
 
 export interface RelayTiming {
   /** First retry after a failure; doubled per attempt up to retryMaxMs. */
@@ -243,7 +244,7 @@ export class Relay {
     if (result.outcome === 'failed') {
       u.failed++;
       u.lastError = `${result.code}: ${result.error}`.slice(0, 300);
-      let retryAt = Date.now() + Math.min(this.opts.timing.retryMaxMs, this.opts.timing.retryBaseMs * 2 ** Math.max(0, job.attempts - 1));
+      let retryAt = Date.now() + doublingBackoffMs(job.attempts, this.opts.timing.retryBaseMs, this.opts.timing.retryMaxMs);
       if (result.blockedUntil) {
         const until = result.blockedUntil.getTime();
         this.blocked.set(job.target, until);

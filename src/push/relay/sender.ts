@@ -13,7 +13,8 @@ import xmlrpc from 'xmlrpc';
 import { checkAddresses, type AddressPolicy } from '../../platform/fetch/address-policy.js';
 import { FetchError } from '../../platform/fetch/safe-fetch.js';
 import { parseIp } from '../../platform/net/ip.js';
-import { retryAfter } from '../../verification/manners.js';
+import { hostToResolve } from '../../platform/net/url-host.js';
+import { retryAfter } from '../../platform/retry.js';
 
 /** What pingd puts in the User-Agent of its relays, and looks for in the pings it receives. */
 export const RELAY_MARKER = 'pingd-relay/';
@@ -136,7 +137,7 @@ export class RelaySender {
     } catch {
       return { kind: 'error', error: new FetchError('FETCH_URL_INVALID', 'not an absolute URL', target) };
     }
-    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const host = hostToResolve(url);
     // The lookup hook is skipped for IP literals: check them here.
     if (parseIp(host)) {
       const v = checkAddresses([host], this.opts.policy);

@@ -24,7 +24,8 @@ export interface StreamFilter {
   types: ReadonlySet<EventType>;
 }
 
-function hostOf(url: string): string {
+/** The weblog's host a stream filter matches: the URL's hostname (no port), lower case; '' when it does not parse. */
+function eventHost(url: string): string {
   try {
     return new URL(url).hostname.toLowerCase();
   } catch {
@@ -53,7 +54,7 @@ export function toStreamEvent(r: EventRow): StreamEvent {
   return {
     pos: r.pos,
     type: r.type,
-    host: hostOf(r.url),
+    host: eventHost(r.url),
     tags: (r.tags ?? []).map((t) => t.toLowerCase()),
     frame: `id: ${r.pos}\nevent: ${r.type}\ndata: ${JSON.stringify(data)}\n\n`,
   };

@@ -48,7 +48,7 @@ export class Subscriber {
   }
 }
 
-export interface HubOptions {
+export interface StreamHubOptions {
   db: Db;
   rule: ReleaseRule;
   /** Positions one replay read covers (STREAM_REPLAY_PAGE). */
@@ -91,7 +91,7 @@ export class StreamHub {
   private admitted = 0;
   private readonly gate: ReplayGate;
 
-  constructor(private readonly opts: HubOptions) {
+  constructor(private readonly opts: StreamHubOptions) {
     this.gate = new ReplayGate({ concurrency: opts.replayConcurrency, rowsPerSecond: opts.replayRowsPerSecond });
   }
 

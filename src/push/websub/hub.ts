@@ -9,10 +9,10 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
 import type { FetchError, FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
 import type { PoliteClient } from '../../verification/polite.js';
-import { retryAfter } from '../../verification/manners.js';
+import { retryAfter } from '../../platform/retry.js';
 import { websubLinks } from '../../platform/public-url.js';
 import { callbackHost, hubBase, withParams } from './request.js';
-import { HostSlots } from './host-slots.js';
+import { HostGate } from '../../platform/host-gate.js';
 import { signature } from './signature.js';
 import {
   isDelivered,
@@ -67,7 +67,13 @@ type Polite = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | 
 type Ran = 'done' | 'deferred';
 
 export class Hub {
-  private readonly slots: HostSlots;
+  /**
+   * WEBSUB_HOST_CONCURRENCY requests in flight per callback host in this instance: a host whose callbacks
+   * hang, drip or flood holds at most that many of the worker's WEBSUB_CONCURRENCY places, and the worker
+   * claims none of its other tasks meanwhile (busyHosts), so they wait in the queue while the other hosts
+   * are served.
+   */
+  private readonly slots: HostGate;
 
   constructor(
     private readonly db: Db,
@@ -76,7 +82,7 @@ export class Hub {
     private readonly content: Content,
     private readonly opts: HubOptions,
   ) {
-    this.slots = new HostSlots(opts.hostConcurrency);
+    this.slots = new HostGate(opts.hostConcurrency);
   }
 
   /** Callback hosts with WEBSUB_HOST_CONCURRENCY requests in flight here: the worker claims none of their tasks. */

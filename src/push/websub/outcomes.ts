@@ -2,6 +2,7 @@
 // (WebSub §5.3: a 2xx whose body is exactly the challenge), whether a delivery was received (§7: a 2xx, and
 // nothing else), which failures are worth another try, and when the next try comes.
 import type { FetchErrorCode } from '../../platform/fetch/safe-fetch.js';
+import { doublingBackoffMs } from '../../platform/retry.js';
 
 export type VerificationOutcome = 'confirmed' | 'not_confirmed' | 'unreachable' | 'denied';
 export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['confirmed', 'not_confirmed', 'unreachable', 'denied'];
@@ -54,5 +55,5 @@ export function isUnreachable(code: FetchErrorCode): boolean {
 /** The wait after `failures` failures in a row: retryBaseMs doubling up to retryMaxMs; retryMaxMs once failing. */
 export function retryDelayMs(failures: number, t: Pick<HubTiming, 'retryBaseMs' | 'retryMaxMs' | 'failAfter'>): number {
   if (failures >= t.failAfter) return t.retryMaxMs;
-  return Math.min(t.retryMaxMs, t.retryBaseMs * 2 ** Math.max(0, Math.min(failures - 1, 30)));
+  return doublingBackoffMs(failures, t.retryBaseMs, t.retryMaxMs);
 }

@@ -13,7 +13,7 @@ import { websubRoutes } from './routes.js';
 import { claimTasks, type Task } from './task-repository.js';
 import { countForCap, subscriptionCounts, sweepExpired } from './subscription-repository.js';
 import { SubscriptionTally } from './subscription-tally.js';
-import { REFUSAL_STATUS, type Refusal } from './refusals.js';
+import { WEBSUB_REFUSAL_STATUS, type Refusal } from './refusals.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -64,7 +64,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
-  for (const r of Object.keys(REFUSAL_STATUS) as Refusal[]) refusals.inc({ reason: r }, 0);
+  for (const r of Object.keys(WEBSUB_REFUSAL_STATUS) as Refusal[]) refusals.inc({ reason: r }, 0);
   new Gauge({
     name: 'pingd_websub_subscriptions',
     help: 'WebSub subscriptions by state (active, failing; pending: waiting for the verification of intent), read at scrape time.',

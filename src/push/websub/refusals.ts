@@ -14,7 +14,7 @@ export interface HubLimits {
   maxPending: number;
 }
 
-export const REFUSAL_STATUS: Record<Refusal, number> = {
+export const WEBSUB_REFUSAL_STATUS: Record<Refusal, number> = {
   // Nothing to do: well-formed, but there is no subscription to end (RFC 9110 §15.5.21).
   not_subscribed: 422,
   // Too many requests waiting for their verification: a rate, not a lack of room.
@@ -30,7 +30,7 @@ export const REFUSAL_STATUS: Record<Refusal, number> = {
  * fails (then within the retries' few minutes); subscriptions end with their lease and are swept within
  * the hour.
  */
-export const REFUSAL_RETRY_AFTER_SEC: Record<Refusal, number | null> = {
+export const WEBSUB_RETRY_AFTER_SEC: Record<Refusal, number | null> = {
   not_subscribed: null,
   host_pending: 60,
   client_pending: 60,

@@ -14,7 +14,7 @@ export interface SubscriptionRequest {
   secret: string | undefined;
 }
 
-export type Parsed = { ok: true; request: SubscriptionRequest } | { ok: false; reason: string };
+export type ParsedRequest = { ok: true; request: SubscriptionRequest } | { ok: false; reason: string };
 
 /** WebSub §5.1: hub.secret MUST be less than 200 bytes. */
 export const MAX_SECRET_BYTES = 200;
@@ -25,7 +25,7 @@ export const MAX_URL_CHARS = 2048;
  * Reads the form's hub.* parameters (others are ignored, WebSub §5.1). Checked in the order the spec lists
  * them, so a request with several mistakes always hears about the same one first.
  */
-export function parseSubscriptionRequest(form: Record<string, unknown>): Parsed {
+export function parseSubscriptionRequest(form: Record<string, unknown>): ParsedRequest {
   const field = (name: string): string | undefined => {
     const v = form[name];
     return typeof v === 'string' ? v : undefined;
@@ -65,7 +65,7 @@ export function parseSubscriptionRequest(form: Record<string, unknown>): Parsed 
   return { ok: true, request: { callback: callback.href, mode, topic: new URL(topicRaw).href, leaseSeconds, secret } };
 }
 
-function refuse(reason: string): Parsed {
+function refuse(reason: string): ParsedRequest {
   return { ok: false, reason };
 }
 

@@ -15,7 +15,7 @@ import { HUB_PATH, requestBase } from '../../platform/public-url.js';
 import { callbackHost, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, topicPath, type LeaseBounds } from './request.js';
 import { queueIntent, type Intent } from './task-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
-import { REFUSAL_RETRY_AFTER_SEC, REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
+import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
 
 /**
@@ -165,9 +165,9 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
       );
       if (queued.refusal) {
         opts.refused(queued.refusal);
-        const after = REFUSAL_RETRY_AFTER_SEC[queued.refusal];
+        const after = WEBSUB_RETRY_AFTER_SEC[queued.refusal];
         if (after !== null) reply.header('retry-after', String(after));
-        return text(reply, REFUSAL_STATUS[queued.refusal], refusalReason(queued.refusal, opts.limits, intent.callbackHost));
+        return text(reply, WEBSUB_REFUSAL_STATUS[queued.refusal], refusalReason(queued.refusal, opts.limits, intent.callbackHost));
       }
       if (queued.fresh) opts.tally.added();
       opts.queued();

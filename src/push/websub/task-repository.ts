@@ -58,7 +58,7 @@ export interface DeliveryTask extends TaskBase {
 
 export type Task = IntentTask | DeliveryTask;
 
-export interface Admission {
+export interface AdmissionLimits {
   /** The hub is at WEBSUB_MAX_SUBSCRIPTIONS (its cached count, subscription-tally.ts): no new pair. */
   full: boolean;
   /** WEBSUB_MAX_PER_HOST. */
@@ -84,7 +84,7 @@ export type Queued =
  * the insert are one statement; instances (PostgreSQL connections) racing at a bound may pass it by the
  * requests in flight at that instant.
  */
-export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a: Admission): Promise<Queued> {
+export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a: AdmissionLimits): Promise<Queued> {
   return withContext('queueing a WebSub intent', async () => {
     const [r] = await q.query<{ refusal: Refusal | null; subscribed: boolean; waiting: boolean }>(
       `with facts as (

@@ -1,6 +1,7 @@
-// Owns the per-host bound on requests in flight inside one instance (at most N at once to one host): a
-// burst of pings for hundreds of weblogs on one blog host never becomes hundreds of simultaneous requests.
-// The minimum gap between requests to a host, across instances, is the database's (fetch_hosts).
+// Owns the per-host bound on requests in flight inside one instance (at most N at once to one host), and
+// their spacing as they leave: a burst of pings for hundreds of weblogs on one blog host never becomes
+// hundreds of simultaneous requests. Verification's manners, the relay and the WebSub hub each keep one; the
+// minimum gap between requests to a host across instances is the database's (verification's fetch_hosts).
 
 export class HostGate {
   private readonly inFlight = new Map<string, number>();
@@ -22,6 +23,13 @@ export class HostGate {
       if (left <= 0) this.inFlight.delete(host);
       else this.inFlight.set(host, left);
     };
+  }
+
+  /** The hosts with no free place (a claim passes their work over). */
+  busy(): string[] {
+    const out: string[] = [];
+    for (const [h, n] of this.inFlight) if (n >= this.perHost) out.push(h);
+    return out;
   }
 
   /**

@@ -1,0 +1,25 @@
+// Owns what a `pingd` command working on a database is given to run: how to open the database, where its
+// lines go, and the exit codes it may return (their values are operations/admin/commands.ts's EXIT, listed
+// in docs/reference/cli.md). Each command names the codes it uses, so a caller passes at least those.
+import type { Config } from './config.js';
+import type { Db } from './db/database.js';
+
+/** Every exit code a command may return. */
+export interface ExitCodes {
+  OK: number;
+  FAILURE: number;
+  USAGE: number;
+  /** Another instance holds the work's lock: try again later. */
+  BUSY: number;
+  /** The configuration forbids it (a secret is unset). */
+  CONFIG: number;
+}
+
+export interface CommandDeps<Code extends keyof ExitCodes = keyof ExitCodes> {
+  openDb(config: Config): Promise<Db>;
+  /** Writes one line of the command's output (the newline is added), as console.log would. */
+  out(text: string): void;
+  /** Writes one line to the command's error output, as console.error would. */
+  err(text: string): void;
+  EXIT: Pick<ExitCodes, Code>;
+}
