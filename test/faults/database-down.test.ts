@@ -16,6 +16,7 @@ import {
 } from '../helpers/app.js';
 import { privatePostgresAvailable, startPrivatePostgres, type PrivatePostgres } from './private-postgres.js';
 import { findPingsByUrl } from '../helpers/rows.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Answers slower than this are a hang, not a refusal (DB_TIMEOUT_MS is 1000 here).
 const HANG_MS = 10_000;
@@ -66,7 +67,10 @@ async function blastAcross(
     }
   };
   const workers = Array.from({ length: concurrency }, worker);
-  for (let i = 0; i < 600 && acked < ackedBefore; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => acked >= ackedBefore, {
+    what: () => `${ackedBefore} pings acknowledged before the fault (${acked})`,
+    intervalMs: 10,
+  });
   await fault();
   await new Promise((r) => setTimeout(r, afterMs));
   stop = true;
@@ -111,12 +115,11 @@ if (BACKEND === 'postgres' && privatePostgresAvailable()) {
 
       await pg.start();
       // No restart of pingd: the pool reconnects on its own.
-      let back = false;
-      for (let i = 0; i < 100 && !back; i++) {
-        back = (await xmlrpcPing(t, uniqueUrl('back'))).flerror === false;
-        if (!back) await new Promise((r) => setTimeout(r, 200));
-      }
-      assert.ok(back, 'pings are accepted again once the database is back');
+      await waitFor(async () => (await xmlrpcPing(t, uniqueUrl('back'))).flerror === false, {
+        what: 'pings to be accepted again once the database is back',
+        timeoutMs: 30_000,
+        intervalMs: 200,
+      });
 
       const acked = mid.filter((r) => r.flerror === false);
       assert.ok(acked.length > 0 && acked.length < mid.length, 'the fault landed mid-stream');

@@ -16,6 +16,7 @@ import {
 } from '../helpers/app.js';
 import { startProxy, type FaultyProxy } from './private-postgres.js';
 import { findPingsByUrl } from '../helpers/rows.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TIMEOUT_MS = 1000;
 // Answers slower than this are a hang, not a refusal.
@@ -47,15 +48,14 @@ async function refusedClearly(t: TestApp, what: string) {
 }
 
 async function recovers(t: TestApp, what: string) {
-  for (let i = 0; i < 50; i++) {
-    const r = await ping(t);
-    if (r.flerror === false) {
-      assert.equal((await findPingsByUrl(t.app.db, r.url)).length, 1);
-      return;
-    }
-    await new Promise((res) => setTimeout(res, 200));
-  }
-  assert.fail(`${what}: pings were not accepted again`);
+  const accepted = await waitFor(
+    async () => {
+      const r = await ping(t);
+      return r.flerror === false && r;
+    },
+    { what: `pings to be accepted again ${what}`, timeoutMs: 30_000, intervalMs: 200 },
+  );
+  assert.equal((await findPingsByUrl(t.app.db, accepted.url)).length, 1);
 }
 
 if (BACKEND === 'postgres') {
@@ -120,8 +120,7 @@ if (BACKEND === 'postgres') {
       // REGRESSION: a failed assertion below left the holders holding, and closing the app then waited
       // for them forever (the pool ends only when every client is back): the test hung instead of failing.
       try {
-        for (let i = 0; i < 200 && holding < 3; i++) await new Promise((r) => setTimeout(r, 25));
-        assert.equal(holding, 3, 'all three connections held');
+        await waitFor(() => holding === 3, { what: () => `all three connections held (${holding})`, timeoutMs: 5000, intervalMs: 25 });
         assert.equal(t.app.db.poolStats().idle, 0);
         await refusedClearly(t, 'pool exhausted');
       } finally {

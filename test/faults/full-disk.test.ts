@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { BACKEND, methodCall, readReply, startApp, uniqueUrl } from '../helpers/app.js';
 import { freePort } from './private-postgres.js';
 import type { Outcome } from './full-disk-engine.js';
+import { waitFor } from '../helpers/wait.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const TEMPLATE = process.env.PINGD_PGLITE_MIGRATED_TEMPLATE || process.env.PINGD_PGLITE_TEMPLATE || '';
@@ -57,16 +58,6 @@ async function fill(path: string, leaveBytes = 0): Promise<void> {
   } finally {
     await f.close().catch(() => undefined);
   }
-}
-
-/** Waits (polling, bounded) until `probe` says yes; fails with `what` otherwise. */
-async function until(what: string, ms: number, probe: () => Promise<boolean>): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await probe().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`${what}: not within ${ms} ms`);
 }
 
 /**
@@ -211,7 +202,12 @@ test(
       assert.equal(health.json().status, 'degraded');
       assert.equal(health.json().reason, 'disk full');
       // PostgreSQL: asked again after SERVER_DISK_FULL_HOLD_MS; embedded: opened again (space is there).
-      await until('/readyz is ready again', 30_000, async () => (await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200);
+      await waitFor(async () => (await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200, {
+        what: '/readyz is ready again',
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        retryErrors: true,
+      });
       assert.equal((await rpc(uniqueUrl('disk-53100-after'))).message, 'Thanks for the ping.');
     } finally {
       await t.close();
@@ -282,10 +278,13 @@ if (BACKEND === 'pglite') {
       let filling = true;
       let load: Promise<unknown> = Promise.resolve();
       try {
-        await until('pingd answers', 60_000, async () => {
-          if (ns.child.exitCode !== null) assert.fail(`the namespace ended: ${ns.stderr()}`);
-          return (await timedGet(port, '/healthz')).status === 200;
-        });
+        await waitFor(
+          async () => {
+            if (ns.child.exitCode !== null) assert.fail(`the namespace ended: ${ns.stderr()}`);
+            return (await timedGet(port, '/healthz')).status === 200;
+          },
+          { what: 'pingd answers', timeoutMs: 60_000, intervalMs: 100, retryErrors: true },
+        );
         const pingd = ns.pingd();
         assert.notEqual(pingd, ns.child.pid, 'pingd runs under the shell');
         for (let i = 0; i < 20; i++) {
@@ -296,12 +295,22 @@ if (BACKEND === 'pglite') {
 
         // Below DISK_MIN_FREE_MB (64 MiB) but not yet full: pings are refused, the database still reads.
         await fill(ns.path('filler'), 32 * 1024 * 1024);
-        await until('/readyz says the disk is full below DISK_MIN_FREE_MB', 15_000, async () => (await readyReason(port)) === 'disk full');
+        await waitFor(async () => (await readyReason(port)) === 'disk full', {
+          what: '/readyz says the disk is full below DISK_MIN_FREE_MB',
+          timeoutMs: 15_000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
         assert.equal((await xmlrpcPing(port, uniqueUrl('full-disk-low'))).message, DISK_FULL_MESSAGE);
         for (const path of ['/changes.xml', '/api/stats', '/status'])
           assert.equal((await timedGet(port, path)).status, 200, `${path} is read while writes are refused`);
         await unlink(ns.path('filler'));
-        await until('/readyz is ready once above DISK_MIN_FREE_MB', 15_000, async () => (await readyReason(port)) === 'ready');
+        await waitFor(async () => (await readyReason(port)) === 'ready', {
+          what: '/readyz is ready once above DISK_MIN_FREE_MB',
+          timeoutMs: 15_000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
 
         // Pings keep coming while the disk fills up: an acknowledged one must be stored, a refused one says why.
         load = Promise.all(
@@ -322,7 +331,12 @@ if (BACKEND === 'pglite') {
           }),
         );
         await fill(ns.path('filler'));
-        await until('/readyz says the disk is full', 15_000, async () => (await readyReason(port)) === 'disk full');
+        await waitFor(async () => (await readyReason(port)) === 'disk full', {
+          what: '/readyz says the disk is full',
+          timeoutMs: 15_000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
         filling = false;
         await load;
         assert.deepEqual(unexpected, [], 'refusals while the disk filled up');
@@ -363,7 +377,12 @@ if (BACKEND === 'pglite') {
 
         // Space is freed: the same process takes pings again.
         await unlink(ns.path('filler'));
-        await until('/readyz is ready again after space was freed', 30_000, async () => (await readyReason(port)) === 'ready');
+        await waitFor(async () => (await readyReason(port)) === 'ready', {
+          what: '/readyz is ready again after space was freed',
+          timeoutMs: 30_000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
         assert.equal((await timedGet(port, '/healthz')).body.includes('"status":"ok"'), true);
         const again = uniqueUrl('full-disk-after');
         assert.equal((await xmlrpcPing(port, again)).message, 'Thanks for the ping.');
@@ -372,20 +391,33 @@ if (BACKEND === 'pglite') {
 
         // Full again, and the operator stops it: SIGTERM exits 0 within the shutdown bound.
         await fill(ns.path('filler'));
-        await until('/readyz says the disk is full again', 15_000, async () => (await readyReason(port)) === 'disk full');
+        await waitFor(async () => (await readyReason(port)) === 'disk full', {
+          what: '/readyz says the disk is full again',
+          timeoutMs: 15_000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
         const stopAt = performance.now();
         process.kill(pingd, 'SIGTERM');
-        await until('the first pingd exits', SHUTDOWN_TIMEOUT_MS + 5000, async () => /first pingd exited \d+/.test(ns.stderr()));
+        await waitFor(async () => /first pingd exited \d+/.test(ns.stderr()), {
+          what: 'the first pingd exits',
+          timeoutMs: SHUTDOWN_TIMEOUT_MS + 5000,
+          intervalMs: 100,
+          retryErrors: true,
+        });
         assert.match(ns.stderr(), /first pingd exited 0\n/, ns.stderr());
         assert.ok(performance.now() - stopAt < SHUTDOWN_TIMEOUT_MS, `stopped in ${Math.round(performance.now() - stopAt)} ms`);
 
         // Space freed, the next start opens the same files: every acknowledged ping is there.
         await unlink(ns.path('filler'));
         ns.child.stdin!.write('go\n');
-        await until('the second pingd answers', 60_000, async () => {
-          if (ns.child.exitCode !== null) assert.fail(`the namespace ended: ${ns.stderr()}`);
-          return (await timedGet(port, '/readyz')).status === 200;
-        });
+        await waitFor(
+          async () => {
+            if (ns.child.exitCode !== null) assert.fail(`the namespace ended: ${ns.stderr()}`);
+            return (await timedGet(port, '/readyz')).status === 200;
+          },
+          { what: 'the second pingd answers', timeoutMs: 60_000, intervalMs: 100, retryErrors: true },
+        );
         const missing: string[] = [];
         for (const url of acked)
           if ((await timedGet(port, `/api/weblogs?url=${encodeURIComponent(url)}`)).status !== 200) missing.push(url);

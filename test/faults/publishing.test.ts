@@ -14,10 +14,13 @@ import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueU
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/platform/config.js';
 import { privatePostgresAvailable, startPrivatePostgres } from './private-postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Harness {
   app: FastifyInstance;
   logs: string[];
+  /** Lookups of `path`'s current rendering sent to the database so far (answered or not). */
+  lookups(path: string): number;
   close(): Promise<void>;
 }
 
@@ -33,7 +36,15 @@ async function harness(db: TestDatabase, overrides: Partial<Config> = {}): Promi
   });
   const app = await buildApp({ config, logStream: { write: (l: string) => void logs.push(l) } });
   await app.ready();
-  return { app, logs, close: () => app.close() };
+  const lookups = new Map<string, number>();
+  const counted = app.db as unknown as { query: (sql: string, params?: unknown[], ...rest: unknown[]) => Promise<unknown> };
+  const query = counted.query;
+  counted.query = (sql, params, ...rest) => {
+    if (/from published_documents p join renderings r/.test(sql) && params)
+      lookups.set(String(params[0]), (lookups.get(String(params[0])) ?? 0) + 1);
+    return query.call(app.db, sql, params, ...rest);
+  };
+  return { app, logs, lookups: (path) => lookups.get(path) ?? 0, close: () => app.close() };
 }
 
 async function ping(app: FastifyInstance, name: string): Promise<string> {
@@ -51,6 +62,22 @@ async function ping(app: FastifyInstance, name: string): Promise<string> {
 async function get(app: FastifyInstance, path: string, headers: Record<string, string> = {}) {
   const res = await app.inject({ method: 'GET', url: path, headers });
   return { status: res.statusCode, etag: res.headers.etag as string | undefined, body: res.body, raw: res.rawPayload };
+}
+
+/**
+ * GETs `path` until an answer came after a lookup of its current rendering in the database (the one the
+ * reader remembered was older than PUBLISH_POINTER_TTL_MS): what is served is then what the reader made of
+ * the database's answer, or of its failure, not the pointer it remembered.
+ */
+async function getAfterLookup(h: Harness, path: string) {
+  return waitFor(
+    async () => {
+      const n = h.lookups(path);
+      const d = await get(h.app, path);
+      return h.lookups(path) > n && d;
+    },
+    { what: `a lookup of ${path}'s current rendering in the database`, intervalMs: 10 },
+  );
 }
 
 async function failedRenders(app: FastifyInstance): Promise<number> {
@@ -86,9 +113,8 @@ test(
         h.logs.some((l) => /"msg":"rendering failed"/.test(l) && /weblogs/.test(l)),
         'failures are logged with the reason',
       );
-      await new Promise((r) => setTimeout(r, 150)); // past PUBLISH_POINTER_TTL_MS
       for (let i = 0; i < DOCS.length; i++) {
-        const d = await get(h.app, DOCS[i]);
+        const d = await getAfterLookup(h, DOCS[i]);
         assert.equal(d.status, 200);
         assert.equal(d.etag, before[i].etag, 'the previous rendering');
         assert.equal(d.body, before[i].body);
@@ -97,7 +123,7 @@ test(
       const second = await ping(h.app, 'After the repair');
       const again = await h.app.renderer.tick({ force: true });
       assert.deepEqual(again?.failed, []);
-      await new Promise((r) => setTimeout(r, 150));
+      // No wait: publishing a rendering makes this instance's reader forget the pointer it remembered.
       const after = await get(h.app, '/changes.xml');
       assert.notEqual(after.etag, before[0].etag);
       assert.ok(after.body.includes(second) && after.body.includes(first));
@@ -164,8 +190,7 @@ test(
         readdirSync(dir).filter((f) => f.includes('.tmp-')),
         [],
       );
-      await new Promise((r) => setTimeout(r, 150));
-      const during = await get(h.app, '/changes.xml');
+      const during = await getAfterLookup(h, '/changes.xml');
       assert.equal(during.status, 200);
       assert.equal(during.etag, served.etag);
       // Space again: the next run writes everything, the new ping included.
@@ -211,10 +236,9 @@ test(
 
       if (pg) await pg.stop();
       else await h.app.db.close();
-      await new Promise((r) => setTimeout(r, 200)); // past PUBLISH_POINTER_TTL_MS
 
       for (const [p, b] of before) {
-        const d = await get(h.app, p);
+        const d = await getAfterLookup(h, p);
         assert.equal(d.status, 200, `${p} while the database is down: ${d.body.slice(0, 200)}`);
         assert.equal(d.etag, b.etag);
         assert.equal(d.body, b.body);
@@ -251,14 +275,13 @@ test(
         await h.close();
         h = await harness(db);
       }
-      let second: string | undefined;
-      for (let i = 0; i < 50 && !second; i++) {
-        second = await ping(h.app, 'Published after the outage').catch(() => undefined);
-        if (!second) await new Promise((r) => setTimeout(r, 200));
-      }
-      assert.ok(second, 'pings are accepted again');
+      const second = await waitFor(() => ping(h.app, 'Published after the outage'), {
+        what: 'pings to be accepted again',
+        timeoutMs: 10_000,
+        intervalMs: 200,
+        retryErrors: true,
+      });
       await h.app.renderer.tick({ force: true });
-      await new Promise((r) => setTimeout(r, 200));
       const after = await get(h.app, '/changes.xml');
       assert.equal(after.status, 200);
       assert.ok(after.body.includes(second) && after.body.includes(first));

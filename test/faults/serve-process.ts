@@ -1,6 +1,7 @@
 // Test harness: `pingd serve` as a real process on a free port (for kills and restarts), its stderr kept.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort } from './private-postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -22,15 +23,20 @@ export async function startServer(env: Record<string, string>): Promise<Server> 
   let err = '';
   child.stderr?.on('data', (d) => (err += d));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) break;
-    const up = await fetch(`http://127.0.0.1:${port}/`).then(
-      (r) => r.ok,
-      () => false,
+  try {
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}`);
+        return fetch(`http://127.0.0.1:${port}/`).then(
+          (r) => r.ok,
+          () => false,
+        );
+      },
+      { what: 'the server to answer', timeoutMs: 30_000, intervalMs: 100 },
     );
-    if (up) return { child, port, exited, stderr: () => err };
-    await new Promise((r) => setTimeout(r, 100));
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw new Error(`the server did not start (${(e as Error).message}): ${err}`, { cause: e });
   }
-  child.kill('SIGKILL');
-  throw new Error(`the server did not start: ${err}`);
+  return { child, port, exited, stderr: () => err };
 }

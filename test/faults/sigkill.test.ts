@@ -10,6 +10,7 @@ import { Agent, request } from 'node:http';
 import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueUrl } from '../helpers/app.js';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { startServer } from './serve-process.js';
+import { waitFor } from '../helpers/wait.js';
 
 function post(agent: Agent, port: number, body: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -65,8 +66,11 @@ test(
       };
       const workers = Array.from({ length: 64 }, worker);
       // Kill once the burst is well under way, while batches are being committed.
-      for (let i = 0; i < 1200 && acked.length < 400; i++) await new Promise((r) => setTimeout(r, 25));
-      assert.ok(acked.length >= 400, `the burst got going (${acked.length} acknowledged)`);
+      await waitFor(() => acked.length >= 400, {
+        what: () => `the burst to get going (${acked.length} acknowledged)`,
+        timeoutMs: 30_000,
+        intervalMs: 25,
+      });
       server.child.kill('SIGKILL');
       await server.exited;
       killed = true;

@@ -7,6 +7,7 @@ import { BACKEND, createTestDatabase, testConfig, methodCall, readReply } from '
 import { openDatabase } from '../../src/platform/db/database.js';
 import { startFeedServer, feedFixture } from '../helpers/feed-server.js';
 import { startServer } from './serve-process.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('SIGKILL with verifications queued and in flight: after a restart every one of them is settled', { timeout: 120_000 }, async (ctx) => {
   const tdb = await createTestDatabase();
@@ -46,9 +47,8 @@ test('SIGKILL with verifications queued and in flight: after a restart every one
     }
     // Kill while the first verifications wait on the hung host and the rest are queued.
     // (Soon after the first request arrives: well inside FETCH_TIMEOUT_MS, so none has timed out yet.)
-    for (let i = 0; i < 500 && feeds.requests.length < 1; i++) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 150));
-    assert.ok(feeds.requests.length >= 1, 'verifications were in flight');
+    await waitFor(() => feeds.requests.length >= 1, { what: 'a verification in flight', timeoutMs: 5000, intervalMs: 10 });
+    await new Promise((r) => setTimeout(r, 150)); // a moment for the next ones to reach the hung host too
     const inFlight = feeds.requests.length;
     server.child.kill('SIGKILL');
     await server.exited;
@@ -59,18 +59,19 @@ test('SIGKILL with verifications queued and in flight: after a restart every one
     const again = await startServer(env);
     try {
       // The killed instance's claims come back when their lease runs out (2 × FETCH_TIMEOUT_MS + 10 s).
-      const deadline = Date.now() + 60_000;
       const outcomes = new Map<string, string>();
-      while (outcomes.size < blogs.length && Date.now() < deadline) {
-        for (const url of blogs) {
-          if (outcomes.has(url)) continue;
-          const r = await fetch(`http://127.0.0.1:${again.port}/api/weblogs?url=${encodeURIComponent(url)}`);
-          const body = (await r.json()) as { verification: { outcome: string } | null };
-          if (body.verification) outcomes.set(url, body.verification.outcome);
-        }
-        await new Promise((r) => setTimeout(r, 250));
-      }
-      assert.equal(outcomes.size, blogs.length, `settled: ${outcomes.size} of ${blogs.length}`);
+      await waitFor(
+        async () => {
+          for (const url of blogs) {
+            if (outcomes.has(url)) continue;
+            const r = await fetch(`http://127.0.0.1:${again.port}/api/weblogs?url=${encodeURIComponent(url)}`);
+            const body = (await r.json()) as { verification: { outcome: string } | null };
+            if (body.verification) outcomes.set(url, body.verification.outcome);
+          }
+          return outcomes.size === blogs.length;
+        },
+        { what: () => `every weblog settled (${outcomes.size} of ${blogs.length})`, timeoutMs: 60_000, intervalMs: 250 },
+      );
       assert.deepEqual([...new Set(outcomes.values())], ['verified']);
     } finally {
       again.child.kill('SIGTERM');

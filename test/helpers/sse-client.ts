@@ -2,6 +2,7 @@
 // "Server-sent events" section tells a browser's EventSource to (fields id/event/data/retry, comments,
 // blank line dispatches; the last event id survives events without one), and can reconnect with it.
 import http from 'node:http';
+import { waitFor } from './wait.js';
 
 export interface SseEvent {
   id: string;
@@ -40,11 +41,11 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
         body: '',
         waitFor: (n, timeoutMs) => c.waitUntil((x) => x.events.length >= n, timeoutMs, `${n} events`).then(() => c.events.slice(0, n)),
         async waitUntil(pred, timeoutMs = 15_000, what = 'condition') {
-          const deadline = Date.now() + timeoutMs;
-          while (!pred(c)) {
-            if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; have ${c.events.length} events, ended=${c.ended}`);
-            await new Promise((r) => setTimeout(r, 10));
-          }
+          await waitFor(() => pred(c), {
+            what: () => `${what}; have ${c.events.length} events, ended=${c.ended}`,
+            timeoutMs,
+            intervalMs: 10,
+          });
         },
         close: () => {
           req.destroy();

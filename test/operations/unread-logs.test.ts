@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { freePort } from '../faults/private-postgres.js';
 import { createTestDatabase } from '../helpers/app.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SHUTDOWN_TIMEOUT_MS = 3000;
 const PINGS = 800;
@@ -56,18 +57,16 @@ test(
     );
     try {
       const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-      for (let i = 0; ; i++) {
-        if (child.exitCode !== null) assert.fail(`the server exited: ${stderr}`);
-        if (
-          await get(agent, port, '/healthz').then(
+      await waitFor(
+        async () => {
+          if (child.exitCode !== null) assert.fail(`the server exited: ${stderr}`);
+          return get(agent, port, '/healthz').then(
             (r) => r.status === 200,
             () => false,
-          )
-        )
-          break;
-        if (i > 300) assert.fail(`the server did not start: ${stderr}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+          );
+        },
+        { what: () => `the server to start: ${stderr}`, timeoutMs: 30_000, intervalMs: 100 },
+      );
 
       // Each ping writes request lines at debug: far more than the pipe and the 64 KiB buffer hold.
       let next = 0;

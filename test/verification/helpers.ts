@@ -2,6 +2,7 @@
 // settled, reading the job rows directly (the service never reads one job back by ping).
 import type { Queryable } from '../../src/platform/db/database.js';
 import { methodCall, rpc, type TestApp } from '../helpers/app.js';
+import { waitFor } from '../helpers/wait.js';
 
 export interface JobRow {
   ping_id: number;
@@ -28,15 +29,20 @@ export async function ping(t: TestApp, url: string, rssUrl?: string, name = 'A w
 
 /** Waits until the weblog's latest job has an outcome; returns it. */
 export async function settled(t: TestApp, weblogUrl: string, timeoutMs = 15_000): Promise<JobRow> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const jobs = await jobsOf(t.app.db, weblogUrl);
-    const last = jobs[jobs.length - 1];
-    if (last?.outcome) return last;
-    if (Date.now() > deadline) throw new Error(`no verification outcome for ${weblogUrl} within ${timeoutMs} ms: ${JSON.stringify(jobs)}`);
-    t.app.verification.worker?.wake();
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  let jobs: JobRow[] = [];
+  return waitFor(
+    async () => {
+      jobs = await jobsOf(t.app.db, weblogUrl);
+      const last = jobs[jobs.length - 1];
+      return last?.outcome ? last : undefined;
+    },
+    {
+      what: () => `a verification outcome for ${weblogUrl} (jobs: ${JSON.stringify(jobs)})`,
+      timeoutMs,
+      intervalMs: 25,
+      between: () => t.app.verification.worker?.wake(),
+    },
+  );
 }
 
 /** Pings and waits for the outcome. */

@@ -9,6 +9,7 @@ import xmlrpc from 'xmlrpc';
 import { startApp, type TestApp } from '../helpers/app.js';
 import { startFeedServer, bytes, type FeedServer } from '../helpers/feed-server.js';
 import { pingAndSettle, ping, settled, weblogApi } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 import type { Job } from '../../src/verification/job-repository.js';
 import { MAX_JOB_REQUESTS } from '../../src/verification/verifier.js';
 
@@ -121,11 +122,7 @@ test(
     await ping(t, weblog, `${s.origin}/big.xml`);
     // Barrier: the document is on its thread now.
     const docs = t.app.verification.documents;
-    const until = Date.now() + 60_000;
-    while (docs.load.running === 0) {
-      if (Date.now() > until) throw new Error('the feed was never read');
-      await new Promise((r) => setTimeout(r, 2));
-    }
+    await waitFor(() => docs.load.running > 0, { what: 'the feed to be read on its thread', timeoutMs: 60_000, intervalMs: 2 });
     const { port } = new URL(t.url);
     const client = xmlrpc.createClient({ host: '127.0.0.1', port: Number(port), path: '/RPC2' });
     const answer = await new Promise<{ reply: { flerror: boolean }; reading: boolean }>((resolve, reject) =>

@@ -12,10 +12,10 @@ import {
   outcomeOfStatus,
   OUTCOMES,
   permanentTarget,
-  retryAfter,
   statusClass,
   type Outcome,
 } from '../../src/verification/manners.js';
+import { retryAfter } from '../../src/platform/retry.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;

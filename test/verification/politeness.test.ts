@@ -7,7 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startApp, type TestApp } from '../helpers/app.js';
 import { startFeedServer, feedFixture, bytes, type FeedServer } from '../helpers/feed-server.js';
-import { jobsOf, ping, pingAndSettle, settled, weblogApi } from './helpers.js';
+import { jobsOf, ping, pingAndSettle, settled, weblogApi, type JobRow } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const apps: TestApp[] = [];
 const servers: FeedServer[] = [];
@@ -105,12 +106,15 @@ test('429 with Retry-After in seconds: no request to that host before then, for 
   // Another weblog of the same host: its job waits (deferred, still open), and the host hears nothing.
   const other = `${s.origin}/other/`;
   await ping(t, other, `${s.origin}/other.xml`);
-  const deadline = Date.now() + 5000;
-  let jobs = await jobsOf(t.app.db, other);
-  while (Date.now() < deadline && !(jobs[0] && new Date(jobs[0].due_at).getTime() > Date.now() + 60_000)) {
-    await new Promise((r) => setTimeout(r, 50));
-    jobs = await jobsOf(t.app.db, other);
-  }
+  // Barrier: the worker has decided on the job, settled or deferred past the Retry-After.
+  const decided = (j: JobRow | undefined) => j !== undefined && (j.outcome !== null || new Date(j.due_at).getTime() > Date.now() + 60_000);
+  const jobs = await waitFor(
+    async () => {
+      const js = await jobsOf(t.app.db, other);
+      return decided(js[0]) && js;
+    },
+    { what: "the worker to settle or defer the other weblog's job", timeoutMs: 5000 },
+  );
   assert.equal(jobs[0].outcome, null, 'still queued');
   assert.ok(new Date(jobs[0].due_at).getTime() >= started + 119_000, `due when the host may be asked again: ${jobs[0].due_at}`);
   assert.equal(s.hits('/other.xml').length, 0);
@@ -143,9 +147,18 @@ test('5xx backs the feed off exponentially; a success resets it', async () => {
   assert.equal(api.body.feed.failures, 1);
   const firstWait = Date.parse(api.body.feed.nextFetchAfter) - Date.parse(api.body.feed.lastFetchAt);
   assert.ok(Math.abs(firstWait - 60_000) < 2000, `1 min after the first failure, got ${firstWait} ms`);
-  // While backing off, a ping waits instead of fetching.
+  // While backing off, a ping waits instead of fetching. Barrier: the worker has decided on the new job,
+  // settled (had it fetched) or deferred to the end of the backoff.
   await ping(t, url, feed);
-  await new Promise((r) => setTimeout(r, 300));
+  const backoffEnds = Date.parse(api.body.feed.nextFetchAfter);
+  const [, waiting] = await waitFor(
+    async () => {
+      const js = await jobsOf(t.app.db, url);
+      return js.length === 2 && (js[1].outcome !== null || new Date(js[1].due_at).getTime() >= backoffEnds - 1000) && js;
+    },
+    { what: 'the worker to settle or defer the ping during the backoff', between: () => t.app.verification.worker?.wake() },
+  );
+  assert.equal(waiting.outcome, null, 'deferred, not settled');
   assert.equal(s.hits('/err.xml').length, 1);
   // Time passes (the backoff is over): the next failure doubles the wait.
   await t.app.db.query('update feeds set next_fetch_after = null where url = $1', [feed]);

@@ -7,6 +7,7 @@ import { startFeedServer, feedFixture, bytes, type FeedServer } from '../helpers
 import { ping, pingAndSettle, settled } from './helpers.js';
 import { archivePath, hourStart } from '../../src/publishing/documents/archive.js';
 import { methodCall, rpc } from '../helpers/app.js';
+import { waitFor } from '../helpers/wait.js';
 
 let t: TestApp;
 let s: FeedServer;
@@ -51,7 +52,7 @@ test('a ping is listed only once verified; one whose feed shows nothing is never
   const r = await rpc(t.app, methodCall('weblogUpdates.extendedPing', ['Good', good, good, `${s.origin}/good.xml`]));
   assert.equal(r.flerror, false);
   assert.equal(r.message, 'Thanks for the ping.');
-  for (let i = 0; i < 100 && s.hits('/good.xml').length === 0; i++) await new Promise((res) => setTimeout(res, 20));
+  await waitFor(() => s.hits('/good.xml').length > 0, { what: 'the fetch of the feed to be under way', timeoutMs: 2000 });
   assert.equal(s.hits('/good.xml').length, 1, 'the fetch is under way');
   assert.doesNotMatch(await read('/changes.xml'), /\/good\//, 'not listed while unverified');
 

@@ -4,11 +4,12 @@ import { mkdtempSync, writeFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import fc from 'fast-check';
-import { parseBlocklist, globMatch, hostOf, plainAddress } from '../../../src/intake/abuse/blocklist.js';
+import { parseBlocklist, globMatch, blocklistHost, plainAddress } from '../../../src/intake/abuse/blocklist.js';
 import { BlocklistFile, BlocklistFileError } from '../../../src/intake/abuse/blocklist-file.js';
 import { RateLimiter, clientKey } from '../../../src/intake/abuse/rate-limit.js';
 import { expandIPv6 } from '../../../src/platform/net/ip.js';
 import type { Blocklist } from '../../../src/intake/abuse/blocklist.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const FILE = `# spam hosts
 spam.example
@@ -97,10 +98,10 @@ test('globMatch agrees with a regular expression and stays fast on adversarial p
   assert.equal(globMatch('*a*a*a*a*a*a*a*a*a*a*a*b', 'a'.repeat(2048)), false);
 });
 
-test('hostOf and plainAddress', () => {
-  assert.equal(hostOf('http://Example.COM.../x'), 'example.com');
-  assert.equal(hostOf('http://[::1]:80/'), '::1');
-  assert.equal(hostOf('not a url'), undefined);
+test('blocklistHost and plainAddress', () => {
+  assert.equal(blocklistHost('http://Example.COM.../x'), 'example.com');
+  assert.equal(blocklistHost('http://[::1]:80/'), '::1');
+  assert.equal(blocklistHost('not a url'), undefined);
   assert.equal(plainAddress('::ffff:10.1.2.3'), '10.1.2.3');
   assert.equal(plainAddress('0:0:0:0:0:ffff:10.1.2.3'), '10.1.2.3');
   assert.equal(plainAddress('2001:db8::1'), '2001:db8::1');
@@ -145,10 +146,7 @@ test('blocklist file: loaded at start, reloaded on change (rewrite, replace by r
   const loads: Blocklist[] = [];
   const failures: Error[] = [];
   const f = new BlocklistFile(path, { loaded: (l) => loads.push(l), failed: (e) => failures.push(e) }, 100);
-  const until = async (cond: () => boolean, what: string) => {
-    for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setTimeout(r, 50));
-    assert.ok(cond(), what);
-  };
+  const until = (cond: () => boolean, what: string) => waitFor(cond, { what, timeoutMs: 5000, intervalMs: 50 });
   try {
     f.start();
     assert.equal(loads.length, 1);

@@ -9,6 +9,7 @@ import { startApp, uniqueUrl, methodCall, rpc, createTestDatabase, testConfig, t
 import { buildApp } from '../../../src/app.js';
 import { BLOCKED_CLIENT, BLOCKED_WEBLOG } from '../../../src/intake/abuse/plugin.js';
 import { findPingsByUrl } from '../../helpers/rows.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pingd-abuse-'));
 const blocklistPath = join(dir, 'blocklist.txt');
@@ -138,9 +139,11 @@ test('the blocklist file is re-read without a restart', async () => {
   const url = 'http://late-spam.example.net/';
   assert.match((await xmlrpc(methodCall('weblogUpdates.ping', ['Late', url]), nextAddr())).body, /Thanks for the ping\./);
   writeFileSync(blocklistPath, '# test list\nspam.example\nlate-spam.example.net\n');
-  const deadline = Date.now() + 10_000;
-  while (!t.app.abuse.blocklist.hosts.has('late-spam.example.net') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  assert.ok(t.app.abuse.blocklist.hosts.has('late-spam.example.net'), 'the watcher picked the change up');
+  await waitFor(() => t.app.abuse.blocklist.hosts.has('late-spam.example.net'), {
+    what: 'the watcher to pick the change up',
+    timeoutMs: 10_000,
+    intervalMs: 100,
+  });
   const r = await xmlrpc(methodCall('weblogUpdates.ping', ['Late', 'http://www.late-spam.example.net/']), nextAddr());
   assert.ok(r.body.includes(BLOCKED_WEBLOG));
   // Rules removed from the file stop applying.

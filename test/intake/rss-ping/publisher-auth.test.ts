@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { createTestDatabase, startApp, type TestApp, type TestDatabase } from '../../helpers/app.js';
 import { main } from '../../../src/cli.js';
 import { deriveKey, endpointDigests, openPassword, sealPassword, SecretBoxError } from '../../../src/intake/rss-ping/secret-box.js';
-import { MAX_LIVE_TOKENS } from '../../../src/intake/rss-ping/token-store.js';
-import { TOKEN_REQUESTS_PER_MIN } from '../../../src/intake/rss-ping/routes.js';
+import { MAX_LIVE_TOKENS } from '../../../src/intake/rss-ping/token-repository.js';
+import { TOKEN_REQUESTS_PER_MIN } from '../../../src/intake/rss-ping/token-route.js';
 import { readRssPingReply, rssPing } from './helpers.js';
 import { findPayloadsBySite } from '../../helpers/rows.js';
 

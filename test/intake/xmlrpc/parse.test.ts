@@ -6,7 +6,7 @@ import {
   FAULT,
   asString,
   MAX_PARAMS,
-  MAX_DEPTH,
+  MAX_VALUE_DEPTH,
   MAX_ELEMENT_DEPTH,
 } from '../../../src/intake/xmlrpc/parse.js';
 import { pingFromCall } from '../../../src/intake/xmlrpc/methods.js';
@@ -180,8 +180,13 @@ test('faults: empty, malformed, wrong document, DOCTYPE, prototype tags, bad enc
     FAULT.INVALID_PARAMS,
     `Invalid params: more than ${MAX_PARAMS} parameters.`,
   );
-  const deep = '<value><array><data>'.repeat(MAX_DEPTH + 2) + '<value>x</value>' + '</data></array></value>'.repeat(MAX_DEPTH + 2);
-  fault(() => call(wrap(`<param>${deep}</param>`)), FAULT.INVALID_PARAMS, `Invalid params: values nested deeper than ${MAX_DEPTH} levels.`);
+  const deep =
+    '<value><array><data>'.repeat(MAX_VALUE_DEPTH + 2) + '<value>x</value>' + '</data></array></value>'.repeat(MAX_VALUE_DEPTH + 2);
+  fault(
+    () => call(wrap(`<param>${deep}</param>`)),
+    FAULT.INVALID_PARAMS,
+    `Invalid params: values nested deeper than ${MAX_VALUE_DEPTH} levels.`,
+  );
 });
 
 test('pingFromCall: parameter forms of ping and extendedPing', () => {

@@ -23,6 +23,7 @@ import {
   AHEAD_DAYS,
 } from '../../../src/operations/retention/partitions.js';
 import { BACKEND, createTestDatabase, testConfig, type TestDatabase } from '../../helpers/app.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const DAY = 86_400_000;
 const opened: { db: Db; t: TestDatabase }[] = [];
@@ -240,7 +241,16 @@ test(
       await reader.query('select count(*) from pings');
       const started = Date.now();
       const pass = prune(db, { pingDays: 30, archiveDays: 0, batchSize: 100, pauseMs: 0 });
-      await new Promise((r) => setTimeout(r, 50));
+      // Barrier: the drop waits for the reader's lock now, so the insert below comes while it waits.
+      await waitFor(
+        async () => {
+          const { rows } = await reader.query<{ n: number }>(
+            'select count(*)::int as n from pg_locks where not granted and database = (select oid from pg_database where datname = current_database())',
+          );
+          return rows[0].n > 0;
+        },
+        { what: "the drop to wait for the reader's lock", timeoutMs: 5000, intervalMs: 5 },
+      );
       const t0 = Date.now();
       await pingAt(db, w, new Date());
       const insertMs = Date.now() - t0;

@@ -3,6 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, type TestApp } from '../../helpers/app.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let t: TestApp;
 after(async () => t?.close());
@@ -15,12 +16,20 @@ test('a notification reaches the listeners of its channel until they stop', asyn
   const stopOther = await t.app.db.listen('pingd_test_b', (p) => other.push(p));
   await t.app.db.notify('pingd_test_a', 'one');
   await t.app.db.notify('pingd_test_a', 'two');
-  for (let i = 0; i < 200 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => heard.length >= 2, {
+    what: () => `two notifications (heard ${JSON.stringify(heard)})`,
+    timeoutMs: 2000,
+    intervalMs: 10,
+  });
   assert.deepEqual(heard, ['one', 'two']);
-  assert.deepEqual(other, []);
   await stop();
   await t.app.db.notify('pingd_test_a', 'three');
-  await new Promise((r) => setTimeout(r, 100));
+  // Barrier: a sentinel sent after it on a channel still listened to. It is told after 'three' (in order on
+  // the embedded database; on PostgreSQL both are sent as each commits, to listening connections that read
+  // them as they come), so a stopped listener that still heard would have 'three' by the time it arrives.
+  await t.app.db.notify('pingd_test_b', 'sentinel');
+  await waitFor(() => other.length > 0, { what: 'the sentinel on the other channel', timeoutMs: 2000, intervalMs: 10 });
+  assert.deepEqual(other, ['sentinel'], 'nothing of channel a reached the listener of b');
   assert.deepEqual(heard, ['one', 'two']);
   await stopOther();
 });

@@ -33,7 +33,7 @@ import {
   getWatermark,
   readChunks,
   recentRenderings,
-} from '../../../src/publishing/rendering-store.js';
+} from '../../../src/publishing/rendering-repository.js';
 import { eventsAfter, latestPosition, prunedThrough } from '../../../src/push/stream/event-repository.js';
 import { latestPings } from '../../../src/web/weblog-repository.js';
 import { minuteCounts, topHosts } from '../../../src/operations/stats/minute-repository.js';

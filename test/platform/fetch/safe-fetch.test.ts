@@ -6,6 +6,7 @@ import net, { type AddressInfo } from 'node:net';
 import { SafeFetcher, FetchError, type LookupFn } from '../../../src/platform/fetch/safe-fetch.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { userAgent, PINGD_VERSION } from '../../../src/platform/fetch/user-agent.js';
+import { waitFor } from '../../helpers/wait.js';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
@@ -155,7 +156,7 @@ test('fetches beyond the concurrency bound are refused at once, and the slot is 
   });
   const f = open({ maxConcurrent: 1 });
   const slow = f.get(`${s.url}/slow`);
-  while (s.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+  await waitFor(() => s.requests.length > 0, { what: 'the slow request at the server', intervalMs: 5 });
   await refusal(f.get(`${s.url}/fast`), 'FETCH_BUSY', /too many outbound requests/);
   release();
   assert.equal((await slow).body.toString(), 'slow');

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QueueWorker } from '../../../src/platform/queue/worker.js';
+import { waitFor } from '../../helpers/wait.js';
 
 interface Job {
   n: number;
@@ -13,14 +14,6 @@ function deferred(): { promise: Promise<void>; resolve(): void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 test('runs at most `concurrency` jobs at once and drains the queue as jobs end', async () => {
@@ -46,17 +39,17 @@ test('runs at most `concurrency` jobs at once and drains the queue as jobs end',
     onError: (err) => assert.fail(err),
   });
   w.start();
-  await until(() => gates.size === 3);
+  await waitFor(() => gates.size === 3, { what: 'three jobs running', intervalMs: 5 });
   assert.equal(w.active, 3);
   // Releasing one job lets exactly one more in.
   gates.get(0)!.resolve();
-  await until(() => gates.size === 4);
+  await waitFor(() => gates.size === 4, { what: 'a fourth job to start', intervalMs: 5 });
   assert.equal(w.active, 3);
   for (let i = 1; i < 10; i++) {
-    await until(() => gates.has(i));
+    await waitFor(() => gates.has(i), { what: `job ${i} to start`, intervalMs: 5 });
     gates.get(i)!.resolve();
   }
-  await until(() => done.length === 10);
+  await waitFor(() => done.length === 10, { what: 'all ten jobs done', intervalMs: 5 });
   assert.equal(most, 3);
   assert.deepEqual(
     [...done].sort((a, b) => a - b),
@@ -83,10 +76,10 @@ test('wake() claims work queued after the worker went idle, without waiting for 
     onError: (err) => assert.fail(err),
   });
   w.start();
-  await until(() => claims === 1);
+  await waitFor(() => claims === 1, { what: 'the first claim', intervalMs: 5 });
   queue.push({ n: 7 });
   w.wake();
-  await until(() => ran.length === 1);
+  await waitFor(() => ran.length === 1, { what: 'the woken job to run', intervalMs: 5 });
   assert.deepEqual(ran, [7]);
   await w.close(1000);
 });
@@ -112,7 +105,7 @@ test('a failing job is reported with the job, a failing claim without one, and t
     onError: (err, job) => errors.push({ message: err.message, job: job?.n }),
   });
   w.start();
-  await until(() => ran.length === 2);
+  await waitFor(() => ran.length === 2, { what: 'both jobs to run', intervalMs: 5 });
   assert.deepEqual(errors, [
     { message: 'database down', job: undefined },
     { message: 'boom', job: 1 },
@@ -136,12 +129,15 @@ test('close() stops claiming and waits for the jobs in hand', async () => {
     onError: (err) => assert.fail(err),
   });
   w.start();
-  await until(() => w.active === 1);
+  await waitFor(() => w.active === 1, { what: 'the job to run', intervalMs: 5 });
   const closing = w.close(5000);
   const claimsAtClose = claims;
   setTimeout(() => g.resolve(), 50);
   await closing;
   assert.equal(finished, true);
+  // Barrier: timers fire in order of their due time, however slow the machine, so one set now for longer
+  // than any the worker may have left (its poll, 10 ms; a wake's gap, 20 ms) fires after that one: a claim
+  // close() failed to stop would have been made by then.
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(claims, claimsAtClose);
 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
-import { countArchivesBefore, deleteArchivesBefore } from '../../../src/publishing/rendering-store.js';
+import { countArchivesBefore, deleteArchivesBefore } from '../../../src/publishing/rendering-repository.js';
 import { bulkPings, decodeBody, strictParse } from '../helpers.js';
 
 describe('big documents', () => {

@@ -7,6 +7,7 @@ import { startApp, uniqueUrl } from '../../helpers/app.js';
 import { cadenceSeconds, scheduleRenders } from '../../../src/publishing/render/schedule.js';
 import type { Renderer } from '../../../src/publishing/render/renderer.js';
 import { ConfigError, loadConfig } from '../../../src/platform/config.js';
+import { waitFor } from '../../helpers/wait.js';
 
 test('the cadence of RENDER_CRON: the gap between runs, in seconds', () => {
   assert.equal(cadenceSeconds('*/10 * * * * *'), 10);
@@ -43,22 +44,19 @@ test('scheduled: a ping appears at the next tick with no manual render; max-age 
     const accepted = await t.app.pings.accept({ method: 'ping', name: 'Scheduled', url });
     assert.equal(accepted.ok, true);
     // Poll (no sleeping for a fixed time): the schedule renders every second.
-    let res = await t.app.inject({ url: '/changes.xml' });
-    const deadline = Date.now() + 30_000; // generous: the machine may be busy; this is not a timing test
-    while (!res.body.includes(url) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      res = await t.app.inject({ url: '/changes.xml' });
-    }
+    const rendered = (path: string) =>
+      waitFor(
+        async () => {
+          const res = await t.app.inject({ url: path });
+          return res.body.includes(url) && res;
+        },
+        { what: `the ping in ${path}, rendered by the schedule`, timeoutMs: 30_000, intervalMs: 100 },
+      );
+    const res = await rendered('/changes.xml');
     assert.equal(res.statusCode, 200);
-    assert.ok(res.body.includes(url), `rendered by the schedule (status ${res.statusCode})`);
     assert.equal(res.headers['cache-control'], 'public, max-age=1');
     // shortChanges.xml is rendered right after changes.xml in the same tick.
-    let short = await t.app.inject({ url: '/shortChanges.xml' });
-    while (!short.body.includes(url) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      short = await t.app.inject({ url: '/shortChanges.xml' });
-    }
-    assert.ok(short.body.includes(url), 'shortChanges.xml too');
+    await rendered('/shortChanges.xml');
   } finally {
     await t.close();
   }
@@ -121,17 +119,31 @@ test('a tick that comes while the previous one still renders runs once right aft
       return { rendered: [], failed: [], closedHours: 0 };
     },
   } as unknown as Renderer;
-  const stop = scheduleRenders(renderer, { cron: '* * * * * *', cadenceSec: 1, log: { debug() {}, error() {} } });
+  const log = { debug() {}, error() {} };
+  const stop = scheduleRenders(renderer, { cron: '* * * * * *', cadenceSec: 1, log });
   try {
-    const deadline = Date.now() + 20_000;
-    while (starts.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    assert.ok(starts.length >= 2, 'a second tick ran');
+    await waitFor(() => starts.length >= 2, { what: 'a second tick', timeoutMs: 20_000 });
     // Right after the long one (a loaded machine may delay it a little), not at the next whole second.
     assert.ok(starts[1] - ends[0] < 300, `the missed tick started ${Math.round(starts[1] - ends[0])} ms after the long one ended`);
   } finally {
     await stop();
   }
   const n = starts.length;
-  await new Promise((r) => setTimeout(r, 1500));
+  // Barrier: a second schedule on the same expression, started now, ticks at start and then on each whole
+  // second. The stopped one, had it gone on, would have ticked on the first of those seconds before the
+  // sentinel's tick on the second (timers fire in order of their due time).
+  const sentinelStarts: number[] = [];
+  const sentinel = {
+    async tick() {
+      sentinelStarts.push(performance.now());
+      return { rendered: [], failed: [], closedHours: 0 };
+    },
+  } as unknown as Renderer;
+  const stopSentinel = scheduleRenders(sentinel, { cron: '* * * * * *', cadenceSec: 1, log });
+  try {
+    await waitFor(() => sentinelStarts.length >= 3, { what: "the sentinel schedule's second scheduled tick", timeoutMs: 20_000 });
+  } finally {
+    await stopSentinel();
+  }
   assert.equal(starts.length, n, 'no tick after the schedule stopped');
 });

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
-import { eventually, extendedPing, httpPing, sleep, startTarget, type Target } from './helpers.js';
+import { derivedAll, extendedPing, httpPing, relayIdle, startTarget, type Target } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let target: Target;
 let t: TestApp;
@@ -30,6 +31,8 @@ after(async () => {
 });
 
 const callsFor = (url: string) => target.calls.filter((c) => c.params[1] === url);
+const jobStates = async (url: string) =>
+  (await t.app.db.query<{ state: string }>('select state from relay_jobs where weblog_url = $1 order by id', [url])).map((j) => j.state);
 
 test('an extendedPing with a feed is relayed as extendedPing(name, url, changesUrl, rssUrl, tags), with pingd-relay in the User-Agent', async () => {
   const url = uniqueUrl('ext');
@@ -55,7 +58,11 @@ test('a ping that carries the relay marker is never relayed again', async () => 
   const control = uniqueUrl('control');
   assert.equal(await httpPing(base, 'Control', control), 200);
   await target.until(() => callsFor(control).length === 1);
-  await sleep(200);
+  // Barrier: the relay has derived every ping stored so far (the marked one before the control) and has
+  // nothing pending or in hand. Had the marked ping been queued, its job would be there, and sent.
+  await derivedAll(t.app.db);
+  await relayIdle(t);
+  assert.deepEqual(await jobStates(url), [], 'no job for the marked ping');
   assert.equal(callsFor(url).length, 0);
 });
 
@@ -66,8 +73,13 @@ test('flerror 1 is recorded as refused and not retried', async () => {
     const url = uniqueUrl('refused');
     assert.equal(await httpPing(base, 'Refused', url), 200);
     await target.until(() => callsFor(url).length === 1);
-    await eventually(async () => (await targetStatus(t.app.db, 5))[0].refused === before + 1, 5000, 'the refusal recorded');
-    await sleep(600); // several retry periods
+    await waitFor(async () => (await targetStatus(t.app.db, 5))[0].refused === before + 1, {
+      timeoutMs: 5000,
+      what: 'the refusal recorded',
+    });
+    // Written in the same statement as the count: the job is finished, not pending, so no claim takes it
+    // again (a retried refusal would still be pending, due one retry period later).
+    assert.deepEqual(await jobStates(url), ['refused']);
     assert.equal(callsFor(url).length, 1);
   } finally {
     await target.set({ flerror: 0 });
@@ -87,11 +99,14 @@ test('a fault to extendedPing falls back to ping at once, and the target gets pi
         ['weblogUpdates.ping', ['Fallback', url]],
       ],
     );
-    await eventually(async () => (await targetStatus(t.app.db, 5))[0].pingOnly, 5000, 'the fallback remembered');
+    await waitFor(async () => (await targetStatus(t.app.db, 5))[0].pingOnly, { timeoutMs: 5000, what: 'the fallback remembered' });
     const next = uniqueUrl('remembered');
     await extendedPing(base, ['Remembered', next, next, `${next}rss`]);
     await target.until(() => callsFor(next).length === 1);
-    await sleep(100);
+    // Barrier: the job is finished, with every request of its send (an extendedPing first would have been
+    // followed by its fallback within the same send).
+    await relayIdle(t);
+    assert.deepEqual(await jobStates(next), ['delivered']);
     assert.deepEqual(
       callsFor(next).map((c) => c.method),
       ['weblogUpdates.ping'],
@@ -106,16 +121,15 @@ test('a target that stops listening gets the relay once it is back (retried with
   const url = uniqueUrl('comeback');
   try {
     assert.equal(await httpPing(base, 'Comeback', url), 200);
-    await eventually(
-      async () => ((await targetStatus(t.app.db, 100))[0].lastError ?? '').includes('ECONNREFUSED'),
-      5000,
-      'a failed attempt',
-    );
+    await waitFor(async () => ((await targetStatus(t.app.db, 100))[0].lastError ?? '').includes('ECONNREFUSED'), {
+      timeoutMs: 5000,
+      what: 'a failed attempt',
+    });
   } finally {
     await target.set({ listen: true });
   }
   await target.until(() => callsFor(url).length === 1, 10_000);
   const s = (await targetStatus(t.app.db, 100))[0];
   assert.ok(s.failed >= 1);
-  await eventually(async () => (await targetStatus(t.app.db, 100))[0].pending === 0, 5000, 'the queue drained');
+  await waitFor(async () => (await targetStatus(t.app.db, 100))[0].pending === 0, { timeoutMs: 5000, what: 'the queue drained' });
 });

@@ -1,9 +1,8 @@
 // Test harness for relay loops and bounds: a Ping-o-Matic-like forwarder (an XML-RPC ping server that passes
-// what it gets on to another ping server without pingd's marker, or only answers), and waiting until the
-// relay has derived every stored ping. Loopback 127.0.0.50–59 only.
+// what it gets on to another ping server without pingd's marker, or only answers). Loopback 127.0.0.50–59 only.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { eventually, type Call } from './helpers.js';
+import type { Call } from './helpers.js';
 
 export interface Forwarder {
   url: string;
@@ -115,17 +114,4 @@ export async function startForwarder(
       await new Promise((r) => server.close(r));
     },
   };
-}
-
-/** Resolves once the relay's cursor has passed every ping stored so far (their jobs, folds and drops are committed). */
-export async function derivedAll(db: { query<T>(sql: string, params?: unknown[]): Promise<T[]> }, ms = 15_000): Promise<void> {
-  const [{ last }] = await db.query<{ last: number }>('select coalesce(max(id), 0)::bigint as last from pings');
-  await eventually(
-    async () => {
-      const [c] = await db.query<{ position: number }>('select position from relay_cursor where id = 1');
-      return c !== undefined && Number(c.position) >= Number(last);
-    },
-    ms,
-    `the relay cursor at ping ${last}`,
-  );
 }

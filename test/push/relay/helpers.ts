@@ -1,10 +1,13 @@
 // Test harness for the relay: Python's SimpleXMLRPCServer as the target (test/fixtures/relay/xmlrpc_target.py,
 // steered over its stdin, its calls read from its stdout), an HTTP server that answers 503/429 with
-// Retry-After, and pinging an app over HTTP. Loopback 127.0.0.40–49 only.
+// Retry-After, pinging an app over HTTP, and the relay's barriers: its cursor past every stored ping, and
+// nothing pending or in hand. Loopback 127.0.0.40–49 only.
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { createInterface } from 'node:readline';
 import type { AddressInfo } from 'node:net';
+import type { TestApp } from '../../helpers/app.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const SCRIPT = new URL('../../fixtures/relay/xmlrpc_target.py', import.meta.url).pathname;
 
@@ -117,14 +120,43 @@ export async function extendedPing(base: string, params: string[], headers: Reco
   return r.text();
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+type Queries = { query<T>(sql: string, params?: unknown[]): Promise<T[]> };
 
-/** Polls `fn` until it returns true, or throws after `ms`. */
-export async function eventually(fn: () => Promise<boolean> | boolean, ms = 15_000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await fn()) return;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
+/**
+ * Resolves once the relay's cursor has passed every ping stored so far (under RELAY_ONLY_VERIFIED: every
+ * ping released so far). A derivation commits the cursor with the jobs it made, folded or dropped, so a
+ * ping that was to be relayed has its job by then.
+ */
+export async function derivedAll(db: Queries, ms = 15_000): Promise<void> {
+  const [cursor] = await db.query<{ rule: string }>('select rule from relay_cursor where id = 1');
+  const newest =
+    cursor?.rule === 'require'
+      ? 'select coalesce(max(release_id), 0)::bigint as last from ping_verifications'
+      : 'select coalesce(max(id), 0)::bigint as last from pings';
+  const [{ last }] = await db.query<{ last: number }>(newest);
+  await waitFor(
+    async () => {
+      const [c] = await db.query<{ position: number }>('select position from relay_cursor where id = 1');
+      return c !== undefined && Number(c.position) >= Number(last);
+    },
+    { timeoutMs: ms, what: `the relay cursor at ${last}` },
+  );
+}
+
+/**
+ * Resolves once the relay of `apps` (instances on one database) has nothing left to do: no job is pending
+ * (a job stays pending until its outcome is written) and no instance holds one, so every request it was
+ * going to make for what was derived has been made and answered. Call derivedAll first.
+ */
+export async function relayIdle(apps: TestApp | TestApp[], ms = 15_000): Promise<void> {
+  const all = Array.isArray(apps) ? apps : [apps];
+  let seen = { pending: 0, held: [] as number[] };
+  await waitFor(
+    async () => {
+      const [{ n }] = await all[0].app.db.query<{ n: number }>(`select count(*)::int as n from relay_jobs where state = 'pending'`);
+      seen = { pending: Number(n), held: all.map((a) => a.app.relay.worker?.active ?? 0) };
+      return seen.pending === 0 && seen.held.every((h) => h === 0);
+    },
+    { timeoutMs: ms, what: () => `the relay to be idle (no job pending, none in hand): ${JSON.stringify(seen)}` },
+  );
 }

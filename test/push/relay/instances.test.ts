@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, createTestDatabase, startApp, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
-import { httpPing, startTarget } from './helpers.js';
+import { derivedAll, httpPing, relayIdle, startTarget } from './helpers.js';
 
 const skip =
   BACKEND === 'postgres'
@@ -38,7 +38,10 @@ test('two instances, one database: each relay is sent once', { skip, timeout: 60
       assert.deepEqual([...new Set(statuses)], [200]);
     }
     await target.until((calls) => new Set(calls.map((c) => c.params[1])).size === N, 30_000);
-    await new Promise((r) => setTimeout(r, 500));
+    // Barrier: both instances have nothing pending and none in hand: a job claimed by both would still be
+    // in the hand of the second while the first's outcome is written, and its request would be made.
+    await derivedAll(apps[0].app.db);
+    await relayIdle(apps);
     const counts = new Map<string, number>();
     for (const c of target.calls) counts.set(c.params[1], (counts.get(c.params[1]) ?? 0) + 1);
     assert.deepEqual(

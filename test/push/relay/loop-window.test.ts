@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
-import { eventually, httpPing } from './helpers.js';
-import { derivedAll, startForwarder, type Forwarder } from './forwarder.js';
+import { derivedAll, httpPing } from './helpers.js';
+import { startForwarder, type Forwarder } from './forwarder.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let forwarder: Forwarder;
 let t: TestApp;
@@ -50,7 +51,10 @@ test('A → a forwarder that drops the marker → A, with PING_MIN_INTERVAL=0: t
   // A has derived the echo (had it been queued, its job would be there now), and the relay's outcome is
   // written (the echo may have come while the relay's job was still in flight).
   await derivedAll(t.app.db);
-  await eventually(async () => !(await jobs(url)).some((j) => j.state === 'pending'), 10_000, 'no relay of the weblog waiting');
+  await waitFor(async () => !(await jobs(url)).some((j) => j.state === 'pending'), {
+    timeoutMs: 10_000,
+    what: 'no relay of the weblog waiting',
+  });
   assert.deepEqual(
     (await jobs(url)).map((j) => j.state),
     ['delivered'],
@@ -61,7 +65,10 @@ test('A → a forwarder that drops the marker → A, with PING_MIN_INTERVAL=0: t
   assert.equal(await httpPing(base, 'Sentinel', sentinel), 200);
   await forwarder.until(() => forwarder.forwarded.some((f) => f.url === sentinel), 15_000, 'the sentinel echoed');
   await derivedAll(t.app.db);
-  await eventually(async () => !(await jobs(sentinel)).some((j) => j.state === 'pending'), 10_000, 'no relay of the sentinel waiting');
+  await waitFor(async () => !(await jobs(sentinel)).some((j) => j.state === 'pending'), {
+    timeoutMs: 10_000,
+    what: 'no relay of the sentinel waiting',
+  });
   assert.deepEqual({ loop: calls(forwarder, url), sentinel: calls(forwarder, sentinel) }, { loop: 1, sentinel: 1 });
   assert.deepEqual(
     (await jobs(sentinel)).map((j) => j.state),
@@ -92,15 +99,14 @@ test('an echo that arrives while the relay is still being sent rides on that sen
     await derivedAll(a.app.db);
     open();
     // The send's outcome settles the job: nothing of this weblog waits for the forwarder after it.
-    await eventually(
+    await waitFor(
       async () =>
         (
           await a.app.db.query<{ n: number }>(`select count(*)::int as n from relay_jobs where weblog_url = $1 and state = 'pending'`, [
             url,
           ])
         )[0].n === 0,
-      15_000,
-      'the job settled',
+      { timeoutMs: 15_000, what: 'the job settled' },
     );
     await derivedAll(a.app.db);
     assert.equal(calls(gated, url), 1);
@@ -120,7 +126,10 @@ test('a weblog relayed within RELAY_LOOP_WINDOW is not relayed again; once the w
   const url = uniqueUrl('quiet');
   assert.equal(await httpPing(base, 'Quiet', url), 200);
   await forwarder.until(() => calls(forwarder, url) === 1, 15_000, 'the first relay');
-  await eventually(async () => (await jobs(url)).map((j) => j.state).join() === 'delivered', 10_000, 'the relay recorded');
+  await waitFor(async () => (await jobs(url)).map((j) => j.state).join() === 'delivered', {
+    timeoutMs: 10_000,
+    what: 'the relay recorded',
+  });
   const before = (await suppressed(forwarder.url)) ?? 0;
   assert.equal(await httpPing(base, 'Quiet again', url), 200);
   await derivedAll(t.app.db);

@@ -10,7 +10,8 @@ import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { freePort } from '../../faults/private-postgres.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
-import { eventually, httpPing, sleep, startBusyTarget, startTarget, type Target } from './helpers.js';
+import { derivedAll, httpPing, startBusyTarget, startTarget, type Target } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const ALLOW = parseCidrList('127.0.0.0/8');
 let dir: string;
@@ -74,7 +75,10 @@ test('503 and 429 with Retry-After: 3 are not asked again for 3 seconds (though 
   const n503 = busy503.hits.length;
   const n429 = busy429.hits.length;
   assert.equal(await httpPing(base, 'Busy', uniqueUrl('busy')), 200);
-  await eventually(() => busy503.hits.length >= n503 + 2 && busy429.hits.length >= n429 + 2, 10_000, 'a second attempt at both');
+  await waitFor(() => busy503.hits.length >= n503 + 2 && busy429.hits.length >= n429 + 2, {
+    timeoutMs: 10_000,
+    what: 'a second attempt at both',
+  });
   for (const hits of [busy503.hits, busy429.hits]) {
     // Requests already on their way when the answer came (the target's concurrency) arrive together;
     // none is sent in the 3 s after it (a margin for a late arrival: the embedded database shares this
@@ -91,7 +95,7 @@ test('503 and 429 with Retry-After: 3 are not asked again for 3 seconds (though 
   }
   const of503 = async () => (await targetStatus(t.app.db, 100)).find((x) => x.url === busy503.url)!;
   // Outcomes are written in batches, a moment after the answers.
-  await eventually(async () => (await of503()).failed >= 2, 5000, 'the failures recorded');
+  await waitFor(async () => (await of503()).failed >= 2, { timeoutMs: 5000, what: 'the failures recorded' });
   assert.match((await of503()).lastError ?? '', /HTTP 503/);
 });
 
@@ -114,13 +118,15 @@ test('two instances listing each other (and themselves) settle after one hop', a
     assert.equal(await httpPing(ua, 'Loop', url), 200);
     const pingsOf = async (x: TestApp) =>
       x.app.db.query<{ user_agent: string | null }>('select user_agent from pings where url = $1', [url]);
-    await eventually(async () => (await pingsOf(b)).length === 1, 10_000, 'the relay at B');
+    await waitFor(async () => (await pingsOf(b)).length === 1, { timeoutMs: 10_000, what: 'the relay at B' });
     assert.match((await pingsOf(b))[0].user_agent ?? '', /^pingd-relay\//);
-    await sleep(1000); // several derivations and polls on both sides
+    // Barrier: B has derived the relayed ping (its cursor is past it, committed with any job it made): a
+    // relay back to A would be a job at B now. With none, nothing more reaches A.
+    await derivedAll(b.app.db);
+    const [jobsAtB] = await b.app.db.query<{ n: number }>('select count(*)::int as n from relay_jobs');
+    assert.equal(Number(jobsAtB.n), 0, 'B queued no relay of it');
     assert.equal((await pingsOf(a)).length, 1, 'A got the ping once: B did not relay it back');
     assert.equal((await pingsOf(b)).length, 1);
-    const [jobsAtB] = await b.app.db.query<{ n: number }>('select count(*)::int as n from relay_jobs');
-    assert.equal(Number(jobsAtB.n), 0);
   } finally {
     await a.close();
     await b.close();

@@ -12,8 +12,9 @@ import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { relayCommand } from '../../../src/push/relay/relay-command.js';
 import { borrowed } from '../../../src/platform/db/borrow.js';
-import { eventually, httpPing } from './helpers.js';
-import { derivedAll, startForwarder, type Forwarder } from './forwarder.js';
+import { derivedAll, httpPing } from './helpers.js';
+import { startForwarder, type Forwarder } from './forwarder.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const MAX = 5;
 let dir: string;
@@ -63,7 +64,10 @@ let fastDropped = 0;
 test('a target that cannot keep up keeps at most RELAY_QUEUE_MAX weblogs waiting; the stalest are dropped and counted (REGRESSION: one job per ping and target, without end)', async () => {
   // The first relay takes the slow target's turn: the next is a minute away.
   assert.equal(await httpPing(base, 'Bound', blogs[0]), 200);
-  await eventually(async () => (await status(slow.url)).delivered === 1, 10_000, 'the first relay to the slow target recorded');
+  await waitFor(async () => (await status(slow.url)).delivered === 1, {
+    timeoutMs: 10_000,
+    what: 'the first relay to the slow target recorded',
+  });
   for (const u of blogs.slice(1)) assert.equal(await httpPing(base, 'Bound', u), 200);
   // A page of pings and the bound it brings commit together.
   await derivedAll(t.app.db);
@@ -78,7 +82,7 @@ test('a target that cannot keep up keeps at most RELAY_QUEUE_MAX weblogs waiting
   assert.equal(slow.calls.length, 1);
   // The bound is per target: the fast one drains its own queue (a page of more than RELAY_QUEUE_MAX new
   // weblogs can overflow even its queue before a claim: each weblog is then delivered or counted dropped).
-  await eventually(async () => (await status(fast.url)).pending === 0, 10_000, 'the fast target drained');
+  await waitFor(async () => (await status(fast.url)).pending === 0, { timeoutMs: 10_000, what: 'the fast target drained' });
   const f = await status(fast.url);
   assert.equal(f.delivered + f.dropped, 20);
   assert.equal(new Set(fast.calls.map((c) => c.params[1])).size, f.delivered);
@@ -97,7 +101,7 @@ test('a weblog pinged again while it waits stays one job of its newest ping, and
     jobs.slice(0, -1).map((j) => j.weblog_url),
     blogs.slice(-(MAX - 1)),
   );
-  await eventually(async () => (await status(fast.url)).pending === 0, 10_000, 'the fast target drained');
+  await waitFor(async () => (await status(fast.url)).pending === 0, { timeoutMs: 10_000, what: 'the fast target drained' });
 });
 
 test('what was dropped shows in `pingd relay status`, /api/stats and /status', async () => {

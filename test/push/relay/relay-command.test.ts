@@ -9,7 +9,8 @@ import { relayCommand } from '../../../src/push/relay/relay-command.js';
 import { borrowed } from '../../../src/platform/db/borrow.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { prune } from '../../../src/operations/retention/prune.js';
-import { eventually, httpPing, startTarget, type Target } from './helpers.js';
+import { httpPing, startTarget, type Target } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let target: Target;
 let t: TestApp;
@@ -49,7 +50,7 @@ test('a relay that keeps failing becomes a dead letter, shown by status and sent
   const url = uniqueUrl('dead');
   try {
     assert.equal(await httpPing(base, 'Dead', url), 200);
-    await eventually(async () => (await targetStatus(t.app.db, 100))[0].dead === 1, 10_000, 'a dead letter');
+    await waitFor(async () => (await targetStatus(t.app.db, 100))[0].dead === 1, { timeoutMs: 10_000, what: 'a dead letter' });
     assert.equal(target.calls.filter((c) => c.params[1] === url).length, 2, 'RELAY_MAX_ATTEMPTS tries');
     const s = await cli('status');
     assert.equal(s.code, 0);
@@ -61,7 +62,7 @@ test('a relay that keeps failing becomes a dead letter, shown by status and sent
   const r = await cli('retry', target.url);
   assert.deepEqual(r, { code: 0, out: `1 dead letters of ${target.url} queued again` });
   await target.until((calls) => calls.filter((c) => c.params[1] === url).length === 3);
-  await eventually(async () => (await targetStatus(t.app.db, 100))[0].delivered >= 1, 5000, 'delivered');
+  await waitFor(async () => (await targetStatus(t.app.db, 100))[0].delivered >= 1, { timeoutMs: 5000, what: 'delivered' });
   assert.equal((await targetStatus(t.app.db, 100))[0].dead, 0);
   assert.equal((await cli('retry', 'http://unknown.example/')).code, 1);
   assert.equal((await cli('frobnicate')).code, 2);
@@ -73,7 +74,7 @@ test('the breaker opens after failures in a row and shows in status', async () =
   await target.set({ listen: false });
   try {
     for (let i = 0; i < 2; i++) assert.equal(await httpPing(base, 'Breaker', uniqueUrl('breaker')), 200);
-    await eventually(async () => (await targetStatus(t.app.db, 2))[0].breaker === 'open', 10_000, 'the breaker open');
+    await waitFor(async () => (await targetStatus(t.app.db, 2))[0].breaker === 'open', { timeoutMs: 10_000, what: 'the breaker open' });
     assert.match((await cli('status')).out, /breaker {3}open until/);
   } finally {
     await target.set({ listen: true });
@@ -81,7 +82,7 @@ test('the breaker opens after failures in a row and shows in status', async () =
   }
   // The operator says it is back: retry closes the breaker.
   await cli('retry', target.url);
-  await eventually(async () => (await targetStatus(t.app.db, 100))[0].pending === 0, 10_000, 'the queue drained');
+  await waitFor(async () => (await targetStatus(t.app.db, 100))[0].pending === 0, { timeoutMs: 10_000, what: 'the queue drained' });
 });
 
 test('metrics count relays by target and outcome; retention deletes finished jobs after a day', async () => {

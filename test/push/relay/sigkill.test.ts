@@ -7,18 +7,16 @@ import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
 import { openDatabase } from '../../../src/platform/db/database.js';
 import { startServer } from '../../faults/serve-process.js';
 import { httpPing, startTarget } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const N = 500;
 
 /** Waits until the server's relay queue has no pending job (its /metrics gauge, read from the database). */
 async function queueEmpty(base: string, ms: number): Promise<void> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const m = /^pingd_relay_queue\{measure="depth"\} (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text());
-    if (m && Number(m[1]) === 0) return;
-    if (Date.now() > until) throw new Error(`relay jobs still pending after ${ms} ms: ${m?.[1] ?? 'no gauge'}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor(
+    async () => /^pingd_relay_queue\{measure="depth"\} (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1] === '0',
+    { timeoutMs: ms, intervalMs: 200, what: 'no relay job pending (the pingd_relay_queue depth gauge at 0)' },
+  );
 }
 
 test('SIGKILL with ~500 relays queued: after a restart every weblog reaches the target', { timeout: 120_000 }, async (ctx) => {

@@ -6,7 +6,7 @@ import { startApp, type TestApp } from '../../helpers/app.js';
 import { startFeedServer, feedFixture, type FeedServer } from '../../helpers/feed-server.js';
 import { pingAndSettle } from '../../verification/helpers.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
-import { sleep, startTarget, type Target } from './helpers.js';
+import { derivedAll, relayIdle, startTarget, type Target } from './helpers.js';
 
 let t: TestApp;
 let s: FeedServer;
@@ -46,7 +46,14 @@ test('only verified pings are relayed', async () => {
   assert.equal((await pingAndSettle(t, spam, `${s.origin}/missing.xml`)).outcome, 'not_a_feed');
   assert.equal((await pingAndSettle(t, good, `${s.origin}/good.xml`)).outcome, 'verified');
   await target.until((calls) => calls.some((c) => c.params[1] === good), 10_000);
-  await sleep(500);
+  // Barrier: the relay's cursor is past every released ping (the spam one settled first: released, it would
+  // come before the good one), and nothing is pending or in hand: every relay it derived has been sent.
+  await derivedAll(t.app.db);
+  await relayIdle(t);
+  assert.deepEqual(
+    (await t.app.db.query<{ weblog_url: string }>('select weblog_url from relay_jobs order by id')).map((j) => j.weblog_url),
+    [good],
+  );
   assert.deepEqual(
     target.calls.map((c) => [c.method, c.params[1]]),
     [['weblogUpdates.extendedPing', good]],

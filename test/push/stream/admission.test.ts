@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { openStream, type SseConnection } from '../../helpers/sse-client.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let t: TestApp;
 let base: string;
@@ -30,9 +31,10 @@ async function settled(c: SseConnection): Promise<'served' | 'refused'> {
 
 async function closeAll(cs: SseConnection[]): Promise<void> {
   for (const c of cs) c.close();
-  const deadline = Date.now() + 15_000;
-  while (t.app.stream.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  assert.equal(t.app.stream.size, 0, 'every place given back once its connection closed');
+  await waitFor(() => t.app.stream.size === 0, {
+    what: () => `every place given back once its connection closed (${t.app.stream.size} held)`,
+    intervalMs: 10,
+  });
 }
 
 test('300 simultaneous connections never exceed STREAM_MAX_CLIENTS', async () => {
@@ -129,9 +131,7 @@ test('a client gone while its stream started gives its place back, and is never 
     await starting;
     assert.equal(hub.size, 1, 'counted from admission, before the start');
     req.destroy();
-    const deadline = Date.now() + 10_000;
-    while (hub.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    assert.equal(hub.size, 0, 'the place is back while the start still waits');
+    await waitFor(() => hub.size === 0, { what: 'the place to be back while the start still waits', timeoutMs: 10_000, intervalMs: 10 });
     release();
     await done;
     // The handler resumes in the microtasks after the start: past them it has returned or attached.

@@ -6,6 +6,7 @@ import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { openStream, dataOf, type SseConnection } from '../../helpers/sse-client.js';
+import { waitFor } from '../../helpers/wait.js';
 import { Subscriber, type Sink } from '../../../src/push/stream/hub.js';
 import { parseStreamRequest } from '../../../src/push/stream/events.js';
 
@@ -79,7 +80,7 @@ after(async () => {
 // Each test starts with no connection left by the one before (closed even when it failed).
 beforeEach(async () => {
   for (const c of open.splice(0)) c.close();
-  await until(() => t.app.stream.size === 0, 'the previous connections to close');
+  await waitFor(() => t.app.stream.size === 0, { what: 'the previous connections to close', timeoutMs: 30_000, intervalMs: 10 });
 });
 
 async function stream(query: string, headers: Record<string, string> = {}): Promise<SseConnection> {
@@ -93,14 +94,6 @@ async function ping(url: string): Promise<number> {
   assert.equal(r.status, 200, await r.text());
   const [row] = await t.app.db.query<{ id: number }>('select id from pings where url = $1 order by id desc limit 1', [url]);
   return Number(row.id);
-}
-
-async function until(pred: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at once (the rest wait their turn), and each gets every event once, in order', async () => {
@@ -215,7 +208,11 @@ test('a replay whose client stops reading holds no turn: another replay finishes
     held.push(sub);
     void hub.attach(sub, await hub.start(0));
   }
-  await until(() => blocked === CONCURRENCY + 1, 'the stalled replays to wait for their clients');
+  await waitFor(() => blocked === CONCURRENCY + 1, {
+    what: 'the stalled replays to wait for their clients',
+    timeoutMs: 30_000,
+    intervalMs: 10,
+  });
   const c = await stream('?since=0');
   await c.waitFor(stored.length, 30_000);
   assert.deepEqual(

@@ -46,6 +46,18 @@ async function idsOf(urls: string[]): Promise<number[]> {
   return rows.map((r) => Number(r.id));
 }
 
+/**
+ * Barrier: one more ping, and waits until each connection got its event. A connection's events come in
+ * position order, so whatever was to reach it before the sentinel has arrived. Returns the sentinel's id.
+ */
+async function sentinel(...cs: SseConnection[]): Promise<string> {
+  const url = uniqueUrl('sentinel');
+  await sendPings([url]);
+  const [id] = await idsOf([url]);
+  for (const c of cs) await c.waitUntil((x) => x.events.some((e) => e.id === String(id)), 10_000, `the sentinel ping ${id}`);
+  return String(id);
+}
+
 test('a connected client gets one `ping` event per accepted ping, in commit order, with the ping as JSON', async () => {
   const c = await stream();
   assert.equal(c.status, 200);
@@ -98,10 +110,10 @@ test('resume: 1,000 pings sent while the client is away arrive on reconnect with
   await sendPings(seam, { concurrency: 8 });
   const expected = (await idsOf([...during, ...seam])).map(String);
   await r.waitFor(expected.length, 30_000);
-  await new Promise((res) => setTimeout(res, 200)); // anything duplicated would arrive by now
+  const last = await sentinel(r);
   const got = r.events.map((e) => e.id);
   assert.equal(new Set(got).size, got.length, 'no event twice');
-  assert.deepEqual(got, expected, 'every ping after the resume point, in id order');
+  assert.deepEqual(got, [...expected, last], 'every ping after the resume point, in id order');
   r.close();
 });
 
@@ -117,10 +129,10 @@ test('?since= resumes like Last-Event-ID, and Last-Event-ID wins over it (an Eve
   );
   const b = await stream(`?since=${ids[0]}`, { 'last-event-id': String(ids[1]) });
   await b.waitFor(1);
-  await new Promise((res) => setTimeout(res, 100));
+  const last = await sentinel(b);
   assert.deepEqual(
     b.events.map((e) => e.id),
-    [String(ids[2])],
+    [String(ids[2]), last],
   );
   a.close();
   b.close();
@@ -180,14 +192,28 @@ test('filters: ?host= takes the host and its subdomains, ?tag= a tag, ?types= th
   assert.match(await r.text(), /<boolean>0<\/boolean>/);
   await byHost.waitFor(2);
   await byTag.waitFor(1);
-  await new Promise((res) => setTimeout(res, 150));
+  // Barrier: a sentinel both filters take (a subdomain of the host, tagged Tech), sent after the others:
+  // whatever either was to get before it has arrived once it has.
+  const last = `http://sentinel.${host}/`;
+  const sentinelPing = body.replaceAll(tagged, last).replace('News|Tech', 'Tech');
+  const s = await fetch(`${t.url}/RPC2`, { method: 'POST', headers: { 'content-type': 'text/xml' }, body: sentinelPing });
+  assert.match(await s.text(), /<boolean>0<\/boolean>/);
+  for (const c of [byHost, byTag]) await c.waitUntil((x) => dataOf(x.events).some((p) => p.url === last), 10_000, 'the sentinel');
+  // ?types=verified takes neither: its barrier is a keep-alive comment written after the sentinel was
+  // handed out (one connection is one ordered byte stream). The second from now: the first may have been
+  // written just before the sentinel, and still be on its way.
+  const comments = byType.comments.length;
+  await byType.waitUntil((x) => x.comments.length >= comments + 2, 10_000, 'keep-alive comments after the sentinel');
   assert.deepEqual(
     dataOf(byHost.events).map((p) => p.url),
-    urls.slice(0, 2),
+    [...urls.slice(0, 2), last],
   );
   assert.deepEqual(
     dataOf(byTag.events).map((p) => [p.url, p.tags]),
-    [[tagged, ['News', 'Tech']]],
+    [
+      [tagged, ['News', 'Tech']],
+      [last, ['Tech']],
+    ],
   );
   assert.equal(byType.events.length, 0, 'verification is off: no verified events, and no ping events asked for');
   for (const c of [byHost, byType, byTag]) c.close();

@@ -7,6 +7,7 @@ import { startApp, methodCall, type TestApp } from '../../helpers/app.js';
 import { startFeedServer, feedFixture, bytes, type FeedServer } from '../../helpers/feed-server.js';
 import { openStream, dataOf, type SseConnection } from '../../helpers/sse-client.js';
 import { settled } from '../../verification/helpers.js';
+import { eventsAfter } from '../../../src/push/stream/event-repository.js';
 
 let s: FeedServer;
 const apps: TestApp[] = [];
@@ -105,7 +106,14 @@ test('VERIFY_PINGS=require: a ping event only once its ping is verified; an unve
   await extendedPing(t, 'Spam', spam, `${s.origin}/missing.xml`);
   await settled(t, spam);
   await c.waitFor(1);
-  await new Promise((r) => setTimeout(r, 300));
+  // Barrier: the connection has every event stored so far (what the stream reads). A released spam ping
+  // would be among them: its `ping` position is drawn with its `verified` one, just before it.
+  const stored = await eventsAfter(t.app.db, 'require', 0, 100);
+  assert.deepEqual(
+    stored.map((e) => [e.type, e.url]),
+    [['verified', spam]],
+  );
+  await c.waitUntil((x) => x.events.length >= stored.length, 15_000, 'every stored event on the stream');
   assert.deepEqual(
     c.events.map((e) => [e.event, JSON.parse(e.data).url]),
     [['verified', spam]],

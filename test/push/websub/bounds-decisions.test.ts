@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { callbackHost } from '../../../src/push/websub/request.js';
 import { pageRequest } from '../../../src/push/websub/routes.js';
-import { REFUSAL_RETRY_AFTER_SEC, REFUSAL_STATUS, refusalReason } from '../../../src/push/websub/refusals.js';
+import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason } from '../../../src/push/websub/refusals.js';
 import { SubscriptionTally } from '../../../src/push/websub/subscription-tally.js';
 
 test('a callback is counted under its host name or address, lower case, without the port', () => {
@@ -28,8 +28,8 @@ test('refusals: 422 with no Retry-After for nothing to unsubscribe, 429 for wait
   assert.deepEqual(
     (['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full'] as const).map((r) => [
       r,
-      REFUSAL_STATUS[r],
-      REFUSAL_RETRY_AFTER_SEC[r],
+      WEBSUB_REFUSAL_STATUS[r],
+      WEBSUB_RETRY_AFTER_SEC[r],
     ]),
     [
       ['not_subscribed', 422, null],

@@ -7,7 +7,7 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestApp } from '../../helpers/app.js';
 import { claimTasks } from '../../../src/push/websub/task-repository.js';
-import { hubApp, metric, PUBLIC, queued, startSubscriber, waitFor, type Subscriber } from './helpers.js';
+import { hubApp, metric, PUBLIC, queued, startSubscriber, waitForHub, type Subscriber } from './helpers.js';
 
 const TOPIC = `${PUBLIC}/changes.xml`;
 
@@ -86,8 +86,8 @@ test('unsubscribing a pair that is not subscribed is answered 422 and sends no r
 
   // A subscribed pair is unsubscribed as before: 202, then the verification of intent.
   assert.equal((await ask(sub$(`${sub.origin}/real`), '127.0.4.1')).status, 202);
-  await waitFor(t, () => sub.getsTo('/real').length === 1, 'the verification of the subscription');
-  await waitFor(
+  await waitForHub(t, () => sub.getsTo('/real').length === 1, 'the verification of the subscription');
+  await waitForHub(
     t,
     async () => (await t.app.db.query(`select 1 from websub_subscriptions where callback = $1`, [`${sub.origin}/real`])).length === 1,
     'the subscription',
@@ -96,7 +96,7 @@ test('unsubscribing a pair that is not subscribed is answered 422 and sends no r
     (await ask({ 'hub.callback': `${sub.origin}/real`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }, '127.0.4.1')).status,
     202,
   );
-  await waitFor(t, () => sub.getsTo('/real').length === 2, 'the verification of the unsubscription');
+  await waitForHub(t, () => sub.getsTo('/real').length === 2, 'the verification of the unsubscription');
   assert.equal(sub.getsTo('/real')[1].query.get('hub.mode'), 'unsubscribe');
   assert.equal(sub.gets.length, 2);
 });

@@ -14,7 +14,7 @@ import {
   startSubscriber,
   subscribe,
   subscriptionsApi,
-  waitFor,
+  waitForHub,
   type Subscriber,
 } from './helpers.js';
 
@@ -41,7 +41,7 @@ async function subscribed(path: string, lease?: string): Promise<void> {
     ...(lease ? { 'hub.lease_seconds': lease } : {}),
   });
   assert.equal(r.status, 202);
-  await waitFor(t, async () => (await queued(t)) === 0, `the verification of ${path}`);
+  await waitForHub(t, async () => (await queued(t)) === 0, `the verification of ${path}`);
   assert.equal(sub.getsTo(path).length, 1);
 }
 
@@ -52,7 +52,7 @@ test('a subscriber answering 500 becomes failing after six failures; when it ans
   sub.onPost('/down', () => ({ status }));
   await subscribed('/down');
   await publish(t);
-  await waitFor(t, async () => (await row('/down'))?.state === 'failing', 'the subscription to be failing');
+  await waitForHub(t, async () => (await row('/down'))?.state === 'failing', 'the subscription to be failing');
   const failing = await row('/down');
   assert.equal(failing.failures, 6);
   assert.equal(failing.last_status, 500);
@@ -68,7 +68,7 @@ test('a subscriber answering 500 becomes failing after six failures; when it ans
   await publish(t);
   status = 200;
   await t.app.db.query('update websub_tasks set due_at = now() where id = $1', [task.id]);
-  await waitFor(t, async () => (await row('/down'))?.state === 'active', 'the subscription to recover');
+  await waitForHub(t, async () => (await row('/down'))?.state === 'active', 'the subscription to recover');
   const recovered = await row('/down');
   assert.equal(recovered.failures, 0);
   assert.equal(recovered.last_status, 200);
@@ -78,7 +78,7 @@ test('a subscriber answering 500 becomes failing after six failures; when it ans
   assert.equal(sub.postsTo('/down').length, 7);
   assert.deepEqual(sub.postsTo('/down').at(-1)!.body, current.rawPayload);
   assert.notDeepEqual(sub.postsTo('/down')[0].body, current.rawPayload, 'the failed tries carried the older rendering');
-  await waitFor(t, async () => (await queued(t)) === 0, 'the delivery task to finish');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the delivery task to finish');
   assert.equal(await metric(t, 'pingd_websub_deliveries_total{outcome="failed"}'), 6);
   assert.equal(await metric(t, 'pingd_websub_subscriptions{state="failing"}'), 0);
 });
@@ -87,7 +87,7 @@ test('a redirect is a failed delivery, and its target is never POSTed to', async
   sub.onPost('/moving', () => ({ status: 307, headers: { location: `${sub.origin}/target` } }));
   await subscribed('/moving');
   await publish(t);
-  await waitFor(t, async () => (await row('/moving'))?.failures >= 2, 'two failed deliveries');
+  await waitForHub(t, async () => (await row('/moving'))?.failures >= 2, 'two failed deliveries');
   const r = await row('/moving');
   assert.equal(r.last_status, 307);
   assert.equal(sub.postsTo('/target').length, 0);
@@ -97,7 +97,7 @@ test('a redirect is a failed delivery, and its target is never POSTed to', async
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     payload: new URLSearchParams({ 'hub.callback': `${sub.origin}/moving`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }).toString(),
   });
-  await waitFor(t, async () => (await row('/moving')) === undefined, 'the unsubscription');
+  await waitForHub(t, async () => (await row('/moving')) === undefined, 'the unsubscription');
 });
 
 test('429 with Retry-After: the next try waits for it, and the host is blocked meanwhile', async () => {
@@ -106,7 +106,7 @@ test('429 with Retry-After: the next try waits for it, and the host is blocked m
   await t.app.db.query('delete from websub_subscriptions');
   await subscribed('/slow');
   await publish(t);
-  await waitFor(t, async () => (await row('/slow'))?.last_status === 429, 'the 429');
+  await waitForHub(t, async () => (await row('/slow'))?.last_status === 429, 'the 429');
   const [task] = await t.app.db.query<{ due_at: Date }>(
     `select t.due_at from websub_tasks t join websub_subscriptions s on s.id = t.subscription_id where s.callback = $1`,
     [`${sub.origin}/slow`],
@@ -125,10 +125,10 @@ test('429 with Retry-After: the next try waits for it, and the host is blocked m
 test('a lease that ended gets no delivery and the sweep deletes the subscription', async () => {
   await subscribed('/brief', '1');
   assert.equal(sub.getsTo('/brief')[0].query.get('hub.lease_seconds'), '1');
-  await waitFor(t, async () => (await row('/brief')) === undefined, 'the lease to end', 5000);
+  await waitForHub(t, async () => (await row('/brief')) === undefined, 'the lease to end', 5000);
   const before = sub.postsTo('/brief').length;
   await publish(t);
-  await waitFor(t, async () => (await queued(t)) === 0, 'the other deliveries');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the other deliveries');
   assert.equal(sub.postsTo('/brief').length, before);
   const [{ n }] = await t.app.db.query<{ n: number }>('select count(*)::int as n from websub_subscriptions where callback = $1', [
     `${sub.origin}/brief`,

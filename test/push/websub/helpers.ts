@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { IncomingHttpHeaders } from 'node:http';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import type { Config } from '../../../src/platform/config.js';
+import { waitFor } from '../../helpers/wait.js';
 
 export interface Received {
   path: string;
@@ -117,20 +118,20 @@ export async function publish(t: TestApp, pings = 1): Promise<void> {
 }
 
 /** Waits until `cond` holds, waking the hub's worker meanwhile (it would otherwise look once a second). */
-export async function waitFor(
+export async function waitForHub(
   t: TestApp | TestApp[],
   cond: () => boolean | Promise<boolean>,
   what: string,
   timeoutMs = 15_000,
 ): Promise<void> {
   const apps = Array.isArray(t) ? t : [t];
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    for (const a of apps) a.app.websub.worker.wake();
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(cond, {
+    what,
+    timeoutMs,
+    between: () => {
+      for (const a of apps) a.app.websub.worker.wake();
+    },
+  });
 }
 
 /** Tasks still queued (none: every verification, denial and delivery has finished). */

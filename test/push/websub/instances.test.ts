@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, createTestDatabase, startApp, type TestApp } from '../../helpers/app.js';
-import { publish, PUBLIC, startSubscriber, waitFor } from './helpers.js';
+import { publish, PUBLIC, startSubscriber, waitForHub } from './helpers.js';
 
 const skip =
   BACKEND === 'postgres'
@@ -54,7 +54,7 @@ test(
         assert.equal(r.statusCode, 202);
       }
       const count = async () => Number((await a.app.db.query<{ n: number }>('select count(*)::int as n from websub_tasks'))[0].n);
-      await waitFor(apps, async () => (await count()) === 0, 'the verifications');
+      await waitForHub(apps, async () => (await count()) === 0, 'the verifications');
       for (const c of callbacks) assert.equal(sub.getsTo(c.path).length, 1, `${c.path} was asked once`);
 
       // Renderings published one after another (by the instance holding the render lock), each recorded.
@@ -68,7 +68,7 @@ test(
         for (const x of apps) x.app.websub.worker.wake();
       }
       const last = (t: string) => renderings.get(t)!.at(-1)!;
-      await waitFor(
+      await waitForHub(
         apps,
         async () => (await count()) === 0 && callbacks.every((c) => sub.postsTo(c.path).at(-1)?.body.equals(last(c.topic))),
         'the newest renderings to arrive',

@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SafeFetcher, FetchError } from '../../../src/platform/fetch/safe-fetch.js';
 import type { TestApp } from '../../helpers/app.js';
-import { hubApp, metric, publish, PUBLIC, queued, startSubscriber, subscribe, waitFor } from './helpers.js';
+import { hubApp, metric, publish, PUBLIC, queued, startSubscriber, subscribe, waitForHub } from './helpers.js';
 
 const TOPIC = `${PUBLIC}/changes.xml`;
 
@@ -87,14 +87,14 @@ test('slow subscribers on a few hosts cannot hold every WEBSUB_CONCURRENCY place
   try {
     for (const [h, host] of slow.entries())
       for (let i = 0; i < 5; i++) assert.equal(await subscribeFrom(t, `${host.origin}/slow${i}`, `127.0.9.${h + 1}`), 202);
-    await waitFor(t, async () => (await queued(t)) === 0, 'the verifications of the slow subscribers');
+    await waitForHub(t, async () => (await queued(t)) === 0, 'the verifications of the slow subscribers');
     await publish(t);
-    await waitFor(t, () => slow.every((h) => h.open.POST >= 1), 'a delivery hanging at each slow host');
+    await waitForHub(t, () => slow.every((h) => h.open.POST >= 1), 'a delivery hanging at each slow host');
 
     assert.equal(await subscribeFrom(t, `${healthy.origin}/cb`, '127.0.9.9'), 202);
-    await waitFor(t, () => stored(t, `${healthy.origin}/cb`), 'the healthy subscriber to be verified while the slow ones hang', 10_000);
+    await waitForHub(t, () => stored(t, `${healthy.origin}/cb`), 'the healthy subscriber to be verified while the slow ones hang', 10_000);
     await publish(t);
-    await waitFor(t, () => healthy.postsTo('/cb').length === 1, 'a delivery to the healthy subscriber while the slow ones hang', 10_000);
+    await waitForHub(t, () => healthy.postsTo('/cb').length === 1, 'a delivery to the healthy subscriber while the slow ones hang', 10_000);
     assert.ok(
       slow.every((h) => h.open.POST >= 1),
       'the slow deliveries were still hanging',
@@ -126,10 +126,10 @@ test('400 callbacks that hang during verification hold no legitimate subscriber 
       refused.body,
       'at most 20 requests for callbacks on 127.0.0.35 may wait for their verification at once; try again later\n',
     );
-    await waitFor(t, () => hanging.open.GET >= 1, 'a verification hanging');
+    await waitForHub(t, () => hanging.open.GET >= 1, 'a verification hanging');
 
     assert.equal(await subscribeFrom(t, `${legit.origin}/cb`, '127.0.0.2'), 202);
-    await waitFor(t, () => stored(t, `${legit.origin}/cb`), 'the legitimate subscriber to be verified while the others hang', 10_000);
+    await waitForHub(t, () => stored(t, `${legit.origin}/cb`), 'the legitimate subscriber to be verified while the others hang', 10_000);
     assert.ok(hanging.open.GET >= 1, 'the hanging verifications were still hanging');
     assert.equal(hanging.maxOpen.GET, 1, 'at most WEBSUB_HOST_CONCURRENCY (1) verifications in flight to the hanging host');
   } finally {
@@ -164,7 +164,7 @@ test('a 2xx that floods past WEBSUB_ANSWER_MAX_BYTES or drips past WEBSUB_ANSWER
     const paths = ['/flood', '/flood-chunked', '/drip', '/exact', '/ok'];
     for (const p of paths)
       assert.equal((await subscribe(t, { 'hub.callback': `${host.origin}${p}`, 'hub.mode': 'subscribe', 'hub.topic': TOPIC })).status, 202);
-    await waitFor(t, async () => (await queued(t)) === 0, 'the verifications');
+    await waitForHub(t, async () => (await queued(t)) === 0, 'the verifications');
     await publish(t);
     const rows = async () =>
       t.app.db.query<{
@@ -174,7 +174,11 @@ test('a 2xx that floods past WEBSUB_ANSWER_MAX_BYTES or drips past WEBSUB_ANSWER
         last_error: string | null;
         last_success_at: Date | null;
       }>('select callback, failures, last_status, last_error, last_success_at from websub_subscriptions');
-    await waitFor(t, async () => (await rows()).every((r) => r.last_success_at !== null || r.failures > 0), 'every delivery to be tried');
+    await waitForHub(
+      t,
+      async () => (await rows()).every((r) => r.last_success_at !== null || r.failures > 0),
+      'every delivery to be tried',
+    );
     const by = new Map((await rows()).map((r) => [new URL(r.callback).pathname, r]));
     for (const p of ['/flood', '/flood-chunked']) {
       assert.deepEqual(

@@ -15,7 +15,7 @@ import {
   startSubscriber,
   subscribe,
   subscriptionsApi,
-  waitFor,
+  waitForHub,
   type Subscriber,
 } from './helpers.js';
 
@@ -50,7 +50,7 @@ test('subscribing: the callback is asked with mode, topic, a challenge and the g
     });
     assert.equal(r.status, 202);
   }
-  await waitFor(t, async () => (await queued(t)) === 0, 'the three verifications');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the three verifications');
   for (const [path, , granted] of asks) {
     const [get, ...more] = sub.getsTo(new URL(path, 'http://x').pathname);
     assert.equal(more.length, 0, path);
@@ -94,7 +94,7 @@ test('a wrong echo, an echo with a 404 and a redirect confirm nothing; a 503 is 
   for (const p of ['/wrong', '/notfound', '/moved', '/flaky']) {
     assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}${p}`, 'hub.mode': 'subscribe', 'hub.topic': SHORT })).status, 202);
   }
-  await waitFor(t, async () => (await queued(t)) === 0, 'the four verifications');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the four verifications');
   assert.equal(sub.getsTo('/wrong').length, 1, 'a wrong echo is not asked again');
   assert.equal(sub.getsTo('/notfound').length, 1);
   assert.equal(sub.getsTo('/moved').length, 1);
@@ -112,12 +112,12 @@ test('a publication is POSTed to each subscriber of its topic: current bytes, Co
       .status,
     202,
   );
-  await waitFor(t, async () => (await queued(t)) === 0, 'the verification');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the verification');
 
   await publish(t, 2);
   const callbacks = ['/signed', '/default', '/long', '/short', '/flaky'];
-  await waitFor(t, () => callbacks.every((p) => sub.postsTo(p).length === 1), 'a delivery to every subscriber');
-  await waitFor(t, async () => (await queued(t)) === 0, 'the deliveries to finish');
+  await waitForHub(t, () => callbacks.every((p) => sub.postsTo(p).length === 1), 'a delivery to every subscriber');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the deliveries to finish');
 
   const changes = await t.app.inject({ method: 'GET', url: '/changes.xml', headers: { 'accept-encoding': 'identity' } });
   const short = await t.app.inject({ method: 'GET', url: '/shortChanges.xml', headers: { 'accept-encoding': 'identity' } });
@@ -155,7 +155,7 @@ test('a topic that is not ours gets 202 and then a denial with the reason; nothi
       202,
     );
   }
-  await waitFor(t, async () => (await queued(t)) === 0, 'the denials');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the denials');
   for (const [i, topic] of cases.entries()) {
     const gets = sub.getsTo(`/denied${i}`);
     assert.equal(gets.length, 1);
@@ -174,7 +174,7 @@ test('a topic that is not ours gets 202 and then a denial with the reason; nothi
 
 test('unsubscribing: the callback confirms (no lease asked), the subscription is gone, and later publications skip it', async () => {
   assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/long`, 'hub.mode': 'unsubscribe', 'hub.topic': CHANGES })).status, 202);
-  await waitFor(t, async () => (await queued(t)) === 0, 'the unsubscription');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the unsubscription');
   const last = sub.getsTo('/long').at(-1)!;
   assert.equal(last.query.get('hub.mode'), 'unsubscribe');
   assert.equal(last.query.get('hub.topic'), CHANGES);
@@ -185,8 +185,8 @@ test('unsubscribing: the callback confirms (no lease asked), the subscription is
   );
 
   await publish(t);
-  await waitFor(t, () => sub.postsTo('/default').length === 2, 'the next delivery to a remaining subscriber');
-  await waitFor(t, async () => (await queued(t)) === 0, 'the deliveries to finish');
+  await waitForHub(t, () => sub.postsTo('/default').length === 2, 'the next delivery to a remaining subscriber');
+  await waitForHub(t, async () => (await queued(t)) === 0, 'the deliveries to finish');
   assert.equal(sub.postsTo('/long').length, 1);
   assert.equal(sub.postsTo('/signed').length, 2);
 });
@@ -208,10 +208,10 @@ test('without PUBLIC_URL: the hub and topic a document advertises (Link) subscri
       const form = new URLSearchParams({ 'hub.callback': `${s2.origin}/cb`, 'hub.mode': 'subscribe', 'hub.topic': self! });
       const r = await fetch(hub!, { method: 'POST', body: form });
       assert.equal(r.status, 202);
-      await waitFor(t2, async () => (await queued(t2)) === 0, 'the verification');
+      await waitForHub(t2, async () => (await queued(t2)) === 0, 'the verification');
       assert.equal(s2.getsTo('/cb')[0].query.get('hub.mode'), 'subscribe');
       await publish(t2);
-      await waitFor(t2, () => s2.postsTo('/cb').length === 1, 'the delivery');
+      await waitForHub(t2, () => s2.postsTo('/cb').length === 1, 'the delivery');
       const post = s2.postsTo('/cb')[0];
       assert.equal(post.headers.link, `<${base}/websub>; rel="hub", <${base}/changes.xml>; rel="self"`);
       const doc = await fetch(`${base}/changes.xml`, { headers: { 'accept-encoding': 'identity' } });
