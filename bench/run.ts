@@ -508,7 +508,22 @@ async function environment(): Promise<string> {
 /** The long scenarios run alone when asked for by flag. */
 const ALONE: Record<string, (o: DirectOptions) => Promise<boolean>> = { '--soak': runSoak, '--scale': runScale, '--multi': runMulti };
 
+/** `npm run bench -- --help`: this module's own opening comment (scenarios, flags, environment), as usage. */
+export function benchHelp(source = readFileSync(new URL(import.meta.url), 'utf8')): string {
+  const lines: string[] = [];
+  for (const line of source.split('\n')) {
+    if (!line.startsWith('//')) break;
+    lines.push(line.replace(/^\/\/ ?/, ''));
+  }
+  const ids = [...INTAKE.map((x) => x.id), 'ping-hosts', 'ping+render', 'render', 'hardening', 'web', 'wrk (only when named)'];
+  return `${lines.join('\n')}\n\nScenarios (BENCH_SCENARIOS, comma-separated; default all): ${ids.join(', ')}.\nFlags: --help, --write, ${Object.keys(ALONE).join(', ')}.`;
+}
+
 async function main(): Promise<number> {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    console.log(benchHelp());
+    return 0;
+  }
   const alone = Object.keys(ALONE).filter((f) => process.argv.includes(f));
   if (alone.length) {
     let okAll = true;
