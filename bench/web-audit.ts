@@ -24,21 +24,13 @@ import { addMinuteCounts } from '../src/operations/stats/minute-repository.js';
 import { MINUTE_MS, minuteOf, type SeriesCount } from '../src/operations/stats/minute-tally.js';
 import { ROOT } from './lib/servers.js';
 import { writeResultsFile } from './lib/report.js';
+import { ARGS as BROWSER_ARGS, EXECUTABLE } from './lib/browser.js';
 
 const env = process.env;
 const log = (s: string) => process.stderr.write(`${s}\n`);
-const CHROMIUM = env.BENCH_CHROMIUM || '/usr/bin/chromium';
-const ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-default-apps',
-  '--disable-extensions',
-];
+const CHROMIUM = EXECUTABLE;
+// The benchmarks' browser flags (bench/lib/browser.ts), and no default apps or extensions for the audit.
+const ARGS = [...BROWSER_ARGS, '--disable-default-apps', '--disable-extensions'];
 const WIDTHS = [375, 1280];
 const SCHEMES = ['light', 'dark'] as const;
 

@@ -5,9 +5,9 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { cpuMicros } from './cpu.js';
 
-const EXECUTABLE = process.env.BENCH_CHROMIUM || '/usr/bin/chromium';
+export const EXECUTABLE = process.env.BENCH_CHROMIUM || '/usr/bin/chromium';
 // No network beyond loopback, no background work of the browser's own that would blur the CPU figures.
-const ARGS = [
+export const ARGS = [
   '--no-sandbox',
   '--disable-gpu',
   '--disable-quic',
