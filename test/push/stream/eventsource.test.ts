@@ -7,6 +7,7 @@ import type { Browser } from 'playwright-core';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { launchBrowser, watchedPage } from '../../helpers/browser.js';
 import { openStream } from '../../helpers/sse-client.js';
+import { waitFor } from '../../helpers/wait.js';
 import { EventSource as NpmEventSource } from 'eventsource';
 
 let t: TestApp;
@@ -22,14 +23,26 @@ after(async () => {
   await t?.close();
 });
 
+/**
+ * Opens the stream that takes the only place. A refusal is a 200 stream with `retry:` too, so "served"
+ * is the hub counting it, after the previous test's connections are gone (a browser's EventSource closed
+ * with its page frees its place a moment later: the holder was refused and the client under test served).
+ */
+async function servedHolder() {
+  await waitFor(() => t.app.stream.size === 0, { what: 'the previous streams to be gone', timeoutMs: 10_000 });
+  const holder = await openStream(`${base}/stream`);
+  await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be answered');
+  assert.equal(t.app.stream.size, 1, `the holder is served, not refused: ${JSON.stringify(holder.comments)}`);
+  return holder;
+}
+
 interface Seen {
   log: { what: string; state: number; at: number; data?: string }[];
   pings: string[];
 }
 
 test('an EventSource refused beyond STREAM_MAX_CLIENTS comes back by itself once a place is free (a 503 closed it for good)', async () => {
-  const holder = await openStream(`${base}/stream`);
-  await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
+  const holder = await servedHolder();
   const w = await watchedPage(browser);
   try {
     // Any page of the origin: the EventSource is same-origin, as the status page's is.
@@ -100,8 +113,7 @@ test(
   'the npm eventsource client refused beyond STREAM_MAX_CLIENTS comes back by itself once a place is free (a 503 closed it for good)',
   { timeout: 60_000 },
   async () => {
-    const holder = await openStream(`${base}/stream`);
-    await holder.waitUntil((x) => x.retry !== null, 10_000, 'the holder to be served');
+    const holder = await servedHolder();
     const log: { what: string; state: number; at: number }[] = [];
     const pings: string[] = [];
     let changed: () => void = () => undefined;
