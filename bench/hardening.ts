@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { envNumber } from './lib/env.js';
 import { ROOT, PINGD_ROOT, startPingd, createPostgresDatabase, createPgliteDatabase, track, type Child } from './lib/servers.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import type { QueryCount } from './lib/hostile-http.js';
 import { CASES, type Case, type CaseResult, type Settings } from './lib/hardening-cases.js';
 import { FEED_CASES, feedMethod, feedTables, isFeedCase } from './lib/feed-hardening-cases.js';
@@ -258,8 +258,14 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   ].join('\n');
   console.log(md);
   if (opts.write) {
-    const name = `${started.toISOString().slice(0, 10)}-hardening${PINGD_ROOT === ROOT ? '' : `-${commit || 'other'}`}`;
-    log(`results written to ${writeResultsFile(ROOT, name, md)}`);
+    // The page is the cases' group (hostile HTTP, hostile feeds, bounded fan-out) when one group ran.
+    const fanout: readonly unknown[] = [...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES];
+    const group = cases.every((c) => fanout.includes(c))
+      ? { scenario: 'fanout', title: 'Bounded fan-out' }
+      : cases.every((c) => (FEED_CASES as readonly unknown[]).includes(c))
+        ? { scenario: 'feeds', title: 'Hostile feeds' }
+        : { scenario: 'hardening', title: 'Hostile clients and inputs' };
+    log(`results written to ${recordRun({ ...group, started, markdown: md, backends: opts.backends }).join(', ')}`);
   }
   return all.every((m) => m.r);
 }

@@ -26,7 +26,7 @@
 import { cpus, loadavg, totalmem } from 'node:os';
 import { envNumber } from './lib/env.js';
 import { git } from './lib/git.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import { isMain, runDirect, type DirectOptions } from './lib/run-direct.js';
 import { PINGD_ROOT, ROOT } from './lib/servers.js';
 import { dropStaleScenarioDatabases } from './lib/soak-database.js';
@@ -107,7 +107,10 @@ export async function runMulti(o: DirectOptions): Promise<boolean> {
     '',
   ].join('\n');
   console.log(md);
-  if (o.write) log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-multi`, md)}`);
+  if (o.write)
+    log(
+      `results written to ${recordRun({ scenario: 'multi', title: 'Several instances on one PostgreSQL', started, markdown: md, backends: ['postgres'] }).join(', ')}`,
+    );
   return errors.length === 0 && results.every((r) => r.pass);
 }
 

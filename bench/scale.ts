@@ -23,7 +23,7 @@ import { statfsSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { envNumber } from './lib/env.js';
 import { ROOT, PINGD_ROOT, startPingd, type Child } from './lib/servers.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import { git } from './lib/git.js';
 import { isMain, runDirect, type DirectOptions } from './lib/run-direct.js';
 import {
@@ -479,7 +479,10 @@ export async function runScale(o: DirectOptions): Promise<boolean> {
     ...sections,
   ].join('\n');
   console.log(md);
-  if (o.write) log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-scale`, `${md}\n`)}`);
+  if (o.write)
+    log(
+      `results written to ${recordRun({ scenario: 'scale', title: 'A month of pings against an empty database', started, markdown: md, backends: o.backends }).join(', ')}`,
+    );
   return ok && sections.length > 0;
 }
 

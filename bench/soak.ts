@@ -31,7 +31,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { describeConfig } from '../src/platform/config.js';
 import { envNumber } from './lib/env.js';
 import { git } from './lib/git.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import { isMain, runDirect, type DirectOptions } from './lib/run-direct.js';
 import { PINGD_ROOT, ROOT, compilePingd, removeStaleDataDirs } from './lib/servers.js';
 import { dropStaleScenarioDatabases } from './lib/soak-database.js';
@@ -160,7 +160,10 @@ export async function runSoak(o: DirectOptions): Promise<boolean> {
     '',
   ].join('\n');
   console.log(md);
-  if (o.write) log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-soak`, md)}`);
+  if (o.write)
+    log(
+      `results written to ${recordRun({ scenario: 'soak', title: 'Sustained intake with the renderer on', started, markdown: md, backends: o.backends }).join(', ')}`,
+    );
   // A ramp step breaking a bound is the ramp's answer, not a failed run.
   return errors.length === 0 && segments.filter((x) => x.rate === s.rate).every((x) => x.pass);
 }

@@ -10,7 +10,6 @@
 // Environment: BENCH_STREAM_CLIENTS (100), BENCH_STREAM_SECONDS (8), BENCH_STREAM_IDLE (1000),
 // BENCH_STREAM_BACKENDS (pglite,postgres), BENCH_DATABASE_URL (as npm run bench).
 import { spawn } from 'node:child_process';
-import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { startPingd, createPgliteDatabase, createPostgresDatabase, ROOT, type Child } from './lib/servers.js';
@@ -19,6 +18,7 @@ import { pingSpec } from './lib/scenarios.js';
 import { cpuMicros } from './lib/cpu.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/platform/config.js';
+import { recordRun } from './lib/results.js';
 
 const env = process.env;
 const CLIENTS = Number(env.BENCH_STREAM_CLIENTS ?? 100);
@@ -133,6 +133,7 @@ async function runBackend(backend: 'pglite' | 'postgres'): Promise<string[]> {
 }
 
 async function main(): Promise<void> {
+  const started = new Date();
   const out: string[] = [];
   for (const b of BACKENDS) out.push(...(await runBackend(b)));
   const md = [
@@ -153,8 +154,8 @@ async function main(): Promise<void> {
   ].join('\n');
   process.stdout.write(md);
   if (process.argv.includes('--write')) {
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    writeFileSync(join(ROOT, `bench/results/${new Date().toISOString().slice(0, 10)}-stream.md`), md);
+    const written = recordRun({ scenario: 'stream', title: 'The stream under intake', started, markdown: md, backends: BACKENDS });
+    console.error(`results written to ${written.join(', ')}`);
   }
 }
 

@@ -8,12 +8,11 @@
 //
 // Environment: BENCH_VERIFY_PINGS (pings per case, 2000), BENCH_VERIFY_HOSTS (weblog hosts, 16),
 // BENCH_VERIFY_BACKENDS (pglite,postgres), BENCH_DATABASE_URL (as npm run bench), BENCH_VERIFY_CONCURRENCY (8).
-import { writeFileSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { startPingd, createPgliteDatabase, createPostgresDatabase, ROOT, type Child } from './lib/servers.js';
+import { startPingd, createPgliteDatabase, createPostgresDatabase, type Child } from './lib/servers.js';
 import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
 import { runLoad, type LoadSpec } from './lib/load.js';
 import { isRpcAck, isUnsure } from './lib/scenarios.js';
+import { recordRun } from './lib/results.js';
 import { cpuMicros } from './lib/cpu.js';
 
 const env = process.env;
@@ -132,10 +131,9 @@ async function main(): Promise<void> {
   ].join('\n');
   console.log(md);
   if (process.argv.includes('--write')) {
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    const file = join(ROOT, 'bench/results', `${started.toISOString().slice(0, 10)}-verify.md`);
-    writeFileSync(file, `${md}\n`);
-    log(`written to ${file}`);
+    log(
+      `written to ${recordRun({ scenario: 'verify', title: 'Verification throughput', started, markdown: md, backends: BACKENDS }).join(', ')}`,
+    );
   }
 }
 

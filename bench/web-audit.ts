@@ -23,7 +23,7 @@ import { loadConfig } from '../src/platform/config.js';
 import { addMinuteCounts } from '../src/operations/stats/minute-repository.js';
 import { MINUTE_MS, minuteOf, type SeriesCount } from '../src/operations/stats/minute-tally.js';
 import { ROOT } from './lib/servers.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import { ARGS as BROWSER_ARGS, EXECUTABLE } from './lib/browser.js';
 
 const env = process.env;
@@ -242,7 +242,9 @@ async function main(): Promise<boolean> {
     const text = md.join('\n');
     console.log(text);
     if (process.argv.includes('--write'))
-      log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-web-audit`, text)}`);
+      log(
+        `results written to ${recordRun({ scenario: 'web-audit', title: 'Web pages audit', started, markdown: text, backends: [] }).join(', ')}`,
+      );
     return axe.every((r) => r.violations.length === 0) && lh.every((r) => r.scores.every((s) => s === 100));
   } finally {
     await browser?.close();

@@ -18,10 +18,11 @@
 // BENCH_WEB_WEBLOGS (200000), BENCH_WEB_COLD_SAMPLES (20 per window), BENCH_WEB_LOAD_SECONDS (5),
 // BENCH_CHROMIUM (/usr/bin/chromium), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { envNumber } from './lib/env.js';
+import { recordRun } from './lib/results.js';
 import {
   ROOT,
   PINGD_ROOT,
@@ -738,12 +739,9 @@ export async function runWeb(opts: WebOptions): Promise<boolean> {
   ].join('\n');
   console.log(md);
   if (opts.write) {
-    // One file per day, replaced by a later run that day (its figures supersede).
-    const dir = join(ROOT, 'bench', 'results');
-    mkdirSync(dir, { recursive: true });
-    const file = join(dir, `${started.toISOString().slice(0, 10)}-web.md`);
-    writeFileSync(file, md);
-    log(`results written to ${file}`);
+    log(
+      `results written to ${recordRun({ scenario: 'web', title: 'The web pages under load', started, markdown: md, backends: opts.backends }).join(', ')}`,
+    );
   }
   return all.every((r) => r.errors.length === 0);
 }

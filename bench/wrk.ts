@@ -7,9 +7,11 @@
 //   ping       durable XML-RPC weblogUpdates.ping, a new weblog (on a host of its own) per request, against
 //              the baseline's fixed XML-RPC reply.
 // pingd and the baseline alternate (warm-up each, then BENCH_RUNS pairs, the order swapped every pair);
-// medians, ratio = median of the per-pair ratios. pingd serves with RENDER_SCHEDULER=false (the document is
-// rendered beforehand by another pingd process on the same database), so the 304's ETag stays current and
-// nothing but the measured requests runs. With BENCH_PROFILE=1, pingd and the baseline are then profiled
+// medians, ratio = median of the per-pair ratios. The document is rendered beforehand by another pingd
+// process on the same database; then every case is measured with pingd as deployed (renderer on its
+// schedule, verification on, the pings naming weblogs on loopback weblog hosts) and with the renderer and
+// verification stopped (BENCH_WRK_CONFIGS, both by default), so the cost of what runs beside the requests
+// shows. With BENCH_PROFILE=1, pingd and the baseline are then profiled
 // (node --cpu-prof) under wrk, one case at a time (BENCH_WRK_PROFILE_CASES), and the
 // profiles summarised: µs per request by module and by the nearest pingd source file on the stack.
 // About 2½ minutes per backend with 4 s runs (plus ~30 s to compile pingd, and ~1½ minutes per backend to
@@ -20,24 +22,19 @@
 //
 // Environment: BENCH_BACKENDS, BENCH_DATABASE_URL, BENCH_DURATION (s per run, 4), BENCH_RUNS (3),
 // BENCH_WARMUP (s, 3), BENCH_CONNECTIONS (64), BENCH_WRK_THREADS (1), BENCH_WRK_CASES (304,200-gzip,ping),
-// BENCH_SHORT_WEBLOGS (5000), BENCH_PROFILE=1, BENCH_WRK_PROFILE_CASES (304,200-gzip,ping), BENCH_WRK_PROFILE_SECONDS
+// BENCH_SHORT_WEBLOGS (5000), BENCH_WRK_CONFIGS (deployed,stopped), BENCH_PROFILE=1, BENCH_WRK_PROFILE_CASES (304,200-gzip,ping), BENCH_WRK_PROFILE_SECONDS
 // (10), BENCH_WRK_PINGD (compiled: tsc's output run by node, as the image runs it, the default; tsx: src/ under
 // tsx as the other scenarios run it, which adds esbuild's helpers, __name among them, to every closure made per
 // request), BENCH_PINGD_<VAR> (passed to pingd as <VAR>).
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SourceMap, type SourceMapPayload } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import { envNumber } from './lib/env.js';
 import {
   ROOT,
   PINGD_ROOT,
-  track,
-  startPingd,
-  compilePingd,
   startBaseline,
   setBaselineAnswer,
   createPostgresDatabase,
@@ -48,11 +45,13 @@ import {
 import { runLoad, median } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { snapshot, diff } from './lib/cpu.js';
-import { writeResultsFile } from './lib/report.js';
+import { recordRun } from './lib/results.js';
 import { ensureWrk, fixedScript, pingScript, runWrk, scriptFile, type WrkRun } from './lib/wrk.js';
-import { summarize, moduleOf } from './profile-summary.js';
+import { window, normalise, latestProfile, monoUs, profileText, analyse } from './lib/cpu-profile.js';
+import { startProfiledBaseline, tsxLauncher, compiledLauncher, type Launcher } from './lib/launcher.js';
 import { git } from './lib/git.js';
 import { isMain, runDirect } from './lib/run-direct.js';
+import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
 
 const env = process.env;
 const num = (name: string, def: number) => envNumber(name, def);
@@ -81,9 +80,22 @@ function settings() {
     profileCases: (env.BENCH_WRK_PROFILE_CASES || '304,200-gzip,ping').split(',').map((s) => s.trim()) as CaseId[],
     profileSeconds: num('BENCH_WRK_PROFILE_SECONDS', 10),
     pingd: (env.BENCH_WRK_PINGD || 'compiled') as 'compiled' | 'tsx',
+    configs: (env.BENCH_WRK_CONFIGS || 'deployed,stopped').split(',').map((x) => x.trim()) as ConfigId[],
   };
 }
 type Settings = ReturnType<typeof settings>;
+
+type ConfigId = 'deployed' | 'stopped';
+/**
+ * How pingd runs while measured. As deployed: the renderer on its default schedule and verification on (the
+ * pinged weblogs are on loopback weblog hosts, FETCH_ALLOW_PRIVATE=true lets verification reach them, and
+ * nothing else differs from the defaults). Stopped: neither runs, so the 304's ETag stays the current one
+ * and nothing but the measured requests costs CPU.
+ */
+const CONFIGS: Record<ConfigId, { label: string; env: Record<string, string> }> = {
+  deployed: { label: 'as deployed', env: { VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: 'true' } },
+  stopped: { label: 'renderer and verification stopped', env: { RENDER_SCHEDULER: 'false' } },
+};
 
 /** The issue's targets ("Polling and intake at the stack's speed"). */
 function target(id: CaseId, backend: 'postgres' | 'pglite'): { ratio: number; p99?: number } {
@@ -101,6 +113,8 @@ function pingdEnv(extra: Record<string, string>, db: BenchDatabase): Record<stri
 }
 
 const PATH = '/shortChanges.xml';
+/** The loopback weblog hosts pingd as deployed verifies the pinged weblogs on (started by runWrkBench). */
+let feedHosts: FeedHosts | undefined;
 // Headers the baseline copies from pingd's answer, so that both send the same head (pingd's own X-Request-Id
 // and Date aside) and the same body.
 const COPIED = ['content-type', 'content-encoding', 'etag', 'last-modified', 'cache-control', 'im', 'vary', 'link'];
@@ -132,6 +146,8 @@ interface Pair {
 export interface WrkRow {
   id: CaseId;
   backend: 'postgres' | 'pglite';
+  /** How pingd ran: as deployed, or with the renderer and verification stopped. */
+  config?: string;
   label: string;
   rps: number;
   p50: number;
@@ -181,7 +197,7 @@ async function primeFrom(
   return s;
 }
 
-function cases(etag: string, tag: string): CaseDef[] {
+function cases(etag: string, tag: string, origins?: string[]): CaseDef[] {
   const gzip = { 'Accept-Encoding': 'gzip', 'User-Agent': 'bench-poller/1.0' };
   return [
     {
@@ -215,7 +231,7 @@ function cases(etag: string, tag: string): CaseDef[] {
     {
       id: 'ping',
       label: 'XML-RPC weblogUpdates.ping, a new weblog per request (durable)',
-      lua: pingScript(),
+      lua: pingScript(origins),
       // A tag per run and per server: no weblog is pinged twice (the throttle would refuse it).
       args: (run) => [`${tag}${run}`],
       async prime(pingd, baseline) {
@@ -329,363 +345,15 @@ async function measureCase(
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Profiles
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount: number;
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-  startTime: number;
-  endTime: number;
-}
-
-/** The profile's samples taken between t0 and t1 (µs, CLOCK_MONOTONIC, V8's clock on Linux); all of them when none fall inside. */
-function window(p: Profile, t0: number, t1: number): { p: Profile; windowed: boolean } {
-  const samples: number[] = [];
-  const deltas: number[] = [];
-  let t = p.startTime;
-  for (let i = 0; i < p.samples.length; i++) {
-    t += p.timeDeltas[i] ?? 0;
-    if (t >= t0 && t <= t1) {
-      samples.push(p.samples[i]);
-      deltas.push(p.timeDeltas[i] ?? 0);
-    }
-  }
-  if (samples.length < 100) return { p, windowed: false };
-  return { p: { ...p, samples, timeDeltas: deltas }, windowed: true };
-}
-
-/**
- * pingd's frames named by source file and line: `src/<path>.ts` and the original line. Under tsx each file
- * is compiled to one or two long lines, so a profile's positions say nothing until mapped back through the
- * source map tsx keeps with the compiled code in its cache (/tmp/tsx-<uid>/, JSON {code, map}; of several
- * cached versions of a file, the one with the profile's named functions at the profile's positions is taken).
- * Compiled pingd (tsc output under `<dist>/`) has its .js.map beside each file.
- */
-function normalise(p: Profile, dist: string | undefined): Profile {
-  type Frame = ProfileNode['callFrame'] & { columnNumber?: number };
-  const distUrl = dist ? pathToFileURL(dist).href + '/' : undefined;
-  const isPingd = (url: string) => url.includes('/src/') || (distUrl !== undefined && url.startsWith(distUrl));
-  const tsxDir = join(tmpdir(), `tsx-${process.getuid?.() ?? 0}`);
-  let tsx: Map<string, { code: string; map: SourceMapPayload }[]> | undefined;
-  const tsxEntries = () => {
-    if (tsx) return tsx;
-    tsx = new Map();
-    try {
-      for (const name of readdirSync(tsxDir)) {
-        try {
-          const j = JSON.parse(readFileSync(join(tsxDir, name), 'utf8')) as { code?: string; map?: SourceMapPayload };
-          const src = j.map?.sources?.[0];
-          if (j.code && src) tsx.set(src, [...(tsx.get(src) ?? []), { code: j.code, map: j.map! }]);
-        } catch {
-          /* not one of tsx's entries */
-        }
-      }
-    } catch {
-      /* no cache */
-    }
-    return tsx;
-  };
-  const frames = new Map<string, Frame[]>();
-  for (const n of p.nodes) if (isPingd(n.callFrame.url)) frames.set(n.callFrame.url, [...(frames.get(n.callFrame.url) ?? []), n.callFrame]);
-  const maps = new Map<string, SourceMap | undefined>();
-  const mapFor = (url: string): SourceMap | undefined => {
-    if (maps.has(url)) return maps.get(url);
-    const path = fileURLToPath(url);
-    let m: SourceMap | undefined;
-    if (distUrl && url.startsWith(distUrl)) {
-      try {
-        m = new SourceMap(JSON.parse(readFileSync(`${path}.map`, 'utf8')) as SourceMapPayload);
-      } catch {
-        m = undefined;
-      }
-    } else {
-      let best: { score: number; map: SourceMapPayload } | undefined;
-      for (const c of tsxEntries().get(path) ?? []) {
-        const lines = c.code.split('\n');
-        let score = 0;
-        for (const f of frames.get(url) ?? []) {
-          const line = lines[f.lineNumber] ?? '';
-          const col = f.columnNumber ?? 0;
-          if (
-            f.functionName &&
-            f.functionName !== '__name' &&
-            line.slice(Math.max(0, col - f.functionName.length - 16), col).includes(f.functionName)
-          )
-            score++;
-        }
-        if (!best || score > best.score) best = { score, map: c.map };
-      }
-      m = best ? new SourceMap(best.map) : undefined;
-    }
-    maps.set(url, m);
-    return m;
-  };
-  const nodes = p.nodes.map((n) => {
-    const f = n.callFrame as Frame;
-    if (!isPingd(f.url)) return n;
-    const e = mapFor(f.url)?.findEntry(f.lineNumber, f.columnNumber ?? 0) as { originalLine?: number } | undefined;
-    const line = e && typeof e.originalLine === 'number' ? e.originalLine : -1;
-    let url = f.url;
-    if (distUrl && url.startsWith(distUrl)) url = `file://${join(PINGD_ROOT, 'src', url.slice(distUrl.length).replace(/\.js$/, '.ts'))}`;
-    return { ...n, callFrame: { ...f, url, lineNumber: line, columnNumber: 0 } };
-  });
-  return { ...p, nodes };
-}
-
-const monoUs = () => Number(process.hrtime.bigint() / 1000n);
-
-/** pingd's source files, and the baseline's one-line handler (so that both are split alike). */
-const isApp = (m: string) => m.startsWith('src/') || m === 'bench/baseline-server.ts';
-
-/** Fastify's lifecycle steps, called from a hook's or a body parser's done(). */
-function continuation(f: ProfileNode['callFrame']): boolean {
-  const i = f.url.indexOf('node_modules/fastify/lib/');
-  if (i < 0) return false;
-  const file = f.url.slice(i + 25);
-  return (
-    file === 'handle-request.js' ||
-    (file === 'hooks.js' && f.functionName === 'next') ||
-    (file === 'route.js' && f.functionName === 'runPreParsing') ||
-    (file === 'reply.js' && f.functionName === 'onResponseCallback')
-  );
-}
-
-/** Where a frame belongs: a pingd source file (src/…), a package, or a part of Node. */
-function owner(url: string): string {
-  return url.endsWith('/bench/baseline-server.ts') ? 'bench/baseline-server.ts' : moduleOf(url);
-}
-
-/**
- * µs per request: self time by module; self time charged to the nearest pingd source file on the stack
- * (what each of pingd's modules costs with the libraries it calls), the rest to the stack's module; and the
- * inclusive time of pingd's own functions (hooks and handlers among them).
- */
-interface PerRequest {
-  busyUs: number;
-  /** Self time of pingd's own code (src/), of what pingd's code called (packages, Node), and of the rest (Fastify, Node, V8 outside any pingd frame). */
-  own: number;
-  under: number;
-  stack: number;
-  modules: Map<string, number>;
-  /** Per pingd source file: its own self time and the self time of what it called. */
-  charged: Map<string, { own: number; under: number }>;
-  functions: Map<string, number>;
-  /** Self time by function, all of them (for the difference with the baseline). */
-  fnSelf: Map<string, number>;
-}
-
-function perRequest(p: Profile, requests: number, top = 18): PerRequest {
-  const byId = new Map(p.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const selfUs = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++) selfUs.set(p.samples[i], (selfUs.get(p.samples[i]) ?? 0) + (p.timeDeltas[i] ?? 0));
-  const modules = new Map<string, number>();
-  const charged = new Map<string, { own: number; under: number }>();
-  const functions = new Map<string, number>();
-  const fnSelf = new Map<string, number>();
-  let busy = 0;
-  let own = 0;
-  let under = 0;
-  const add = (m: Map<string, number>, k: string, v: number) => m.set(k, (m.get(k) ?? 0) + v);
-  for (const [id, us] of selfUs) {
-    const n = byId.get(id)!;
-    const name = n.callFrame.functionName;
-    if (name === '(idle)') continue;
-    busy += us;
-    const leaf = owner(n.callFrame.url);
-    add(modules, n.callFrame.url ? leaf : name.startsWith('(') ? name : leaf, us);
-    add(
-      fnSelf,
-      `${name || '(anonymous)'} ${n.callFrame.url.split('/').pop()}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`,
-      us,
-    );
-    let src: string | undefined;
-    const seen = new Set<string>();
-    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
-      const f = byId.get(cur)!.callFrame;
-      // What runs inside a hook's done() or a body parser's done() is the next step of Fastify's
-      // lifecycle, not the hook's work: the walk stops there.
-      if (continuation(f)) break;
-      const m = owner(f.url);
-      if (isApp(m)) {
-        src ??= m;
-        const k = `${f.functionName || '(anonymous)'} ${m}:${f.lineNumber >= 0 ? f.lineNumber + 1 : '?'}`;
-        if (!seen.has(k)) {
-          seen.add(k);
-          add(functions, k, us);
-        }
-      }
-    }
-    if (src) {
-      const c = charged.get(src) ?? { own: 0, under: 0 };
-      if (leaf === src) {
-        c.own += us;
-        own += us;
-      } else {
-        c.under += us;
-        under += us;
-      }
-      charged.set(src, c);
-    }
-  }
-  const scale = (m: Map<string, number>) =>
-    new Map(
-      [...m]
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, top)
-        .map(([k, v]) => [k, v / requests]),
-    );
-  return {
-    busyUs: busy / requests,
-    own: own / requests,
-    under: under / requests,
-    stack: (busy - own - under) / requests,
-    modules: scale(modules),
-    charged: new Map(
-      [...charged]
-        .sort((a, b) => b[1].own + b[1].under - a[1].own - a[1].under)
-        .slice(0, top)
-        .map(([k, v]) => [k, { own: v.own / requests, under: v.under / requests }]),
-    ),
-    functions: scale(functions),
-    fnSelf: new Map([...fnSelf].map(([k, v]) => [k, v / requests])),
-  };
-}
-
-function latestProfile(dir: string): Profile | undefined {
-  if (!existsSync(dir)) return undefined;
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  if (!files.length) return undefined;
-  const main = files.map((f) => join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];
-  return JSON.parse(readFileSync(main, 'utf8')) as Profile;
-}
-
 function profileDir(tag: string): string {
   const dir = join(ROOT, 'bench', 'profiles', `${new Date().toISOString().replace(/[:.]/g, '-')}-wrk-${tag}`);
   mkdirSync(dir, { recursive: true });
   return dir;
 }
 
-function childOf(proc: ChildProcess, port: number): Child {
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    proc,
-    async stop() {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-      const code = await exited;
-      clearTimeout(t);
-      return code;
-    },
-  };
-}
-
 /**
- * The baseline (bench/baseline-server.ts) under --cpu-prof: startBaseline takes no node flags, and Node
- * refuses --cpu-prof in NODE_OPTIONS, so it is started here. It prints its port on stdout when listening.
- */
-async function startProfiledBaseline(dir: string): Promise<Child> {
-  const proc = spawn(
-    process.execPath,
-    [
-      '--cpu-prof',
-      `--cpu-prof-dir=${dir}`,
-      '--import',
-      'tsx',
-      '--import',
-      new URL('./lib/orphan-guard.ts', import.meta.url).href,
-      join(ROOT, 'bench/baseline-server.ts'),
-    ],
-    {
-      cwd: ROOT,
-      env: { ...env, PORT: '0' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  track(proc);
-  let err = '';
-  proc.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const t = setTimeout(() => reject(new Error(`baseline not listening after 60 s: ${err}`)), 60_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /LISTENING (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.once('exit', (code) => reject(new Error(`baseline exited with ${code}: ${err}`)));
-  });
-  return childOf(proc, port);
-}
-
-/** How pingd is started: under tsx from src/ (as the other scenarios do), or compiled by tsc (what ships). */
-interface Launcher {
-  kind: 'tsx' | 'compiled';
-  /** The compiled tree's dist/ (frames there are mapped back to src/). */
-  dist?: string;
-  start(env: Record<string, string>, nodeArgs?: string[]): Promise<Child>;
-  dispose(): void;
-}
-
-const tsxLauncher: Launcher = { kind: 'tsx', start: (e, nodeArgs) => startPingd({ env: e, nodeArgs }), dispose() {} };
-
-/** pingd compiled by tsc (compilePingd), as the image runs it. */
-function compiledLauncher(): Launcher {
-  const build = compilePingd(log);
-  return {
-    kind: 'compiled',
-    dist: build.dist,
-    start: (e, nodeArgs) => startPingd({ env: e, nodeArgs, compiled: build }),
-    dispose: () => build.dispose(),
-  };
-}
-
-const us1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toString());
-
-function profileTable(title: string, pingd: PerRequest, base: PerRequest | undefined): string {
-  const out = [
-    `#### ${title}`,
-    '',
-    `CPU busy per request under the profiler: pingd **${us1(pingd.busyUs)} µs** = its own code ${us1(pingd.own)} + what its code called (packages, Node: the reply's write among them) ${us1(pingd.under)} + the stack outside pingd's frames (Fastify's lifecycle, Node's HTTP, V8, GC) ${us1(pingd.stack)}` +
-      (base
-        ? `; baseline **${us1(base.busyUs)} µs** = its handler ${us1(base.own)} + what the handler called ${us1(base.under)} + the stack ${us1(base.stack)}.`
-        : '.'),
-    '',
-  ];
-  out.push('| self time by module | pingd µs/req | baseline µs/req |', '| --- | ---: | ---: |');
-  const keys = [...new Set([...pingd.modules.keys(), ...(base ? [...base.modules.keys()].slice(0, 8) : [])])];
-  for (const k of keys) out.push(`| ${k} | ${us1(pingd.modules.get(k))} | ${base ? us1(base.modules.get(k)) : ''} |`);
-  out.push('', '| pingd source file (nearest on the stack) | own code µs/req | what it called µs/req |', '| --- | ---: | ---: |');
-  for (const [k, v] of pingd.charged) out.push(`| ${k} | ${us1(v.own)} | ${us1(v.under)} |`);
-  out.push('', '| pingd function (inclusive, hooks and handlers among them) | µs/req |', '| --- | ---: |');
-  for (const [k, v] of pingd.functions) out.push(`| ${k} | ${us1(v)} |`);
-  if (base) {
-    const d = [...new Set([...pingd.fnSelf.keys(), ...base.fnSelf.keys()])]
-      .map((k) => ({ k, p: pingd.fnSelf.get(k) ?? 0, b: base.fnSelf.get(k) ?? 0 }))
-      .sort((x, y) => y.p - y.b - (x.p - x.b));
-    out.push('', '| function (self time), largest excess over the baseline | pingd µs/req | baseline µs/req |', '| --- | ---: | ---: |');
-    for (const r of d.slice(0, 25)) out.push(`| ${r.k} | ${us1(r.p)} | ${us1(r.b)} |`);
-  }
-  return out.join('\n');
-}
-
-/**
- * Profiles one case: a fresh pingd (same database, RENDER_SCHEDULER=false) and a fresh baseline, each under
- * --cpu-prof while wrk sends only that case's requests; returns the two summaries.
+ * Profiles one case: a fresh pingd (same database, in the configuration given) and a fresh baseline, each
+ * under --cpu-prof while wrk sends only that case's requests; returns the two summaries.
  */
 async function profileCase(
   c: CaseDef,
@@ -693,14 +361,15 @@ async function profileCase(
   db: BenchDatabase,
   s: Settings,
   launcher: Launcher,
+  config: ConfigId,
 ): Promise<string> {
-  const dirP = profileDir(`${backend}-${c.id}-pingd`);
-  const dirB = profileDir(`${backend}-${c.id}-baseline`);
+  const dirP = profileDir(`${backend}-${config}-${c.id}-pingd`);
+  const dirB = profileDir(`${backend}-${config}-${c.id}-baseline`);
   const sf = scriptFile(c.lua);
   let pingd: Child | undefined;
   let baseline: Child | undefined;
   try {
-    pingd = await launcher.start(pingdEnv({ RENDER_SCHEDULER: 'false' }, db), ['--cpu-prof', `--cpu-prof-dir=${dirP}`]);
+    pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db), ['--cpu-prof', `--cpu-prof-dir=${dirP}`]);
     baseline = await startProfiledBaseline(dirB);
     await c.prime(pingd, baseline);
     const tag = `q${Date.now().toString(36)}`;
@@ -728,18 +397,11 @@ async function profileCase(
     if (!pp) return `(no profile written in ${dirP})`;
     const wp = window(normalise(pp, launcher.dist), tp.t0, tp.t1);
     const wb = pb ? window(normalise(pb, undefined), tb.t0, tb.t1) : undefined;
-    const head = `${c.label} on ${backend}: pingd ${Math.round(tp.r.rps)} req/s, baseline ${Math.round(tb.r.rps)} req/s under the profiler (${s.profileSeconds} s each${wp.windowed ? ', samples of the timed window only' : ', whole process: startup included'}); profiles in ${dirP} and ${dirB}`;
+    const head = `${c.label} on ${backend}, ${CONFIGS[config].label}: pingd ${Math.round(tp.r.rps)} req/s, baseline ${Math.round(tb.r.rps)} req/s under the profiler (${s.profileSeconds} s each${wp.windowed ? ', samples of the timed window only' : ', whole process: startup included'}); profiles in ${dirP} and ${dirB}`;
     // The timed window, frames named by source line, and the request count: `bench/wrk.ts --analyse DIR_PINGD DIR_BASELINE` re-reads them.
     writeFileSync(join(dirP, 'window.json'), JSON.stringify({ requests: tp.r.requests, profile: wp.p }));
     if (wb) writeFileSync(join(dirB, 'window.json'), JSON.stringify({ requests: tb.r.requests, profile: wb.p }));
-    const text = [
-      profileTable(head, perRequest(wp.p, tp.r.requests), wb ? perRequest(wb.p, tb.r.requests) : undefined),
-      '',
-      '```',
-      summarize(wp.p, 30, INCLUSIVE),
-      '```',
-    ];
-    return text.join('\n');
+    return profileText(head, { requests: tp.r.requests, profile: wp.p }, wb ? { requests: tb.r.requests, profile: wb.p } : undefined);
   } finally {
     sf.dispose();
     await pingd?.stop();
@@ -774,40 +436,50 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
     // A fresh database has no pings table before pingd's first start (it migrates): nothing stored yet.
     const storedBefore = needDoc ? await db.countPings() : 0;
 
-    // 2. pingd serving, renderer off: the ETag stays the current one throughout.
-    pingd = await launcher.start(pingdEnv({ RENDER_SCHEDULER: 'false' }, db));
+    // 2. pingd serving, in each configuration in turn (a fresh process on the same database).
     baseline = await startBaseline();
-    let etag = '';
-    if (needDoc) {
-      const full = await sample(pingd.url, documentSpec(PATH, { 'accept-encoding': 'gzip' }, 200));
-      if (full.status !== 200 || !full.headers.etag) throw new Error(`${PATH} answered ${full.status} without an ETag`);
-      etag = full.headers.etag;
-      log(`${backend}: ${PATH} ${full.body.length} bytes gzip, ETag ${etag}`);
-    }
     const tag = `r${Date.now().toString(36)}`;
-    const all = cases(etag, tag);
     const rows: WrkRow[] = [];
+    const profiles: string[] = [];
     let completedPings = 0;
     let intake: Awaited<ReturnType<typeof pingOutcomes>> | undefined;
-    for (const c of all.filter((x) => s.cases.includes(x.id))) {
-      const before = c.id === 'ping' ? await pingOutcomes(pingd.url) : undefined;
-      const m = await measureCase(c, backend, pingd, baseline, db, s);
-      if (before) {
-        completedPings = m.completed;
-        await sleep(1500); // requests wrk cut off at the end of a run still commit
-        const after = await pingOutcomes(pingd.url);
-        const batches = after.batches - before.batches;
-        if (batches > 0)
-          m.row.note = `batches of ${((after.batchPings - before.batchPings) / batches).toFixed(1)}, ${(((after.commitSec - before.commitSec) / batches) * 1000).toFixed(1)} ms a commit`;
-        intake = { ...after, accepted: after.accepted - before.accepted, refused: after.refused - before.refused };
+    for (const config of s.configs) {
+      pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db));
+      let etag = '';
+      if (needDoc) {
+        const full = await sample(pingd.url, documentSpec(PATH, { 'accept-encoding': 'gzip' }, 200));
+        if (full.status !== 200 || !full.headers.etag) throw new Error(`${PATH} answered ${full.status} without an ETag`);
+        etag = full.headers.etag;
+        log(`${backend}, ${CONFIGS[config].label}: ${PATH} ${full.body.length} bytes gzip, ETag ${etag}`);
       }
-      rows.push(m.row);
+      const all = cases(etag, `${tag}${config[0]}`, config === 'deployed' ? feedHosts?.origins : undefined);
+      for (const c of all.filter((x) => s.cases.includes(x.id))) {
+        const before = c.id === 'ping' ? await pingOutcomes(pingd.url) : undefined;
+        const m = await measureCase(c, backend, pingd, baseline, db, s);
+        m.row.config = CONFIGS[config].label;
+        if (before) {
+          completedPings += m.completed;
+          await sleep(1500); // requests wrk cut off at the end of a run still commit
+          const after = await pingOutcomes(pingd.url);
+          const batches = after.batches - before.batches;
+          if (batches > 0)
+            m.row.note = `batches of ${((after.batchPings - before.batchPings) / batches).toFixed(1)}, ${(((after.commitSec - before.commitSec) / batches) * 1000).toFixed(1)} ms a commit`;
+          const accepted = (intake?.accepted ?? 0) + after.accepted - before.accepted;
+          const refused = (intake?.refused ?? 0) + after.refused - before.refused;
+          intake = { ...after, accepted, refused };
+        }
+        rows.push(m.row);
+      }
+      const code = await pingd.stop();
+      pingd = undefined;
+      if (code !== 0) log(`${backend}: pingd (${CONFIGS[config].label}) exited with ${code}`);
+      for (const c of s.profile ? all.filter((x) => s.profileCases.includes(x.id)) : []) {
+        log(`${backend}, ${CONFIGS[config].label}: profiling ${c.id}`);
+        profiles.push(await profileCase(c, backend, db, s, launcher, config));
+      }
     }
     await baseline.stop();
     baseline = undefined;
-    const code = await pingd.stop();
-    pingd = undefined;
-    if (code !== 0) log(`${backend}: pingd exited with ${code}`);
 
     let check = '';
     let ok = true;
@@ -818,13 +490,6 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
       check = `${backend}: ${completedPings.toLocaleString('en-US')} ping answers read by wrk, ${intake.accepted.toLocaleString('en-US')} accepted and ${intake.refused} refused by pingd, ${stored.toLocaleString('en-US')} rows stored ${ok ? '✅' : '❌'}`;
     }
 
-    const profiles: string[] = [];
-    if (s.profile) {
-      for (const c of all.filter((x) => s.profileCases.includes(x.id))) {
-        log(`${backend}: profiling ${c.id}`);
-        profiles.push(await profileCase(c, backend, db, s, launcher));
-      }
-    }
     return { rows, check, ok, profiles };
   } finally {
     await baseline?.stop();
@@ -844,7 +509,7 @@ export function wrkTable(rows: WrkRow[]): string {
   ];
   for (const r of rows) {
     out.push(
-      `| ${r.id} | ${r.backend} | ${f0(r.rps)} | ${f1(r.p50)} / **${f1(r.p99)}** | ${f0(r.baselineRps)} | ${f1(r.baselineP50)} / ${f1(r.baselineP99)} | **${pct(r.ratio)}** (${pct(r.ratioMin)}–${pct(r.ratioMax)}; ${r.runs}) | ${r.target} ${r.pass ? '✅ met' : '❌ not met'} | ${f0(r.pingdUs)} (${f0(r.baselineUs)}) | ${r.backend === 'postgres' ? f0(r.dbUs) : '–'} | ${f1(r.loadgenUs)} (${f1(r.baselineLoadgenUs)}) | ${f0(r.bytes)} (${f0(r.baselineBytes)}) | ${r.failures} | ${r.note ?? ''} |`,
+      `| ${r.id} | ${r.backend}${r.config ? `, ${r.config}` : ''} | ${f0(r.rps)} | ${f1(r.p50)} / **${f1(r.p99)}** | ${f0(r.baselineRps)} | ${f1(r.baselineP50)} / ${f1(r.baselineP99)} | **${pct(r.ratio)}** (${pct(r.ratioMin)}–${pct(r.ratioMax)}; ${r.runs}) | ${r.target} ${r.pass ? '✅ met' : '❌ not met'} | ${f0(r.pingdUs)} (${f0(r.baselineUs)}) | ${r.backend === 'postgres' ? f0(r.dbUs) : '–'} | ${f1(r.loadgenUs)} (${f1(r.baselineLoadgenUs)}) | ${f0(r.bytes)} (${f0(r.baselineBytes)}) | ${r.failures} | ${r.note ?? ''} |`,
     );
   }
   return out.join('\n');
@@ -867,7 +532,8 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
   const checks: string[] = [];
   const profiles: string[] = [];
   let ok = true;
-  const launcher = s.pingd === 'tsx' ? tsxLauncher : compiledLauncher();
+  const launcher = s.pingd === 'tsx' ? tsxLauncher : compiledLauncher(log);
+  feedHosts = s.configs.includes('deployed') ? await startFeedHosts(8) : undefined;
   try {
     for (const backend of opts.backends) {
       try {
@@ -884,6 +550,9 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
     }
   } finally {
     launcher.dispose();
+    if (feedHosts) log(`weblog hosts served ${feedHosts.served.pages} homepages and ${feedHosts.served.feeds} feeds to verification`);
+    await feedHosts?.close();
+    feedHosts = undefined;
   }
   const cpu = cpus();
   const md = [
@@ -902,40 +571,13 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
     ...(profiles.length ? ['#### Profiles', '', ...profiles.flatMap((p) => [p, ''])] : []),
   ].join('\n');
   console.log(md);
-  if (opts.write) log(`results written to ${writeResultsFile(ROOT, `${started.toISOString().slice(0, 10)}-wrk`, `${md}\n`)}`);
+  if (opts.write)
+    log(
+      `results written to ${recordRun({ scenario: 'wrk', title: 'HTTP ratios with wrk', started, markdown: md, backends: opts.backends }).join(', ')}`,
+    );
   return ok && rows.length > 0;
 }
 
 // Run directly: node --import tsx bench/wrk.ts [--write]
-const INCLUSIVE = [
-  'serveDocument',
-  'decide',
-  'negotiateEncoding',
-  'parseMethodCall',
-  'fastParseMethodCall',
-  'validatePing',
-  'accept',
-  'insertPingBatch',
-  'flush',
-  'runPreParsing',
-  'handleRequest',
-  'onSendEnd',
-  'writeHead',
-];
-
-/** Summarises the profiles a profiled run left (window.json in each directory). */
-function analyse(dirP: string, dirB: string | undefined): string {
-  const read = (d: string) => JSON.parse(readFileSync(join(d, 'window.json'), 'utf8')) as { requests: number; profile: Profile };
-  const p = read(dirP);
-  const b = dirB ? read(dirB) : undefined;
-  return [
-    profileTable(dirP, perRequest(p.profile, p.requests), b ? perRequest(b.profile, b.requests) : undefined),
-    '',
-    '```',
-    summarize(p.profile, 30, INCLUSIVE),
-    '```',
-  ].join('\n');
-}
-
 if (isMain(import.meta.url) && process.argv[2] === '--analyse') console.log(analyse(process.argv[3], process.argv[4]));
 else if (isMain(import.meta.url)) runDirect('wrk', runWrkBench);

@@ -152,7 +152,19 @@ for (const [backend, extra] of backends) {
   const pgTemplate = backend === 'postgres' ? await postgresTemplate(extra.TEST_DATABASE_URL) : undefined;
   const r = spawnSync(
     process.execPath,
-    ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 3}`, ...files],
+    [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      // TEST_JUNIT_DIR=dir also writes <dir>/<backend>.xml: every test's time, to find the slow files.
+      ...(process.env.TEST_JUNIT_DIR
+        ? ['--test-reporter=junit', `--test-reporter-destination=${join(process.env.TEST_JUNIT_DIR, `${backend}.xml`)}`]
+        : []),
+      `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 3}`,
+      ...files,
+    ],
     {
       cwd: root,
       // Verification fetches what was pinged; servers the tests start fetch nothing unless a test turns it on

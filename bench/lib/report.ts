@@ -1,6 +1,6 @@
-// Owns presenting a benchmark run: the results table (markdown, readable in a terminal too), the results
-// file bench/results/<date>.md, and the latest table in docs/performance.md.
-import { readFileSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+// Owns presenting a benchmark run: the results tables (markdown, readable in a terminal too) and the latest
+// table in docs/performance.md (the scenario pages and the history are bench/lib/results.ts's).
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface Row {
@@ -59,16 +59,6 @@ export function renderTable(rows: RenderRow[]): string {
 
 export const RESULTS_START = '<!-- bench:results:start -->';
 export const RESULTS_END = '<!-- bench:results:end -->';
-
-/** Writes bench/results/<date>.md (a second run the same day gets -2, -3…); returns its path. */
-export function writeResultsFile(root: string, date: string, markdown: string): string {
-  const dir = join(root, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  let path = join(dir, `${date}.md`);
-  for (let i = 2; existsSync(path); i++) path = join(dir, `${date}-${i}.md`);
-  writeFileSync(path, markdown);
-  return path;
-}
 
 /** The page whose latest-results table `npm run bench -- --write` replaces. */
 export const PERFORMANCE_PAGE = join('docs', 'performance.md');

@@ -102,22 +102,27 @@ export function fixedScript(r: WrkRequest): string {
  * weblog no other request names: http://w<tag>-<n>.bench.example.com/ with a per-request counter and the
  * run's tag (wrk's script argument), so every ping is a durable insert on a host of its own.
  */
-export function pingScript(): string {
+export function pingScript(origins?: string[]): string {
+  // Without origins, hosts of their own under bench.example.com (never fetched: verification is off); with
+  // them, weblogs on those loopback hosts, so that a verifying pingd fetches only from this machine.
   const head =
-    '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>http://w';
-  const tail = '.bench.example.com/</string></value></param>\n</params></methodCall>\n';
+    '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>' +
+    (origins ? '' : 'http://w');
+  const tail = (origins ? '/' : '.bench.example.com/') + '</string></value></param>\n</params></methodCall>\n';
+  const url = origins ? `origins[counter % ${origins.length} + 1] .. "/w" .. tag .. "-" .. counter` : 'tag .. "-" .. counter';
   return `
 local counter = 0
 local tag = "x"
 local head = ${luaString(head)}
 local tail = ${luaString(tail)}
+local origins = { ${(origins ?? []).map(luaString).join(', ')} }
 local headers = ${luaHeaders({ 'Content-Type': 'text/xml', 'User-Agent': 'The Incutio XML-RPC PHP Library -- WordPress/6.7.1' })}
 function init(args)
   if args[1] then tag = args[1] end
 end
 function request()
   counter = counter + 1
-  return wrk.format("POST", "/RPC2", headers, head .. tag .. "-" .. counter .. tail)
+  return wrk.format("POST", "/RPC2", headers, head .. ${url} .. tail)
 end
 ${DONE}`;
 }
