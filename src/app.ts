@@ -58,7 +58,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     serverFactory: httpServerFactory(early),
     genReqId,
     // A request's child logger is made when the request first logs (at LOG_LEVEL=warn a served poll never
-    // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/2026-11-23-wrk.md).
+    // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/evidence/2026-11-23-wrk.md).
     childLoggerFactory: (logger, bindings, opts) => new LazyChildLogger(logger, bindings, opts),
     trustProxy: proxyTrust(config.TRUST_PROXY),
     // Opening the embedded database (its thread, initdb on a new directory, migrations) can take more than

@@ -269,7 +269,7 @@ export async function fill(
   steps['pings'] = Math.round(insertSec * 1000) / 1000;
   // The weblogs' secondary indexes (url's unique constraint, last_ping_at, …) are dropped while the rows go in
   // and built afterwards from the same definitions: filled row by row in random key order they cost 840 s for
-  // 7M weblogs against 128 MB of shared buffers (bench/results/2026-11-23-scale.md); a sorted build is one pass.
+  // 7M weblogs against 128 MB of shared buffers (bench/results/evidence/2026-11-23-scale.md); a sorted build is one pass.
   const rebuild = await step('weblogs: drop indexes', () => dropSecondaryIndexes(q, 'weblogs'));
   await step('weblogs', () =>
     q.exec(`insert into weblogs (id, url, name, rss_url, first_ping_at, last_ping_at, ping_count) overriding system value

@@ -3,7 +3,7 @@
 // the current ETag) is written before Fastify sees the request. Everything else goes to Fastify. Also the
 // check, before start-up's slow work, that PORT can be listened on at all.
 //
-// Why: measured with wrk at 64 connections (bench/results/2026-11-23-wrk-3.md), a 304 from pingd's polled
+// Why: measured with wrk at 64 connections (bench/results/evidence/2026-11-23-wrk-3.md), a 304 from pingd's polled
 // route ran at 0.76x a bare Fastify 304. Per request pingd's own work was ~5 us; the rest of a Fastify
 // request (its request and reply objects, routing, the reply's header handling) was the same in both. A poll
 // answered here costs the validator compare, the pre-built head and the metrics.

@@ -4,7 +4,7 @@
 //
 // Why: prom-client 15 hashes and validates the label object on every inc()/observe(), even through a
 // labels() child (histogram.js observe, counter.js inc): ~7 µs of a 304's ~130 µs under the profiler
-// (bench/results/2026-11-23-wrk.md). Here a caller looks a series up once by a flat key and bumps numbers.
+// (bench/results/evidence/2026-11-23-wrk.md). Here a caller looks a series up once by a flat key and bumps numbers.
 import type { Registry } from 'prom-client';
 
 type LabelValues = Record<string, string | number>;

@@ -13,7 +13,7 @@ const SAFE_ID = /^[\w.:@/+=-]{1,128}$/;
  * Ids of one process: 80 random bits drawn at start-up, then a counter. Fastify's default ids ("req-1")
  * restart at 1 in every process, so lines of several instances collided; a random prefix per process does
  * not (two instances share a prefix with probability ~n²/2^81). A randomUUID() per request cost ~1.5 µs of
- * a 304's CPU (bench/results/2026-11-23-wrk.md); this is a string concatenation. Shaped like a UUID
+ * a 304's CPU (bench/results/evidence/2026-11-23-wrk.md); this is a string concatenation. Shaped like a UUID
  * (36 characters, hex and dashes, 8-4-4-4-12; not an RFC 9562 UUID) so log tooling keeps its patterns:
  * the last group is the counter in hex, 2^48 requests before it wraps.
  */

@@ -3,7 +3,7 @@
 // publishers copy it), then RSS 0.91–2.0, RSS 1.0, Atom 0.3/1.0 or JSON Feed parsed by feedsmith into
 // the few fields verification uses: each item's title, link, guid, date and text, and the feed's polling
 // hints (ttl, skipHours, skipDays, sy:updatePeriod/updateFrequency). Pure: bytes in, a value out.
-// Why feedsmith: bench/results/2026-11-22-feed-parser.md.
+// Why feedsmith: bench/results/evidence/2026-11-22-feed-parser.md.
 import { parseFeed as feedsmith } from 'feedsmith';
 import { decodeXml } from '../platform/xml/decode.js';
 import type { FeedItem } from './identity.js';

@@ -84,7 +84,7 @@ tally as (
   on conflict (slot) do update set n = t.n + excluded.n
 )
 -- The time as epoch milliseconds (a float8, read as a number): pg's parseDate of a timestamptz per row was
--- ~3 µs a ping (bench/results/2026-11-23-wrk.md); floor() truncates the microseconds as parseDate does.
+-- ~3 µs a ping (bench/results/evidence/2026-11-23-wrk.md); floor() truncates the microseconds as parseDate does.
 select id, url, floor(extract(epoch from received_at) * 1000)::float8 as at_ms from ins`;
 
 // The pings of a batch the upsert did not touch were throttled: when their weblog last took a ping (for

@@ -108,7 +108,7 @@ export function normalizeUrl(raw: string | null | undefined, field = 'url'): str
   if (u.hostname.split('.').some((label) => label === '')) throw new PingValidationError(`${label} has a malformed host name.`, field);
   // Campaign-tracking parameters name the same page: they are dropped, so `?utm_source=x` is not a new weblog.
   // Only when there is a query: reading u.searchParams makes a URLSearchParams, and u.hash = '' re-serialises
-  // the whole href even when there is no fragment (5-8 µs a ping, bench/results/2026-11-23-wrk.md).
+  // the whole href even when there is no fragment (5-8 µs a ping, bench/results/evidence/2026-11-23-wrk.md).
   if (u.search) for (const k of [...u.searchParams.keys()]) if (TRACKING_PARAM.test(k)) u.searchParams.delete(k);
   if (u.hash || s.includes('#')) u.hash = '';
   const out = u.href;

@@ -82,7 +82,7 @@ export type Answer = WorkerReply & { ok: true };
  * How long a background statement waits while foreground work is going on (a statement or transaction
  * waiting or open, or one seen in the last BACKGROUND_MAX_WAIT_MS): past it, it goes in anyway, so under
  * constant intake a render's statements are paced ~25 ms apart rather than starved or back to back. Soak at
- * 200 pings/s (bench/results/2026-11-23-soak-2.md): 250 ms starved the renders (a 40-statement render 10 s
+ * 200 pings/s (bench/results/evidence/2026-11-23-soak-2.md): 250 ms starved the renders (a 40-statement render 10 s
  * longer); going back to back whenever the session was free for an instant gave p99 1.9 s in the first
  * third against 0.45 s paced.
  */

@@ -1,6 +1,6 @@
 // Owns the embedded database's thread: PGlite (PostgreSQL compiled to WASM) runs here, in a worker_threads
 // worker, and answers the statements database.ts posts to it. On the HTTP event loop a batch of ~45 pings
-// held it ~10 ms and a render's pages tens of ms each (bench/results/2026-11-23-wrk.md, change 13): here
+// held it ~10 ms and a render's pages tens of ms each (bench/results/evidence/2026-11-23-wrk.md, change 13): here
 // the server keeps reading and answering requests while the engine works, on the second core.
 //
 // One session, as before: statements run one at a time in arrival order, and a transaction holds PGlite's

@@ -109,7 +109,7 @@ const ADDRESS_TEXT_MAX = 64;
 export function canonicalAddress(text: string | null | undefined): string | null {
   if (!text || text.length > ADDRESS_TEXT_MAX) return null;
   // Most clients arrive over IPv4, already canonical: answered without ipaddr.js (its parse, then
-  // toString, ran twice per ping: 9 µs, bench/results/2026-11-23-wrk.md).
+  // toString, ran twice per ping: 9 µs, bench/results/evidence/2026-11-23-wrk.md).
   if (isCanonicalIPv4(text)) return text;
   let s = text.trim();
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);

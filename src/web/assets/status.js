@@ -209,7 +209,7 @@
   }
 
   // Pings from the stream are taken in batches: at a thousand events a second, one list update and one
-  // redraw per event kept the page's thread seconds behind (measured: bench/results/2026-11-23-web.md).
+  // redraw per event kept the page's thread seconds behind (measured: bench/results/evidence/2026-11-23-web.md).
   // Between two batches only a count and the newest RECENT events are kept, so a hidden tab holds little.
   var BATCH_MS = 250;
   var DRAW_MS = 1000;
