@@ -135,6 +135,26 @@ async function waitRendered(url: string, entries: number, timeoutMs = 60_000): P
   }
 }
 
+/**
+ * PATH's ETag once no rendering changes it: the same for 12 s, longer than the default render period (10 s),
+ * so that a pingd as deployed has rendered what the database holds and 304s stay 304s while measured.
+ */
+async function settledEtag(url: string, timeoutMs = 90_000): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  let etag = '';
+  let since = Date.now();
+  for (;;) {
+    const s = await sample(url, documentSpec(PATH, { 'accept-encoding': 'gzip' }, 200));
+    if (s.status !== 200 || !s.headers.etag) throw new Error(`${PATH} answered ${s.status} without an ETag`);
+    if (s.headers.etag !== etag) {
+      etag = s.headers.etag;
+      since = Date.now();
+    } else if (Date.now() - since >= 12_000) return etag;
+    if (Date.now() > until) throw new Error(`${PATH} was still re-rendered with new ETags after ${timeoutMs} ms`);
+    await sleep(1000);
+  }
+}
+
 interface Pair {
   t: WrkRun;
   b: WrkRun;
@@ -356,29 +376,34 @@ function profileDir(tag: string): string {
  * under --cpu-prof while wrk sends only that case's requests; returns the two summaries.
  */
 async function profileCase(
-  c: CaseDef,
+  id: CaseId,
   backend: 'postgres' | 'pglite',
   db: BenchDatabase,
   s: Settings,
   launcher: Launcher,
   config: ConfigId,
 ): Promise<string> {
-  const dirP = profileDir(`${backend}-${config}-${c.id}-pingd`);
-  const dirB = profileDir(`${backend}-${config}-${c.id}-baseline`);
-  const sf = scriptFile(c.lua);
+  const dirP = profileDir(`${backend}-${config}-${id}-pingd`);
+  const dirB = profileDir(`${backend}-${config}-${id}-baseline`);
+  let sf: ReturnType<typeof scriptFile> | undefined;
   let pingd: Child | undefined;
   let baseline: Child | undefined;
   try {
     pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db), ['--cpu-prof', `--cpu-prof-dir=${dirP}`]);
+    // The current rendering's ETag: as deployed, the renderer has re-rendered since the measured runs' pings.
+    const etag = id === 'ping' ? '' : await settledEtag(pingd.url);
+    const c = cases(etag, 'p', config === 'deployed' ? feedHosts?.origins : undefined).find((x) => x.id === id)!;
+    sf = scriptFile(c.lua);
+    const script = sf.path;
     baseline = await startProfiledBaseline(dirB);
     await c.prime(pingd, baseline);
     const tag = `q${Date.now().toString(36)}`;
     const go = async (url: string, run: string) => {
       // A short warm-up first (JIT), then the profiled window.
-      await runWrk(url, { script: sf.path, connections: s.connections, threads: s.threads, seconds: 2, args: c.args?.(`${tag}${run}w`) });
+      await runWrk(url, { script, connections: s.connections, threads: s.threads, seconds: 2, args: c.args?.(`${tag}${run}w`) });
       const t0 = monoUs();
       const r = await runWrk(url, {
-        script: sf.path,
+        script,
         connections: s.connections,
         threads: s.threads,
         seconds: s.profileSeconds,
@@ -403,7 +428,7 @@ async function profileCase(
     if (wb) writeFileSync(join(dirB, 'window.json'), JSON.stringify({ requests: tb.r.requests, profile: wb.p }));
     return profileText(head, { requests: tp.r.requests, profile: wp.p }, wb ? { requests: tb.r.requests, profile: wb.p } : undefined);
   } finally {
-    sf.dispose();
+    sf?.dispose();
     await pingd?.stop();
     await baseline?.stop();
   }
@@ -447,10 +472,8 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
       pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db));
       let etag = '';
       if (needDoc) {
-        const full = await sample(pingd.url, documentSpec(PATH, { 'accept-encoding': 'gzip' }, 200));
-        if (full.status !== 200 || !full.headers.etag) throw new Error(`${PATH} answered ${full.status} without an ETag`);
-        etag = full.headers.etag;
-        log(`${backend}, ${CONFIGS[config].label}: ${PATH} ${full.body.length} bytes gzip, ETag ${etag}`);
+        etag = await settledEtag(pingd.url);
+        log(`${backend}, ${CONFIGS[config].label}: ${PATH} ETag ${etag}`);
       }
       const all = cases(etag, `${tag}${config[0]}`, config === 'deployed' ? feedHosts?.origins : undefined);
       for (const c of all.filter((x) => s.cases.includes(x.id))) {
@@ -475,7 +498,7 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
       if (code !== 0) log(`${backend}: pingd (${CONFIGS[config].label}) exited with ${code}`);
       for (const c of s.profile ? all.filter((x) => s.profileCases.includes(x.id)) : []) {
         log(`${backend}, ${CONFIGS[config].label}: profiling ${c.id}`);
-        profiles.push(await profileCase(c, backend, db, s, launcher, config));
+        profiles.push(await profileCase(c.id, backend, db, s, launcher, config));
       }
     }
     await baseline.stop();

@@ -1,7 +1,8 @@
 // Owns `npm run docs`: the reference pages made from the code's own tables, so that no table is kept twice.
 // Each generated part sits between `<!-- generated:NAME -->` and `<!-- /generated -->` in its page, so
 // hand-written text can surround it; `.env.example` is generated whole. The sources:
-//   configuration  the config table (describeConfig() in src/platform/config.ts), also `.env.example`
+//   configuration  the config table (describeConfig() in src/platform/config.ts), also `.env.example` and
+//                  docker-compose.yml's app environment (between its `# generated:settings` lines)
 //   errors         ERROR_STATUS (src/platform/errors.ts), REFUSAL_STATUS (src/intake/ping/refusals.ts),
 //                  FAULT (src/intake/xmlrpc/parse.ts), STREAM_REFUSAL_RETRY_MS (src/push/stream/routes.ts),
 //                  the WebSub hub's refusals (src/push/websub/refusals.ts), ADMIN_REFUSALS (src/platform/admin-auth.ts)
@@ -112,6 +113,33 @@ export function envExample(): string {
     out.push('', ...comment(`${v.secret ? '(secret) ' : ''}${v.doc}`), `${v.name}=${v.default}`);
   }
   return `${out.join('\n')}\n`;
+}
+
+export const COMPOSE = 'docker-compose.yml';
+/** Settings the image fixes (its port, address and data directory) or compose sets itself (the database). */
+export const COMPOSE_FIXED = ['PORT', 'HOST', 'DATA_DIR', 'DATABASE_URL'];
+const COMPOSE_START = '    # generated:settings';
+const COMPOSE_END = '    # /generated';
+
+/** docker-compose.yml's app environment: every other setting, overridable from `.env`, with its default. */
+export function composeBlock(): string {
+  const lines: string[] = [];
+  for (const v of describeConfig()) {
+    if (COMPOSE_FIXED.includes(v.name)) continue;
+    const value = `\${${v.name}:-${v.default}}`;
+    // Plain YAML unless the value would read as something else (a comment, a mapping).
+    lines.push(`    ${v.name}: ${/(^[*&!|>'"%@`{[]|: | #)/.test(value) ? JSON.stringify(value) : value}`);
+  }
+  return lines.join('\n');
+}
+
+/** Puts the settings between docker-compose.yml's `# generated:settings` and `# /generated` lines. */
+export function fillCompose(text: string): string {
+  const a = text.indexOf(COMPOSE_START);
+  const b = a < 0 ? -1 : text.indexOf(COMPOSE_END, a);
+  if (a < 0 || b < 0) throw new Error(`${COMPOSE} has no ${COMPOSE_START.trim()} … ${COMPOSE_END.trim()} lines`);
+  const afterStart = text.indexOf('\n', a) + 1;
+  return `${text.slice(0, afterStart)}${composeBlock()}\n${text.slice(b)}`;
 }
 
 // ---- errors and refusals -------------------------------------------------------------------------------
@@ -266,6 +294,7 @@ export async function generatedFiles(root = ROOT): Promise<Map<string, string>> 
   files.set(PAGES.cli, fillBlock(read(PAGES.cli), 'cli', cliBlock(), PAGES.cli));
   files.set(PAGES.metrics, fillBlock(read(PAGES.metrics), 'metrics', await metricsBlock(), PAGES.metrics));
   files.set(ENV_EXAMPLE, envExample());
+  files.set(COMPOSE, fillCompose(read(COMPOSE)));
   return files;
 }
 

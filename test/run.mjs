@@ -19,7 +19,7 @@ function findTests(dir) {
   return out;
 }
 
-const filter = process.argv.slice(2);
+const filter = process.argv.slice(2).filter((a) => a !== '--list');
 let files = findTests(join(root, 'test'));
 if (filter.length) files = files.filter((f) => filter.some((x) => f.includes(x)));
 if (files.length === 0) {
@@ -78,6 +78,40 @@ function migratedTemplate(bare) {
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+// A test file whose code never reaches a database (parsers, decisions, renderers, docs) does the same work on
+// either backend: it runs once, on the embedded run. Reaching one: importing, through any chain of relative
+// imports (type-only ones aside), the database layer, pg or PGlite, or the test app; or starting processes
+// (a server the test spawns opens a database); or reading the backend from the environment.
+const REACHES_DATABASE = /(?<![.\w])(?:spawn|spawnSync|execFile|execFileSync|fork|exec)\(|TEST_DATABASE_URL|TEST_BACKEND|from 'pg'|@electric-sql\/pglite/;
+function reachesDatabase(file, seen = new Set()) {
+  if (seen.has(file)) return false;
+  seen.add(file);
+  let text;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return true; // unresolved: assume it does
+  }
+  if (REACHES_DATABASE.test(text)) return true;
+  const specs = [
+    ...[...text.matchAll(/\b(?:import|export)\s+(type\s+)?[^;'"]*?\bfrom\s+'(\.{1,2}\/[^']+)'/g)].filter((m) => !m[1]).map((m) => m[2]),
+    ...[...text.matchAll(/\bimport\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].map((m) => m[1]),
+  ];
+  for (const spec of specs) {
+    const target = join(file, '..', spec);
+    const candidates = [target.replace(/\.js$/, '.ts'), target, `${target}.ts`];
+    const found = candidates.find((c) => existsSync(c) && statSync(c).isFile());
+    if (!found || reachesDatabase(found, seen)) return true;
+  }
+  return false;
+}
+
+// `node test/run.mjs --list`: the files each backend runs, and nothing else.
+if (process.argv.includes('--list')) {
+  for (const f of files) console.log(`${reachesDatabase(join(root, f)) ? 'both  ' : 'pglite'} ${f}`);
+  process.exit(0);
 }
 
 const backends = [['pglite', {}]];
@@ -148,8 +182,11 @@ let passed = 0;
 let failed = 0;
 let failedRuns = 0;
 for (const [backend, extra] of backends) {
-  console.log(`\n=== ${files.length} test files on ${backend} ===`);
+  console.log(`\n=== test files on ${backend} ===`);
   const pgTemplate = backend === 'postgres' ? await postgresTemplate(extra.TEST_DATABASE_URL) : undefined;
+  const runFiles = backend === 'postgres' ? files.filter((f) => reachesDatabase(join(root, f))) : files;
+  if (runFiles.length < files.length)
+    console.log(`(${files.length - runFiles.length} files never reach a database: they ran on pglite, not again here)`);
   const r = spawnSync(
     process.execPath,
     [
@@ -163,7 +200,7 @@ for (const [backend, extra] of backends) {
         ? ['--test-reporter=junit', `--test-reporter-destination=${join(process.env.TEST_JUNIT_DIR, `${backend}.xml`)}`]
         : []),
       `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 3}`,
-      ...files,
+      ...runFiles,
     ],
     {
       cwd: root,
