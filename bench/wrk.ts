@@ -47,7 +47,7 @@ import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
 import { snapshot, diff } from './lib/cpu.js';
 import { recordRun } from './lib/results.js';
 import { ensureWrk, fixedScript, pingScript, runWrk, scriptFile, type WrkRun } from './lib/wrk.js';
-import { window, normalise, latestProfile, monoUs, profileText, analyse } from './lib/cpu-profile.js';
+import { window, normalise, latestProfile, threadProfiles, workerLines, monoUs, profileText, analyse } from './lib/cpu-profile.js';
 import { startProfiledBaseline, tsxLauncher, compiledLauncher, type Launcher } from './lib/launcher.js';
 import { git } from './lib/git.js';
 import { isMain, runDirect } from './lib/run-direct.js';
@@ -417,7 +417,8 @@ async function profileCase(
     pingd = undefined;
     await baseline.stop();
     baseline = undefined;
-    const pp = latestProfile(dirP);
+    const threads = threadProfiles(dirP);
+    const pp = threads.main;
     const pb = latestProfile(dirB);
     if (!pp) return `(no profile written in ${dirP})`;
     const wp = window(normalise(pp, launcher.dist), tp.t0, tp.t1);
@@ -426,7 +427,9 @@ async function profileCase(
     // The timed window, frames named by source line, and the request count: `bench/wrk.ts --analyse DIR_PINGD DIR_BASELINE` re-reads them.
     writeFileSync(join(dirP, 'window.json'), JSON.stringify({ requests: tp.r.requests, profile: wp.p }));
     if (wb) writeFileSync(join(dirB, 'window.json'), JSON.stringify({ requests: tb.r.requests, profile: wb.p }));
-    return profileText(head, { requests: tp.r.requests, profile: wp.p }, wb ? { requests: tb.r.requests, profile: wb.p } : undefined);
+    const text = profileText(head, { requests: tp.r.requests, profile: wp.p }, wb ? { requests: tb.r.requests, profile: wb.p } : undefined);
+    const workers = workerLines(threads.workers, tp.t0, tp.t1, tp.r.requests);
+    return workers ? `${text}\n\n${workers}` : text;
   } finally {
     sf?.dispose();
     await pingd?.stop();

@@ -238,12 +238,39 @@ export function perRequest(p: Profile, requests: number, top = 18): PerRequest {
   };
 }
 
-export function latestProfile(dir: string): Profile | undefined {
-  if (!existsSync(dir)) return undefined;
+/**
+ * The profiles a process left in `dir`: its main thread's and each worker thread's (the embedded database's,
+ * verification's parsers). Node names them CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile, thread 0 the
+ * main one. (Taking the largest file for the main thread's was wrong as soon as the database's thread was
+ * busier: an "as deployed" profile then showed pingd's own code at 0.4 µs a request.)
+ */
+export function threadProfiles(dir: string): { main?: Profile; workers: { name: string; profile: Profile }[] } {
+  if (!existsSync(dir)) return { workers: [] };
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  if (!files.length) return undefined;
-  const main = files.map((f) => join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];
-  return JSON.parse(readFileSync(main, 'utf8')) as Profile;
+  const thread = (f: string) => Number(f.split('.').at(-3));
+  const read = (f: string) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Profile;
+  const main = files.find((f) => thread(f) === 0) ?? files.sort((a, b) => statSync(join(dir, b)).size - statSync(join(dir, a)).size)[0];
+  return {
+    main: main ? read(main) : undefined,
+    workers: files.filter((f) => f !== main).map((f) => ({ name: `thread ${thread(f)}`, profile: read(f) })),
+  };
+}
+
+/** The main thread's profile (see threadProfiles). */
+export function latestProfile(dir: string): Profile | undefined {
+  return threadProfiles(dir).main;
+}
+
+/** CPU busy per request in each worker thread during the window: where a request's work went off the main thread. */
+export function workerLines(workers: { name: string; profile: Profile }[], t0: number, t1: number, requests: number): string {
+  if (!workers.length) return '';
+  const parts = workers.map((w) => {
+    const p = window(w.profile, t0, t1).p;
+    const busy = perRequest(p, requests).busyUs;
+    const top = [...perRequest(p, requests, 3).modules].map(([k, v]) => `${k} ${us1(v)}`).join(', ');
+    return `${w.name} **${us1(busy)} µs**${top ? ` (${top})` : ''}`;
+  });
+  return `Worker threads, CPU busy per request in the same window: ${parts.join('; ')}.`;
 }
 
 const us1 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toString());

@@ -145,7 +145,11 @@ export function reportProfile(dir: string | undefined): string {
   if (!dir || !existsSync(dir)) return '';
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
   if (!files.length) return '';
-  // The main thread's profile is the largest.
-  const main = files.map((f) => join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];
+  // The main thread's profile: thread 0 in Node's file name (CPU.<date>.<time>.<pid>.<thread>.<seq>), not
+  // the largest (the embedded database's thread can be busier).
+  const main = join(
+    dir,
+    files.find((f) => f.split('.').at(-3) === '0') ?? files.sort((a, b) => statSync(join(dir, b)).size - statSync(join(dir, a)).size)[0],
+  );
   return `profile ${main}\n${summarize(JSON.parse(readFileSync(main, 'utf8')), 25, ['parseMethodCall', 'fastParseMethodCall', 'validatePing', 'insertPingBatch', 'flush', 'serveDocument'])}`;
 }
