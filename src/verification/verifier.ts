@@ -230,6 +230,7 @@ export class Verifier {
         gone: false,
         hints: read.hints,
         title: read.title ?? feed.title,
+        siteUrl: read.siteUrl ?? feed.siteUrl,
         seen: read.seen,
       };
       return this.settle(job, outcome, res.status, feed, outcome === 'verified' ? read.publish : [], update, started);
@@ -267,6 +268,7 @@ export class Verifier {
       gone: outcome === 'gone',
       hints: feed.hints,
       title: feed.title,
+      siteUrl: feed.siteUrl,
       seen: feed.seen,
     };
     return this.settle(job, outcome, status, feed, [], update, started);

@@ -14,6 +14,7 @@ import { claimTasks, type Task } from './task-repository.js';
 import { countForCap, subscriptionCounts, sweepExpired } from './subscription-repository.js';
 import { SubscriptionTally } from './subscription-tally.js';
 import { WEBSUB_REFUSAL_STATUS, type Refusal } from './refusals.js';
+import { publishTopics } from '../../intake/websub/publish.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -132,6 +133,8 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     tally: new SubscriptionTally(() => countForCap(app.db), config.WEBSUB_MAX_SUBSCRIPTIONS),
     queued: () => worker.wake(),
     refused: (r) => refusals.inc({ reason: r }),
+    publish: (topics, client) => publishTopics(app.pings, app.db, topics, client),
+    published: (ms) => app.pings.answered(ms),
     log: app.log,
     adminToken: config.ADMIN_TOKEN,
   });
@@ -156,4 +159,4 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
 }
 
-export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'publishing', 'verification'] });
+export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'pings', 'publishing', 'verification'] });

@@ -44,7 +44,7 @@ export function parseSubscriptionRequest(form: Record<string, unknown>): ParsedR
 
   const mode = field('hub.mode')?.trim();
   if (!mode) return refuse('hub.mode is required');
-  if (mode !== 'subscribe' && mode !== 'unsubscribe') return refuse('hub.mode must be subscribe or unsubscribe');
+  if (mode !== 'subscribe' && mode !== 'unsubscribe') return refuse('hub.mode must be subscribe, unsubscribe or publish');
 
   const topicRaw = field('hub.topic')?.trim();
   if (!topicRaw) return refuse('hub.topic is required');

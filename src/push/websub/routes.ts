@@ -1,6 +1,7 @@
 // Owns the hub's HTTP face: POST /websub, where subscribers subscribe and unsubscribe (WebSub §5.1: a form,
 // answered 202 once the verification of intent or the denial is queued, 400 with a one-line reason when
-// malformed, the refusals of refusals.ts when a bound says no), and GET /api/websub/subscriptions, the
+// malformed, the refusals of refusals.ts when a bound says no) and publishers publish (hub.mode=publish,
+// handed to intake: intake/websub/publish.ts), and GET /api/websub/subscriptions, the
 // operator's view of the subscriptions and their delivery health (never their secrets), in keyset pages of
 // at most MAX_PAGE, behind the operator API's authorization (also served as GET
 // /api/admin/websub/subscriptions).
@@ -17,6 +18,7 @@ import { queueIntent, type Intent } from './task-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
+import { readPublishForm, type PublishAnswer } from '../../intake/websub/publish.js';
 
 /**
  * A callback as the operator API shows it: a callback's query often carries the subscriber's own token
@@ -42,6 +44,10 @@ export interface WebsubRouteOptions {
   queued(): void;
   /** Told of each refusal (the metric). */
   refused(r: Refusal): void;
+  /** A publish (hub.mode=publish): its topics through intake, answered once committed. */
+  publish(topics: readonly string[], client: { addr: string | null; userAgent: string | null }): Promise<PublishAnswer>;
+  /** A publish was answered after `ms` (intake's answer times). */
+  published(ms: number): void;
   log: { info(obj: object, msg?: string): void };
   /** ADMIN_TOKEN: the subscriptions list is the operator's (platform/admin-auth.ts). */
   adminToken: string | undefined;
@@ -108,6 +114,18 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
 
     scope.post(HUB_PATH, { schema: { body: Form }, attachValidation: true }, async (req, reply) => {
       let form = (req.body ?? {}) as Record<string, unknown>;
+      // A publish names its topics as often as it has them (hub.url repeated): read before the schema's
+      // "each parameter once", which is the subscription form's.
+      if (form['hub.mode'] === 'publish') {
+        const started = performance.now();
+        const topics = readPublishForm(form);
+        const a = topics.ok
+          ? await opts.publish(topics.topics, { addr: req.ip, userAgent: req.headers['user-agent'] ?? null })
+          : { status: 400, body: topics.reason, retryAfterSec: undefined };
+        opts.published(performance.now() - started);
+        if (a.retryAfterSec) reply.header('retry-after', String(a.retryAfterSec));
+        return a.status === 204 ? reply.code(204).send() : text(reply, a.status, a.body);
+      }
       if (req.validationError) {
         const field = req.validationError.validation?.[0]?.instancePath?.replace(/^\//, '').replace(/~1/g, '/');
         if (field)
