@@ -13,7 +13,7 @@ import { adminOnly } from '../../platform/admin-auth.js';
 import { ApiError, firstParam, queryParam } from '../../platform/http-schema.js';
 import { slash64Key } from '../../platform/net/ip.js';
 import { HUB_PATH, requestBase } from '../../platform/public-url.js';
-import { callbackHost, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, topicPath, type LeaseBounds } from './request.js';
+import { callbackHost, classifyTopic, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, type LeaseBounds } from './request.js';
 import { queueIntent, type Intent } from './task-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
@@ -40,6 +40,8 @@ export interface WebsubRouteOptions {
   limits: HubLimits;
   /** This instance's count against limits.maxSubscriptions. */
   tally: SubscriptionTally;
+  /** This instance's count of feed topics against limits.maxTopics. */
+  topicTally: SubscriptionTally;
   /** Told when an intent was queued here (the worker looks at once). */
   queued(): void;
   /** Told of each refusal (the metric). */
@@ -148,46 +150,64 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
 
       // The same base the documents' discovery Link headers name (rel="self"), so the topic they advertise is ours.
       const base = requestBase(opts.publicUrl, opts.port, req);
-      const ours = topicPath(r.topic, base, opts.paths);
-      const intent: Intent = ours.ok
-        ? {
-            kind: 'verify',
-            topic: r.topic,
-            path: ours.path,
-            callback: r.callback,
-            mode: r.mode,
-            leaseSeconds: r.mode === 'subscribe' ? grantedLease(r.leaseSeconds, opts.lease) : null,
-            secret: r.mode === 'subscribe' ? (r.secret ?? null) : null,
-            reason: null,
-            callbackHost: callbackHost(r.callback),
-          }
-        : {
-            kind: 'deny',
-            topic: r.topic,
-            path: null,
-            callback: r.callback,
-            mode: r.mode,
-            leaseSeconds: null,
-            secret: null,
-            reason: ours.reason,
-            callbackHost: callbackHost(r.callback),
-          };
-      // Only a subscribe to one of our topics can add a subscription; the others need no count.
-      const full = intent.kind === 'verify' && intent.mode === 'subscribe' ? await opts.tally.full() : false;
+      const which = classifyTopic(r.topic, base, opts.paths);
+      const topic = which.kind === 'feed' ? which.topic : r.topic;
+      const intent: Intent =
+        which.kind !== 'deny'
+          ? {
+              kind: 'verify',
+              topic,
+              path: which.kind === 'document' ? which.path : null,
+              callback: r.callback,
+              mode: r.mode,
+              leaseSeconds: r.mode === 'subscribe' ? grantedLease(r.leaseSeconds, opts.lease) : null,
+              secret: r.mode === 'subscribe' ? (r.secret ?? null) : null,
+              reason: null,
+              callbackHost: callbackHost(r.callback),
+              topicHost: which.kind === 'feed' ? which.host : null,
+            }
+          : {
+              kind: 'deny',
+              topic,
+              path: null,
+              callback: r.callback,
+              mode: r.mode,
+              leaseSeconds: null,
+              secret: null,
+              reason: which.reason,
+              callbackHost: callbackHost(r.callback),
+              topicHost: null,
+            };
+      // Only a subscribe can add a subscription (or a feed topic); the others need no count.
+      const subscribing = intent.kind === 'verify' && intent.mode === 'subscribe';
+      const full = subscribing ? await opts.tally.full() : false;
+      const topicsFull = subscribing && which.kind === 'feed' ? await opts.topicTally.full() : false;
       // Committed before the answer: a 202 is a promise the queue keeps across a crash.
       const queued = await queueIntent(
         opts.db,
         intent,
         { client: slash64Key(req.ip) },
-        { full, maxPerHost: opts.limits.maxPerHost, maxPending: opts.limits.maxPending },
+        {
+          full,
+          maxPerHost: opts.limits.maxPerHost,
+          maxPending: opts.limits.maxPending,
+          maxTopicsPerHost: opts.limits.maxTopicsPerHost,
+          maxPerTopicHost: opts.limits.maxPerTopicHost,
+          topicsFull,
+        },
       );
       if (queued.refusal) {
         opts.refused(queued.refusal);
         const after = WEBSUB_RETRY_AFTER_SEC[queued.refusal];
         if (after !== null) reply.header('retry-after', String(after));
-        return text(reply, WEBSUB_REFUSAL_STATUS[queued.refusal], refusalReason(queued.refusal, opts.limits, intent.callbackHost));
+        return text(
+          reply,
+          WEBSUB_REFUSAL_STATUS[queued.refusal],
+          refusalReason(queued.refusal, opts.limits, intent.callbackHost, intent.topicHost),
+        );
       }
       if (queued.fresh) opts.tally.added();
+      if (queued.fresh && which.kind === 'feed') opts.topicTally.added();
       opts.queued();
       return reply.code(202).send();
     });

@@ -9,26 +9,74 @@ export type SubscriptionState = 'active' | 'failing';
 
 export interface NewSubscription {
   topic: string;
-  path: string;
+  /** The document a topic of ours names; null for a feed topic. */
+  path: string | null;
   callback: string;
   secret: string | null;
   leaseSeconds: number;
   /** The callback's host (request.ts, callbackHost). */
   callbackHost: string;
+  /** A feed topic: its feed (verification's row) and host. */
+  feedId?: number | null;
+  topicHost?: string | null;
 }
 
-/** Stores a confirmed subscription, or renews it: a new lease from now and the new secret (WebSub §5.3). */
+/**
+ * Stores a confirmed subscription, or renews it: a new lease from now and the new secret (WebSub §5.3). A
+ * new subscription to a feed topic starts after the feed's latest change: it gets only what comes later.
+ */
 export async function storeSubscription(q: Queryable, s: NewSubscription): Promise<void> {
   await withContext(`storing the WebSub subscription of ${s.callback}`, () =>
     q.query(
-      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, callback_host)
-       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int), $6)
+      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, callback_host, feed_id, topic_host, through_change_id)
+       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int), $6, $7, $8,
+               case when $7::bigint is null then 0 else (select coalesce(max(id), 0) from websub_changes where feed_id = $7::bigint) end)
        on conflict (topic, callback) do update
          set path = excluded.path, secret = excluded.secret, lease_seconds = excluded.lease_seconds,
-             expires_at = excluded.expires_at, renewed_at = now(), callback_host = excluded.callback_host`,
-      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds, s.callbackHost],
+             expires_at = excluded.expires_at, renewed_at = now(), callback_host = excluded.callback_host,
+             feed_id = excluded.feed_id, topic_host = excluded.topic_host`,
+      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds, s.callbackHost, s.feedId ?? null, s.topicHost ?? null],
     ),
   );
+}
+
+/** Renews an unexpired subscription in place (a new lease from now, the new secret); false when there is none. */
+export async function renewSubscription(
+  q: Queryable,
+  r: { topic: string; callback: string; secret: string | null; leaseSeconds: number },
+): Promise<boolean> {
+  return withContext(`renewing the WebSub subscription of ${r.callback}`, async () => {
+    const rows = await q.query(
+      `update websub_subscriptions set secret = $3, lease_seconds = $4, expires_at = now() + make_interval(secs => $4::int), renewed_at = now()
+        where topic = $1 and callback = $2 and expires_at > now() returning id`,
+      [r.topic, r.callback, r.secret, r.leaseSeconds],
+    );
+    return rows.length > 0;
+  });
+}
+
+/** A feed topic's subscriber went through a change (delivered, or given up after its tries). */
+export async function recordThrough(q: Queryable, id: number, changeId: number): Promise<void> {
+  await withContext(`recording WebSub subscription ${id}'s progress`, () =>
+    q.query('update websub_subscriptions set through_change_id = greatest(through_change_id, $2) where id = $1', [id, changeId]),
+  );
+}
+
+/**
+ * Feed topics with live subscriptions or pending subscribes, as WEBSUB_MAX_TOPICS counts them; read at
+ * most once a second (subscription-tally.ts).
+ */
+export async function countTopics(q: Queryable): Promise<number> {
+  return withContext('counting WebSub feed topics', async () => {
+    const [r] = await q.query<{ n: number }>(
+      `select count(*)::int as n from (
+         select topic from websub_subscriptions where feed_id is not null and expires_at > now()
+         union
+         select topic from websub_tasks where topic_host is not null and mode = 'subscribe' and kind in ('verify', 'check')
+       ) t`,
+    );
+    return Number(r.n);
+  });
 }
 
 /** Removes a subscription (its waiting delivery goes with it); false when there was none. */
