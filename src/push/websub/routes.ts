@@ -207,7 +207,7 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
         );
       }
       if (queued.fresh) opts.tally.added();
-      if (queued.fresh && which.kind === 'feed') opts.topicTally.added();
+      if (queued.newTopic) opts.topicTally.added();
       opts.queued();
       return reply.code(202).send();
     });

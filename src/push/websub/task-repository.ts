@@ -99,7 +99,13 @@ export interface AdmissionLimits {
 
 export type Queued =
   | { refusal: Refusal }
-  | { refusal: null; /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */ fresh: boolean };
+  | {
+      refusal: null;
+      /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */
+      fresh: boolean;
+      /** A fresh subscribe of a feed topic nobody is subscribed to (or waiting for) yet: one more toward WEBSUB_MAX_TOPICS. */
+      newTopic: boolean;
+    };
 
 /**
  * Queues an intent, or folds it into the one waiting for the same topic and callback (the latest request
@@ -116,7 +122,7 @@ export type Queued =
  */
 export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a: AdmissionLimits): Promise<Queued> {
   return withContext('queueing a WebSub intent', async () => {
-    const [r] = await q.query<{ refusal: Refusal | null; subscribed: boolean; waiting: boolean }>(
+    const [r] = await q.query<{ refusal: Refusal | null; subscribed: boolean; waiting: boolean; topic_subscribed: boolean }>(
       `with facts as (
          select exists (select 1 from websub_subscriptions where topic = $2::text and callback = $4::text and expires_at > now()) as subscribed,
                 exists (select 1 from websub_tasks where coalesce_key = md5('intent ' || $2::text || ' ' || $4::text)) as waiting,
@@ -145,9 +151,12 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
                    union all
                    select 1 from websub_tasks where topic_host = $14::text and mode = 'subscribe'
                    limit $16::int) h)::int end as topic_host_subscriptions,
-                $14::text is not null and exists (select 1 from websub_subscriptions where topic = $2::text and expires_at > now()) as topic_subscribed
+                $14::text is not null and (
+                  exists (select 1 from websub_subscriptions where topic = $2::text and expires_at > now())
+                  or exists (select 1 from websub_tasks where topic = $2::text and mode = 'subscribe' and kind in ('verify', 'check'))
+                ) as topic_subscribed
        ), verdict as (
-         select f.subscribed, f.waiting, case
+         select f.subscribed, f.waiting, f.topic_subscribed, case
                   when f.waiting then null
                   when $5::text = 'unsubscribe' and not f.subscribed then 'not_subscribed'
                   when f.host_pending >= $12::int then 'host_pending'
@@ -169,7 +178,7 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
                due_at = case when t.leased_until > now() then t.due_at else now() end
          returning id
        )
-       select refusal, subscribed, waiting from verdict`,
+       select refusal, subscribed, waiting, topic_subscribed from verdict`,
       [
         i.kind,
         i.topic,
@@ -193,7 +202,8 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
       { name: 'pingd_queue_websub_intent' },
     );
     if (r.refusal) return { refusal: r.refusal };
-    return { refusal: null, fresh: i.kind === 'verify' && i.mode === 'subscribe' && !r.subscribed && !r.waiting };
+    const fresh = i.kind === 'verify' && i.mode === 'subscribe' && !r.subscribed && !r.waiting;
+    return { refusal: null, fresh, newTopic: fresh && i.topicHost !== null && !r.topic_subscribed };
   });
 }
 
