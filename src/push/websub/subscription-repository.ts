@@ -206,3 +206,36 @@ export async function countForCap(q: Queryable): Promise<number> {
     return Number(r.n);
   });
 }
+
+export interface TopicDelivery {
+  at: Date;
+  ok: boolean;
+  status: number | null;
+}
+
+/**
+ * A feed's live subscribers, counted, and the latest delivery attempts to them (newest first, at most
+ * `limit`): for the weblog page, which shows how many and how it went, never who.
+ */
+export async function feedSubscribers(q: Queryable, feedId: number, limit = 5): Promise<{ subscribers: number; recent: TopicDelivery[] }> {
+  return withContext(`reading the WebSub subscribers of feed ${feedId}`, async () => {
+    const [c] = await q.query<{ n: number }>(
+      'select count(*)::int as n from websub_subscriptions where feed_id = $1 and expires_at > now()',
+      [feedId],
+    );
+    const rows = await q.query<{ last_attempt_at: Date; last_status: number | null; ok: boolean }>(
+      `select last_attempt_at, last_status, (last_success_at is not null and last_success_at >= last_attempt_at) as ok
+         from websub_subscriptions where feed_id = $1 and expires_at > now() and last_attempt_at is not null
+        order by last_attempt_at desc limit $2`,
+      [feedId, limit],
+    );
+    return {
+      subscribers: Number(c.n),
+      recent: rows.map((r) => ({
+        at: new Date(r.last_attempt_at),
+        ok: Boolean(r.ok),
+        status: r.last_status === null ? null : Number(r.last_status),
+      })),
+    };
+  });
+}

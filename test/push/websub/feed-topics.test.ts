@@ -184,3 +184,19 @@ for (const [what, path, reason] of [
     assert.equal((await ourSubs(cb)).length, 0);
   });
 }
+
+test('/weblog shows how many subscribe to the feed and how the latest deliveries went, never who; /status the deliveries per minute and the queue', async () => {
+  const page = await t.app.inject({ method: 'GET', url: `/weblog?url=${encodeURIComponent(`${blog.origin}/`)}` });
+  assert.equal(page.statusCode, 200);
+  const m = /<dd id="websub-subscribers">([^]*?)<\/dd>/.exec(page.body);
+  assert.ok(m, 'the subscribers line');
+  assert.match(m[1], /^1 · latest deliveries: <span class="ok">delivered \(HTTP 204\)<\/span> at <time/);
+  assert.ok(!page.body.includes(sub.origin), 'no callback');
+  const stats = await t.app.inject({ method: 'GET', url: '/api/stats?window=1h' });
+  const q = stats.json().health.queues.find((x: { name: string }) => x.name === 'websub');
+  assert.equal(q.depth, 0);
+  // Three deliveries in this file (two to /a, one to /b), within about a minute.
+  assert.ok(q.perMinute >= 1 && q.perMinute <= 3, `deliveries in the last minute: ${q.perMinute}`);
+  const status = await t.app.inject({ method: 'GET', url: '/status' });
+  assert.match(status.body, /WebSub: <span id="websub-per-minute">\d+<\/span> deliveries/);
+});
