@@ -10,7 +10,7 @@ import { QueueWorker } from '../../platform/queue/worker.js';
 import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
 import { websubRoutes } from './routes.js';
-import { claimTasks, queuePoll, taskQueueStats, type Task } from './task-repository.js';
+import { claimTasks, queuePoll, queueTopicChecks, taskQueueStats, type Task } from './task-repository.js';
 import { countForCap, countTopics, subscriptionCounts, sweepExpired } from './subscription-repository.js';
 import { feedSubscribed, pollCandidates, pruneChanges, queueChange } from './change-repository.js';
 import { pollDue } from './poll.js';
@@ -186,7 +186,16 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     topicTally: new SubscriptionTally(() => countTopics(app.db), config.WEBSUB_MAX_TOPICS),
     queued: () => worker.wake(),
     refused: (r) => refusals.inc({ reason: r }),
-    publish: (topics, client) => publishTopics(app.pings, app.db, topics, client),
+    // The other feeds of a weblog named in one publish: checked when they have subscribers (the ping
+    // verifies the first), queued in the ping's own transaction.
+    publish: async (topics, client) => {
+      let checks = 0;
+      const a = await publishTopics(app.pings, app.db, topics, client, (others) => async (tx) => {
+        checks += await queueTopicChecks(tx, others);
+      });
+      if (checks > 0) worker.wake();
+      return a;
+    },
     published: (ms) => app.pings.answered(ms),
     log: app.log,
     adminToken: config.ADMIN_TOKEN,

@@ -462,3 +462,22 @@ export async function taskQueueStats(q: Queryable): Promise<QueueStats> {
     return { depth: Number(r.n), oldestAgeSec: r.age === null ? 0 : Math.max(0, Number(r.age)) };
   });
 }
+
+/**
+ * Queues a check of each of `topics` that has live subscriptions (the other feeds of a weblog named in one
+ * publish: its ping verifies the first). Written in the ping's own transaction. Returns how many.
+ */
+export async function queueTopicChecks(q: Queryable, topics: readonly string[]): Promise<number> {
+  return withContext('queueing checks of published topics', async () => {
+    const rows = await q.query(
+      `insert into websub_tasks (kind, coalesce_key, topic)
+       select 'check', 'poll ' || s.feed_id, s.topic
+         from (select distinct on (feed_id) feed_id, topic from websub_subscriptions
+                where topic = any($1::text[]) and feed_id is not null and expires_at > now() order by feed_id, id) s
+       on conflict (coalesce_key) do nothing
+       returning id`,
+      [topics],
+    );
+    return rows.length;
+  });
+}

@@ -200,3 +200,30 @@ test('/weblog shows how many subscribe to the feed and how the latest deliveries
   const status = await t.app.inject({ method: 'GET', url: '/status' });
   assert.match(status.body, /WebSub: <span id="websub-per-minute">\d+<\/span> deliveries/);
 });
+
+test("a publish naming two feeds of one weblog (WordPress's RSS and Atom): one ping, and the second feed's subscribers get its change too", async () => {
+  blog.route('/atom.xml', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/atom+xml' });
+    res.end(
+      `<feed xmlns="http://www.w3.org/2005/Atom"><title>A</title><id>urn:a</id><link href="${blog.origin}/"/>${items
+        .map((n) => `<entry><id>urn:a:${n}</id><title>Post ${n}</title></entry>`)
+        .join('')}</feed>`,
+    );
+  });
+  const atom = `${blog.origin}/atom.xml`;
+  assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/atom`, 'hub.mode': 'subscribe', 'hub.topic': atom })).status, 202);
+  await waitForHub(t, async () => (await ourSubs('/atom')).length === 1, 'the Atom subscription');
+  items = ['6', ...items];
+  const r = await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: `hub.mode=publish&hub.url=${topic}&hub.url=${atom}`,
+  });
+  assert.equal(r.statusCode, 204);
+  await waitForHub(t, () => sub.postsTo('/atom').length === 1 && sub.postsTo('/b').length === 2, 'both feeds delivered');
+  const body = sub.postsTo('/atom')[0].body.toString('utf8');
+  assert.equal(sub.postsTo('/atom')[0].headers['content-type'], 'application/atom+xml');
+  assert.match(body, /<entry><id>urn:a:6<\/id><title>Post 6<\/title><\/entry><\/feed>$/);
+  assert.equal((body.match(/<entry>/g) ?? []).length, 1);
+});
