@@ -64,7 +64,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   for (const o of VERIFICATION_OUTCOMES) verifications.inc({ outcome: o }, 0);
   const deliveries = new Counter({
     name: 'pingd_websub_deliveries_total',
-    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first).',
+    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first; given_up: a feed change that failed every try, skipped).',
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
@@ -79,7 +79,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   queueGauge(app.metrics, 'pingd_websub_queue', 'WebSub tasks (verifications, denials, checks, deliveries)', () => taskQueueStats(app.db));
   const refusals = new Counter({
     name: 'pingd_websub_refusals_total',
-    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS).',
+    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS; host_topics, topic_host_full, topics_full 503: WEBSUB_MAX_TOPICS_PER_HOST, WEBSUB_MAX_PER_TOPIC_HOST, WEBSUB_MAX_TOPICS).',
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
