@@ -148,10 +148,11 @@ const openHub: FeedCase = {
   title: 'H1. The open hub: 1,000 subscribers of 100 feed topics, a new entry in every feed per round',
   figure: 'deliveries per second (median of the rounds); intake p99 during deliveries ÷ before',
   method:
-    `pingd with \`FETCH_ALLOW_ADDRESSES=127.0.0.0/8 FETCH_HOST_INTERVAL_MS=0 VERIFY_FEED_INTERVAL=0 WEBSUB_MAX_PENDING=100000\` and default hub settings (WEBSUB_CONCURRENCY 8, WEBSUB_HOST_CONCURRENCY 1). ` +
+    `pingd with \`VERIFY_PINGS=mark FETCH_ALLOW_ADDRESSES=127.0.0.0/8 FETCH_HOST_INTERVAL_MS=0 VERIFY_FEED_INTERVAL=0 WEBSUB_MAX_PENDING=100000\` and default hub settings (WEBSUB_CONCURRENCY 8, WEBSUB_HOST_CONCURRENCY 1). ` +
     `${TOPICS} RSS feeds (10 entries, CDATA) on ${FEED_HOSTS} loopback hosts; ${SUBSCRIBERS} subscriptions (BENCH_OPEN_HUB_SUBSCRIBERS, BENCH_OPEN_HUB_TOPICS), callbacks on ${CALLBACK_HOSTS} hosts answering 204 at once, subscribed 32 at a time and confirmed (intent, then the topic fetched once) before the measure. ` +
     `Intake ~20 pings/s of new weblogs (open loop) throughout: 10 s baseline, then ${ROUNDS} rounds (BENCH_OPEN_HUB_ROUNDS) in which every feed gets one new entry and a WebSub publish of it is sent (16 at a time); a round ends when its ${SUBSCRIBERS} deliveries have arrived.`,
   env: {
+    VERIFY_PINGS: 'mark',
     FETCH_ALLOW_ADDRESSES: '127.0.0.0/8',
     FETCH_HOST_INTERVAL_MS: '0',
     VERIFY_FEED_INTERVAL: '0',

@@ -178,13 +178,16 @@ export async function listSubscriptions(q: Queryable, afterId: number | null, li
   });
 }
 
-/** Unexpired subscriptions by state, and subscriptions waiting for their verification of intent. */
+/**
+ * Unexpired subscriptions by state, and subscriptions waiting for their verification of intent (or, for a
+ * feed topic, for the fetch of the topic that follows it).
+ */
 export async function subscriptionCounts(q: Queryable): Promise<{ active: number; failing: number; pending: number }> {
   return withContext('counting WebSub subscriptions', async () => {
     const [r] = await q.query<{ active: number; failing: number; pending: number }>(
       `select (select count(*) from websub_subscriptions where expires_at > now() and state = 'active')::int as active,
               (select count(*) from websub_subscriptions where expires_at > now() and state = 'failing')::int as failing,
-              (select count(*) from websub_tasks where kind = 'verify' and mode = 'subscribe')::int as pending`,
+              (select count(*) from websub_tasks where kind in ('verify', 'check') and mode = 'subscribe')::int as pending`,
     );
     return { active: Number(r.active), failing: Number(r.failing), pending: Number(r.pending) };
   });
@@ -200,7 +203,7 @@ export async function countForCap(q: Queryable): Promise<number> {
     const [r] = await q.query<{ n: number }>(
       `select ((select count(*) from websub_subscriptions where expires_at > now())
              + (select count(*) from websub_tasks t
-                 where t.kind = 'verify' and t.mode = 'subscribe'
+                 where t.kind in ('verify', 'check') and t.mode = 'subscribe'
                    and not exists (select 1 from websub_subscriptions s where s.topic = t.topic and s.callback = t.callback and s.expires_at > now())))::int as n`,
     );
     return Number(r.n);
