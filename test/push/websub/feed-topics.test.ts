@@ -1,6 +1,7 @@
 // The open hub (W3C WebSub for any feed), through a loopback subscriber of our own that checks what
-// websub.rocks checks of a hub (tests 100–106): a subscription to any feed is verified (§5.3), then the
-// topic is fetched once (a feed is subscribed, anything else denied, §5.2); a publish (or a ping) that makes
+// websub.rocks checks of a hub (tests 100–106: a typical subscription, one with a secret, extra parameters,
+// a re-subscription, an unsubscribe, plain-text and JSON topics' Content-Type): a subscription to any feed
+// is verified (§5.3), then the topic is fetched once (a feed is subscribed, anything else denied, §5.2); a publish (or a ping) that makes
 // verification find new entries POSTs each subscriber the feed with only those entries, with the topic's
 // Content-Type and Link header, unsigned without a secret and `sha256=` with one (§7, §8); extra
 // parameters are ignored; a re-subscription updates instead of adding; an unsubscribe stops deliveries.
@@ -99,7 +100,7 @@ test('subscribing to any feed: intent verified first, then the topic fetched onc
   assert.equal(await metric(t, 'pingd_websub_topic_checks_total{outcome="verified",why="subscribe"}'), 1);
 });
 
-test("a publish with a new entry: each subscriber gets one POST of the feed with only that entry, the topic's Content-Type and Link, unsigned without a secret (websub.rocks 100, 106)", async () => {
+test("a publish with a new entry: each subscriber gets one POST of the feed with only that entry, the topic's Content-Type and Link, unsigned without a secret (websub.rocks 100)", async () => {
   items = ['3', ...items];
   await publishTopic();
   await waitForHub(t, () => sub.postsTo('/a').length === 1, 'the delivery');
@@ -122,7 +123,7 @@ test("a publish with a new entry: each subscriber gets one POST of the feed with
   assert.equal(sub.postsTo('/a').length, 1, 'one POST per change');
 });
 
-test('with a secret: X-Hub-Signature sha256 of the body (websub.rocks 101); a re-subscription updates instead of adding (104)', async () => {
+test('with a secret: X-Hub-Signature sha256 of the body (websub.rocks 101); a re-subscription updates instead of adding (103)', async () => {
   assert.equal(
     (await subscribe(t, { 'hub.callback': `${sub.origin}/a`, 'hub.mode': 'subscribe', 'hub.topic': topic, 'hub.secret': 'first' })).status,
     202,
@@ -143,7 +144,7 @@ test('with a secret: X-Hub-Signature sha256 of the body (websub.rocks 101); a re
   assert.doesNotMatch(p.body.toString('utf8'), /Post 3/);
 });
 
-test('an unsubscribe stops deliveries (websub.rocks 105): the next change reaches the other subscriber only', async () => {
+test('an unsubscribe stops deliveries (websub.rocks 104): the next change reaches the other subscriber only', async () => {
   assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/b`, 'hub.mode': 'subscribe', 'hub.topic': topic })).status, 202);
   await waitForHub(t, async () => (await ourSubs('/b')).length === 1, 'the second subscription');
   assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/a`, 'hub.mode': 'unsubscribe', 'hub.topic': topic })).status, 202);
@@ -226,4 +227,37 @@ test("a publish naming two feeds of one weblog (WordPress's RSS and Atom): one p
   assert.equal(sub.postsTo('/atom')[0].headers['content-type'], 'application/atom+xml');
   assert.match(body, /<entry><id>urn:a:6<\/id><title>Post 6<\/title><\/entry><\/feed>$/);
   assert.equal((body.match(/<entry>/g) ?? []).length, 1);
+});
+
+test("a JSON Feed topic: the delivery is JSON holding only the new item, with the topic's own Content-Type (websub.rocks 106)", async () => {
+  let ids = ['j1'];
+  blog.route('/feed.json', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/feed+json' });
+    res.end(
+      JSON.stringify({
+        version: 'https://jsonfeed.org/version/1.1',
+        title: 'J',
+        items: ids.map((id) => ({ id, content_text: `text ${id}` })),
+      }),
+    );
+  });
+  const json = `${blog.origin}/feed.json`;
+  assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/json`, 'hub.mode': 'subscribe', 'hub.topic': json })).status, 202);
+  await waitForHub(t, async () => (await ourSubs('/json')).length === 1, 'the JSON subscription');
+  ids = ['j2', ...ids];
+  const r = await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: `hub.mode=publish&hub.topic=${encodeURIComponent(json)}`,
+  });
+  assert.equal(r.statusCode, 204);
+  await waitForHub(t, () => sub.postsTo('/json').length === 1, 'the JSON delivery');
+  const p = sub.postsTo('/json')[0];
+  assert.equal(p.headers['content-type'], 'application/feed+json');
+  assert.deepEqual(JSON.parse(p.body.toString('utf8')), {
+    version: 'https://jsonfeed.org/version/1.1',
+    title: 'J',
+    items: [{ id: 'j2', content_text: 'text j2' }],
+  });
 });
