@@ -1,10 +1,11 @@
 // The open hub (W3C WebSub for any feed), through a loopback subscriber of our own that checks what
 // websub.rocks checks of a hub (tests 100–106: a typical subscription, one with a secret, extra parameters,
 // a re-subscription, an unsubscribe, plain-text and JSON topics' Content-Type): a subscription to any feed
-// is verified (§5.3), then the topic is fetched once (a feed is subscribed, anything else denied, §5.2); a publish (or a ping) that makes
-// verification find new entries POSTs each subscriber the feed with only those entries, with the topic's
-// Content-Type and Link header, unsigned without a secret and `sha256=` with one (§7, §8); extra
-// parameters are ignored; a re-subscription updates instead of adding; an unsubscribe stops deliveries.
+// is verified (§5.3), then the topic is fetched once (a feed is subscribed, anything else denied, §5.2); a
+// publish (or a ping) that makes verification find new entries POSTs each subscriber the feed with only
+// those entries, with the topic's Content-Type and Link header, unsigned without a secret and `sha256=`
+// with one (§7, §8); extra parameters are ignored; a re-subscription updates instead of adding; an
+// unsubscribe stops deliveries.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
