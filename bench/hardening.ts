@@ -28,6 +28,7 @@ import { FEED_CASES, feedMethod, feedTables, isFeedCase } from './lib/feed-harde
 import { STREAM_CASES } from './lib/fanout-stream-cases.js';
 import { WEBSUB_CASES } from './lib/fanout-websub-cases.js';
 import { RELAY_CASES } from './lib/fanout-relay-cases.js';
+import { OPEN_HUB_CASES } from './lib/open-hub-cases.js';
 import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
 import { isMain, runDirect } from './lib/run-direct.js';
@@ -221,7 +222,9 @@ function method(s: Settings): string {
 export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const s = settings();
   const wanted = env.BENCH_HOSTILE_CASES ? env.BENCH_HOSTILE_CASES.split(',').map((x) => x.trim()) : undefined;
-  const cases = [...CASES, ...FEED_CASES, ...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES].filter((c) => !wanted || wanted.includes(c.id));
+  const cases = [...CASES, ...FEED_CASES, ...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES, ...OPEN_HUB_CASES].filter(
+    (c) => !wanted || wanted.includes(c.id),
+  );
   const commit = git(['rev-parse', '--short', 'HEAD']);
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;

@@ -393,9 +393,29 @@ const SPEC = {
     doc: 'WebSub requests (verifications of intent, denials, deliveries) running at once in this instance',
   },
   WEBSUB_MAX_PER_HOST: {
-    default: '100',
+    default: '1000',
     parse: int(0, 10_000_000),
-    doc: "Subscriptions (active and pending) whose callbacks are on one host (its name or address, any port); beyond it that host's new subscriptions are refused with 503 and Retry-After (renewals and unsubscribing still pass)",
+    doc: "Subscriptions (active and pending) whose callbacks are on one host (its name or address, any port); beyond it that host's new subscriptions are refused with 503 and Retry-After (renewals and unsubscribing still pass). 1000, not 100, since the hub takes any feed: a feed reader service subscribes one callback per feed it follows from one host, and each of its subscriptions costs one delivery per change, which WEBSUB_HOST_CONCURRENCY already paces",
+  },
+  WEBSUB_MAX_TOPICS: {
+    default: '10000',
+    parse: int(0, 10_000_000),
+    doc: "Feed topics (any feed, not pingd's own documents) with subscriptions, active or pending; beyond it a subscription to a feed no one subscribes to yet is refused with 503 (the hub fetches each of them when it is pinged or polled)",
+  },
+  WEBSUB_MAX_TOPICS_PER_HOST: {
+    default: '1000',
+    parse: int(0, 10_000_000),
+    doc: 'Distinct feed topics subscribed from callbacks on one host; beyond it that host cannot add another feed (503): a stranger cannot make the hub fetch and poll feeds without bound',
+  },
+  WEBSUB_MAX_PER_TOPIC_HOST: {
+    default: '1000',
+    parse: int(0, 10_000_000),
+    doc: "Subscriptions whose feed topic is on one host; beyond it new ones are refused with 503: one feed host's change cannot fan out without bound",
+  },
+  WEBSUB_POLL_INTERVAL: {
+    default: '0',
+    parse: int(0, 30 * 86400),
+    doc: "Seconds between polls of a subscribed feed topic that nobody pings (0: no polling, the default); never more often than the feed's own ttl or sy:updatePeriod allows, never after a 410",
   },
   WEBSUB_MAX_PENDING: {
     default: '20',

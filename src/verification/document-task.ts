@@ -10,10 +10,20 @@ import { cleanLine, htmlToText, publishableLink } from '../platform/text/publish
 import { chooseFeed, discoverFeeds } from './discover.js';
 import { parseFeed, type FeedHints } from './feed-parser.js';
 import { novelty, type FeedItem } from './identity.js';
+import { entriesDocument, feedExcerpt, type FeedFormat } from './excerpt.js';
 
 export type DocumentTask =
   | { kind: 'page'; body: Uint8Array; contentType: string; url: string }
-  | { kind: 'feed'; body: Uint8Array; contentType: string; url: string; seen: string[]; firstFetch: boolean };
+  | {
+      kind: 'feed';
+      body: Uint8Array;
+      contentType: string;
+      url: string;
+      seen: string[];
+      firstFetch: boolean;
+      /** Also cut the document down to its new entries (a WebSub topic with subscribers: excerpt.ts). */
+      excerpt?: boolean;
+    };
 
 /** An item as it is stored and republished: cleaned, its link absolute http(s) or none. */
 export interface PublishedItem {
@@ -28,7 +38,18 @@ export type DocumentResult =
   | { kind: 'page'; feedUrl: string | null }
   | { kind: 'redirect'; newLocation: string | null }
   | { kind: 'not_a_feed'; reason: string }
-  | { kind: 'feed'; title: string | null; hints: FeedHints; fresh: number; publish: PublishedItem[]; seen: string[] };
+  | {
+      kind: 'feed';
+      title: string | null;
+      /** The feed's site as an absolute http(s) URL, or null. */
+      siteUrl: string | null;
+      hints: FeedHints;
+      fresh: number;
+      publish: PublishedItem[];
+      seen: string[];
+      /** The document with only the published entries, when asked and there were new entries after a first fetch. */
+      excerpt?: { contentType: string; body: Uint8Array } | null;
+    };
 
 // On its worker thread, this work yields the cores to the event loop that answers pings (and to the
 // database): measured with the bench's feed-parse case on 2 cores, a 4.8 MB feed read every second
@@ -54,14 +75,23 @@ export default function readDocument(task: DocumentTask): DocumentResult {
   if (parsed.kind !== 'feed') return parsed;
   // Identities come from the items as the feed wrote them: cleaning must not make a seen item new.
   const n = novelty(parsed.items, task.seen, task.firstFetch);
-  return {
-    kind: 'feed',
-    title: parsed.title === null ? null : cleanLine(parsed.title, MAX_LINE) || null,
-    hints: parsed.hints,
-    fresh: n.fresh.length,
-    publish: n.publish.map((i) => publishable(i, task.url)),
-    seen: n.seen,
-  };
+  const title = parsed.title === null ? null : cleanLine(parsed.title, MAX_LINE) || null;
+  const siteUrl = publishableLink(parsed.siteUrl, task.url);
+  const publish = n.publish.map((i) => publishable(i, task.url));
+  let excerpt: { contentType: string; body: Uint8Array } | null = null;
+  if (task.excerpt && !task.firstFetch && publish.length > 0) {
+    const keep = n.freshIndexes.slice(0, publish.length);
+    const cut = feedExcerpt(body, task.contentType, parsed.format, keep, parsed.items.length);
+    excerpt = cut
+      ? { contentType: task.contentType || defaultType(parsed.format), body: cut }
+      : entriesDocument(parsed.format, { title, url: task.url, siteUrl }, publish);
+  }
+  return { kind: 'feed', title, siteUrl, hints: parsed.hints, fresh: n.fresh.length, publish, seen: n.seen, excerpt };
+}
+
+/** A feed served without a Content-Type is delivered with its format's own. */
+function defaultType(format: FeedFormat): string {
+  return format === 'json' ? 'application/feed+json' : format === 'atom' ? 'application/atom+xml' : 'application/rss+xml';
 }
 
 /** What we republish of an item: a plain-text title and summary, an http(s) link, a guid without controls. */

@@ -18,7 +18,15 @@ export interface FeedHints {
 }
 
 export type Parsed =
-  | { kind: 'feed'; format: 'rss' | 'rdf' | 'atom' | 'json'; title: string | null; items: FeedItem[]; hints: FeedHints }
+  | {
+      kind: 'feed';
+      format: 'rss' | 'rdf' | 'atom' | 'json';
+      title: string | null;
+      /** The site the feed belongs to: RSS <link>, Atom's alternate link, JSON Feed's home_page_url. */
+      siteUrl: string | null;
+      items: FeedItem[];
+      hints: FeedHints;
+    }
   | { kind: 'redirect'; newLocation: string | null }
   | { kind: 'not_a_feed'; reason: string };
 
@@ -127,6 +135,7 @@ export function parseFeed(body: Buffer, contentType?: string): Parsed {
 // The shapes below are the parts of feedsmith's RssFeed / RdfFeed / AtomFeed / JsonFeed read here.
 interface RssLike {
   title?: string;
+  link?: string;
   ttl?: number;
   skipHours?: number[];
   skipDays?: string[];
@@ -149,6 +158,7 @@ interface AtomText {
 
 interface AtomLike {
   title?: AtomText | string;
+  links?: { href?: string; rel?: string }[];
   entries?: {
     id?: string;
     title?: AtomText | string;
@@ -162,6 +172,7 @@ interface AtomLike {
 
 interface JsonLike {
   title?: string;
+  home_page_url?: string;
   items?: {
     id?: string | number;
     url?: string;
@@ -226,7 +237,7 @@ function rssLike(format: 'rss' | 'rdf', f: RssLike, xml: string): Parsed {
   if (skipDays.length) hints.skipDays = skipDays;
   if (f.sy?.updatePeriod) hints.updatePeriod = f.sy.updatePeriod;
   if (typeof f.sy?.updateFrequency === 'number') hints.updateFrequency = f.sy.updateFrequency;
-  return { kind: 'feed', format, title: text(f.title), items, hints };
+  return { kind: 'feed', format, title: text(f.title), siteUrl: text(f.link), items, hints };
 }
 
 function atom(f: AtomLike): Parsed {
@@ -241,7 +252,8 @@ function atom(f: AtomLike): Parsed {
       content: text(e.content),
     };
   });
-  return { kind: 'feed', format: 'atom', title: text(f.title), items, hints: {} };
+  const site = f.links?.find((l) => !l.rel || l.rel === 'alternate')?.href;
+  return { kind: 'feed', format: 'atom', title: text(f.title), siteUrl: text(site), items, hints: {} };
 }
 
 function json(f: JsonLike): Parsed {
@@ -253,5 +265,5 @@ function json(f: JsonLike): Parsed {
     summary: text(i.summary),
     content: text(i.content_html ?? i.content_text),
   }));
-  return { kind: 'feed', format: 'json', title: text(f.title), items, hints: {} };
+  return { kind: 'feed', format: 'json', title: text(f.title), siteUrl: text(f.home_page_url), items, hints: {} };
 }

@@ -26,11 +26,13 @@ export interface FeedRow {
   gone: boolean;
   hints: FeedHints;
   title: string | null;
+  /** The feed's own site (its <link>), as the last fetch found it. */
+  siteUrl: string | null;
   seen: string[];
 }
 
 const COLUMNS = `id, url, fetch_url, moved_to, moved_seen, etag, last_modified, last_status, last_outcome, last_fetch_at,
-  last_success_at, next_fetch_after, failures, gone, hints, title, seen`;
+  last_success_at, next_fetch_after, failures, gone, hints, title, site_url, seen`;
 
 type Raw = {
   id: number;
@@ -49,6 +51,7 @@ type Raw = {
   gone: boolean;
   hints: FeedHints | string;
   title: string | null;
+  site_url: string | null;
   seen: string[] | null;
 };
 
@@ -72,6 +75,7 @@ function feedOf(r: Raw): FeedRow {
     gone: Boolean(r.gone),
     hints: typeof r.hints === 'string' ? (JSON.parse(r.hints) as FeedHints) : (r.hints ?? {}),
     title: r.title,
+    siteUrl: r.site_url,
     seen: r.seen ?? [],
   };
 }
@@ -118,6 +122,7 @@ export interface FeedUpdate {
   gone: boolean;
   hints: FeedHints;
   title: string | null;
+  siteUrl: string | null;
   seen: string[];
 }
 
@@ -126,7 +131,7 @@ export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise
     q.query(
       `update feeds set fetch_url = $2, moved_to = $3, moved_seen = $4, etag = $5, last_modified = $6, last_status = $7,
               last_outcome = $8, last_fetch_at = now(), last_success_at = $9, next_fetch_after = $10, failures = $11,
-              gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[]
+              gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[], site_url = $16
         where id = $1`,
       [
         id,
@@ -144,6 +149,7 @@ export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise
         JSON.stringify(u.hints),
         u.title,
         u.seen,
+        u.siteUrl,
       ],
     ),
   );

@@ -33,6 +33,8 @@ export function itemKey(item: FeedItem): string {
 export interface Novelty {
   /** Items whose identity was not seen before, in feed order. */
   fresh: FeedItem[];
+  /** Where each fresh item is in `items` (the excerpt a WebSub subscriber receives keeps these). */
+  freshIndexes: number[];
   /** What to publish: the fresh items (at most PUBLISH_LIMIT); on a first fetch only the newest item. */
   publish: FeedItem[];
   /** The identities to remember from now on, newest first, bounded. */
@@ -48,18 +50,22 @@ export interface Novelty {
 export function novelty(items: readonly FeedItem[], seen: readonly string[], firstFetch: boolean): Novelty {
   const known = new Set(seen);
   const fresh: FeedItem[] = [];
+  const freshIndexes: number[] = [];
   const keys: string[] = [];
   const inFetch = new Set<string>();
-  for (const item of items) {
+  items.forEach((item, i) => {
     const k = itemKey(item);
-    if (inFetch.has(k)) continue;
+    if (inFetch.has(k)) return;
     inFetch.add(k);
     keys.push(k);
-    if (!known.has(k)) fresh.push(item);
-  }
+    if (!known.has(k)) {
+      fresh.push(item);
+      freshIndexes.push(i);
+    }
+  });
   const merged = [...keys, ...seen.filter((k) => !inFetch.has(k))].slice(0, SEEN_LIMIT);
   const publish = firstFetch ? newest(fresh) : fresh.slice(0, PUBLISH_LIMIT);
-  return { fresh, publish, seen: merged, firstFetch };
+  return { fresh, freshIndexes, publish, seen: merged, firstFetch };
 }
 
 function newest(items: FeedItem[]): FeedItem[] {

@@ -14,6 +14,7 @@ import { DocumentReader } from './documents.js';
 import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
+import { FeedChanges, type FeedCheck } from '../platform/feed-changes.js';
 
 export type SettledListener = (outcome: Outcome, settled: number) => void;
 
@@ -31,6 +32,10 @@ declare module 'fastify' {
        * outcome and how many pings' jobs it settled.
        */
       onSettled(listener: SettledListener): void;
+      /** "This feed changed with these new entries": watchers queue work in the outcome's transaction. */
+      changes: FeedChanges;
+      /** Fetches a feed no ping asked about (a WebSub topic), with verification's manners and state. */
+      check(url: string): Promise<FeedCheck>;
     };
   }
 }
@@ -90,6 +95,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       this.inc({ resource: 'memory' }, documents.overBudget.memory);
     },
   });
+  const changes = new FeedChanges(app.log);
   const verifier = new Verifier(
     app.db,
     app.fetcher,
@@ -100,6 +106,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
       fetches.inc({ class: r.status === null ? 'none' : statusClass(r.status) });
       bytes.inc(r.bytes);
     },
+    changes,
   );
 
   let worker: QueueWorker<Job> | undefined;
@@ -141,7 +148,15 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   }
   // After the worker: a job still reading a document when it closes gets its rejection and is claimed again.
   app.addHook('onClose', async () => documents.close());
-  app.decorate('verification', { verifier, documents, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
+  app.decorate('verification', {
+    verifier,
+    documents,
+    hosts,
+    worker,
+    onSettled: (l: SettledListener) => void settledListeners.push(l),
+    changes,
+    check: (url: string) => verifier.check(url),
+  });
   await app.register(weblogRoutes);
 }
 

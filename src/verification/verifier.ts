@@ -23,6 +23,7 @@ import {
   type FeedUpdate,
 } from './feed-repository.js';
 import { politeHost, type PoliteClient } from './polite.js';
+import type { FeedChange, FeedChanges, FeedCheck, FeedInterest } from '../platform/feed-changes.js';
 
 export interface VerifierOptions {
   maxBytes: number;
@@ -63,9 +64,9 @@ const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
 
-/** One run of a job: its progress as claimed, updated by every request it sends. */
+/** One run of a job (or of a check, which has none): its progress as claimed, updated by every request it sends. */
 interface Run {
-  job: Job;
+  job: Job | null;
   progress: Progress;
 }
 
@@ -79,7 +80,39 @@ export class Verifier {
     private readonly documents: DocumentReader,
     private readonly opts: VerifierOptions,
     private readonly onFetch: (r: FetchReport) => void = () => undefined,
+    /** Who hears that a feed changed with new entries (the WebSub hub, rssCloud): platform/feed-changes.ts. */
+    private readonly changes?: FeedChanges,
   ) {}
+
+  /**
+   * Fetches a feed no ping asked about (a new WebSub subscription's topic, a poll of one that never pings),
+   * with the same manners, bounds and state as a ping's verification, and commits what it found (new
+   * entries are a change its watchers hear of). Deferred when the host's manners say not yet.
+   */
+  async check(url: string): Promise<FeedCheck> {
+    const feed = await ensureFeed(this.db, url);
+    const done = (f: FeedRow, outcome: Outcome): FeedCheck => ({
+      kind: 'done',
+      feedId: f.id,
+      outcome,
+      feed: outcome === 'verified' || outcome === 'unchanged' || (outcome === 'not_modified' && f.lastSuccessAt !== null),
+      gone: outcome === 'gone',
+      hints: { ttl: f.hints.ttl, updatePeriod: f.hints.updatePeriod, updateFrequency: f.hints.updateFrequency },
+    });
+    if (feed.gone) return done(feed, 'gone');
+    const now = Date.now();
+    if (feed.nextFetchAfter && feed.nextFetchAfter.getTime() > now) {
+      if (feed.nextFetchAfter.getTime() - now <= MAX_DEFER_MS) return { kind: 'deferred', until: feed.nextFetchAfter };
+      return done(feed, feed.lastOutcome ?? 'unreachable');
+    }
+    const host = politeHost(feed.fetchUrl);
+    const free = host ? this.hosts.freeAt(host) : 0;
+    if (host && free > now) return { kind: 'deferred', until: new Date(this.hosts.turn(host, free)) };
+    const r = await this.fetchFeed({ job: null, progress: { requests: 0, startedAt: null, resume: null } }, feed, new Date());
+    if (r.kind === 'deferred') return r;
+    const after = (await feedById(this.db, feed.id)) ?? feed;
+    return done(after, r.report.outcome);
+  }
 
   /** Weblogs with a verification running in this instance: their other jobs wait for its outcome. */
   private readonly busy = new Set<number>();
@@ -191,13 +224,17 @@ export class Verifier {
       if (byStatus !== 'body')
         return this.finishFailure(job, feed, byStatus, res.status, retryAfter(res.headers['retry-after'], new Date()), started, res);
       const firstFetch = feed.lastSuccessAt === null;
+      // A first fetch has nothing to compare with: no change to announce, so nobody is asked.
+      const interest: FeedInterest = this.changes && !firstFetch ? await this.changes.interest(this.db, feed.id) : 'none';
+      const contentType = String(res.headers['content-type'] ?? '');
       const read = await this.documents.read({
         kind: 'feed',
         body: res.body,
-        contentType: String(res.headers['content-type'] ?? ''),
+        contentType,
         url: res.url,
         seen: feed.seen,
         firstFetch,
+        excerpt: interest === 'excerpt',
       });
       if (read.kind === 'busy') return this.defer(run, new Date(Date.now() + 1000));
       if (read.kind === 'too_complex') return this.finishFailure(job, feed, 'too_complex', res.status, undefined, started, res);
@@ -230,15 +267,27 @@ export class Verifier {
         gone: false,
         hints: read.hints,
         title: read.title ?? feed.title,
+        siteUrl: read.siteUrl ?? feed.siteUrl,
         seen: read.seen,
       };
-      return this.settle(job, outcome, res.status, feed, outcome === 'verified' ? read.publish : [], update, started);
+      const change: FeedChange | undefined =
+        interest !== 'none' && !firstFetch && read.publish.length > 0
+          ? {
+              feedId: feed.id,
+              feedUrl: feed.url,
+              fetchUrl: update.fetchUrl,
+              via: job ? 'ping' : 'check',
+              entries: read.publish.map((i) => ({ title: i.title, link: i.link, guid: i.guid })),
+              excerpt: read.excerpt ? { contentType: read.excerpt.contentType, body: Buffer.from(read.excerpt.body) } : null,
+            }
+          : undefined;
+      return this.settle(job, outcome, res.status, feed, outcome === 'verified' ? read.publish : [], update, started, change);
     }
   }
 
   /** A response or failure that is not a feed: the state to keep, backoff on failures, gone on 410. */
   private finishFailure(
-    job: Job,
+    job: Job | null,
     feed: FeedRow,
     outcome: Outcome,
     status: number | null,
@@ -267,6 +316,7 @@ export class Verifier {
       gone: outcome === 'gone',
       hints: feed.hints,
       title: feed.title,
+      siteUrl: feed.siteUrl,
       seen: feed.seen,
     };
     return this.settle(job, outcome, status, feed, [], update, started);
@@ -325,24 +375,31 @@ export class Verifier {
   }
 
   private async defer(run: Run, until: Date): Promise<Done> {
-    await deferJob(this.db, run.job.pingId, until, run.progress);
+    if (run.job) await deferJob(this.db, run.job.pingId, until, run.progress);
     return { kind: 'deferred', until };
   }
 
-  /** Commits the outcome: feed state, found items, every open job of the weblog, the weblog's record. */
+  /**
+   * Commits the outcome: feed state, found items, every open job of the weblog, the weblog's record (a
+   * check has only the feed's state), and the watchers' work for a change, all in one transaction.
+   */
   private async settle(
-    job: Job,
+    job: Job | null,
     outcome: Outcome,
     httpStatus: number | null,
     feed: FeedRow | null,
     publish: PublishedItem[],
     update: FeedUpdate | undefined,
     started = new Date(),
+    change?: FeedChange,
   ): Promise<Done> {
     const feedUrl = feed ? (update?.fetchUrl ?? feed.fetchUrl) : null;
     const newItems = publish.map((i) => ({ title: i.title, link: i.link, guid: i.guid }));
     const settled = await this.db.transaction(async (tx: Queryable) => {
       if (feed && update) await saveFeed(tx, feed.id, update);
+      // In the outcome's transaction: the deliveries it promises are committed with it, or neither is.
+      if (change) await this.changes?.write(tx, change);
+      if (!job) return { n: 0, lastReceivedAt: null };
       if (feed && publish.length > 0) {
         await insertItems(
           tx,
@@ -380,6 +437,7 @@ export class Verifier {
       );
       return s;
     });
+    if (change) this.changes?.committed(change);
     return { kind: 'done', report: { outcome, httpStatus, feedUrl, newItems: publish.length, settled: settled.n } };
   }
 }

@@ -9,6 +9,7 @@ import { MAX_URL_LENGTH, normalizeUrl, PingValidationError } from '../intake/pin
 import { archivePath, hourStart, HOUR_MS } from '../publishing/documents/archive.js';
 import { weblogView } from '../verification/feed-repository.js';
 import { latestPings } from './weblog-repository.js';
+import { feedSubscribers } from '../push/websub/subscription-repository.js';
 import { appearances, pingRows, utc, type ListedDocument } from './weblog-model.js';
 import type { RecentRefusals } from './recent-refusals.js';
 
@@ -77,6 +78,7 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
     }
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
     const f = w.feed;
+    const websub = f ? await feedSubscribers(app.db, f.id) : null;
     return reply.view('weblog', {
       ...base,
       weblog: {
@@ -89,6 +91,15 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         feed: f
           ? { url: f.url, status: f.lastStatus, outcome: f.lastOutcome, lastFetch: f.lastFetchAt ? utc(f.lastFetchAt) : null, gone: f.gone }
           : null,
+        websub: websub && {
+          subscribers: websub.subscribers,
+          recent: websub.recent.map((d) => ({
+            at: d.at.toISOString(),
+            atText: utc(d.at),
+            ok: d.ok,
+            text: `${d.ok ? 'delivered' : 'failed'}${d.status !== null ? ` (HTTP ${d.status})` : d.ok ? '' : ' (no answer)'}`,
+          })),
+        },
         verification: w.verification
           ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: utc(w.verification.at), newItems: w.verification.newItems.length }
           : null,

@@ -8,6 +8,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { weblogHost } from '../../intake/abuse/rate-limit.js';
 import { verifyQueueStats as verifyQueue } from '../../verification/job-repository.js';
 import { relayQueueStats as relayQueue } from '../../push/relay/job-repository.js';
+import { taskQueueStats as websubQueue } from '../../push/websub/task-repository.js';
 import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
@@ -125,12 +126,13 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = stats.now();
     const { from, to } = windowMinutes(window, now);
-    const [counted, documents, readiness, verify, relay, recent] = await Promise.all([
+    const [counted, documents, readiness, verify, relay, websub, recent] = await Promise.all([
       readCounts(from, to),
       app.publications.states(),
       app.readiness(),
       verifyQueue(app.db),
       relayQueue(app.db),
+      websubQueue(app.db),
       recentPings(app.db, RECENT),
     ]);
     return buildSnapshot({
@@ -160,6 +162,12 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
             oldestAgeSeconds: Math.round(relay.oldestAgeSec),
             dropped: relay.dropped,
             suppressed: relay.suppressed,
+          },
+          {
+            name: 'websub',
+            depth: websub.depth,
+            oldestAgeSeconds: Math.round(websub.oldestAgeSec),
+            perMinute: app.websub.deliveriesPerMinute(),
           },
         ],
       },
@@ -255,4 +263,4 @@ function mergeHosts(
   return [...by.values()].sort((a, b) => b.accepted + b.refused - (a.accepted + a.refused) || (a.host < b.host ? -1 : 1)).slice(0, limit);
 }
 
-export default fp(statsPlugin, { name: 'stats', dependencies: ['db', 'pings', 'verification', 'publishing', 'health'] });
+export default fp(statsPlugin, { name: 'stats', dependencies: ['db', 'pings', 'verification', 'publishing', 'health', 'websub'] });

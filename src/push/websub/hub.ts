@@ -25,17 +25,23 @@ import {
   type VerificationOutcome,
 } from './outcomes.js';
 import {
+  continueTask,
   deferTask,
   dropTask,
   finishTask,
   hasSubscribers,
   queueDeliveries,
+  queueDenial,
+  queuePrimeCheck,
   retryTask,
+  type CheckTask,
   type DeliveryTask,
   type IntentTask,
   type Task,
 } from './task-repository.js';
-import { recordDelivery, removeSubscription, storeSubscription } from './subscription-repository.js';
+import { recordDelivery, recordThrough, removeSubscription, renewSubscription, storeSubscription } from './subscription-repository.js';
+import { nextChange } from './change-repository.js';
+import type { FeedCheck } from '../../platform/feed-changes.js';
 
 /** What the hub reads of publishing: a document's current bytes. */
 export interface Content {
@@ -53,6 +59,10 @@ export interface HubOptions {
   timing: HubTiming;
   onVerification(outcome: VerificationOutcome): void;
   onDelivery(outcome: DeliveryOutcome): void;
+  /** Fetches a feed topic with verification's manners (app.verification.check). */
+  check(url: string): Promise<FeedCheck>;
+  /** A check of a feed topic ended: its outcome (verification's) and why it ran (a new subscription, a poll). */
+  onCheck(outcome: string, why: 'subscribe' | 'poll'): void;
   log: { debug(obj: object, msg?: string): void; info(obj: object, msg?: string): void };
 }
 
@@ -62,6 +72,26 @@ const STALE_READ_WAIT_MS = 1000;
 const BUSY_WAIT_MS = 1000;
 /** Claims of an intent lost to a dying instance before it is given up (a task must not kill every start). */
 const MAX_LOST_CLAIMS = 3;
+/** Claims of a check before it is given up (each is one verification-bounded fetch, or a deferral given back). */
+const MAX_CHECK_CLAIMS = 5;
+
+/** The hub.reason of a denial after a subscribed topic was fetched and is not a feed pingd can follow (WebSub §5.2). */
+export function checkDenialReason(outcome: string): string {
+  switch (outcome) {
+    case 'not_a_feed':
+      return 'the topic is not a feed this hub can read (RSS, Atom or JSON Feed)';
+    case 'gone':
+      return 'the topic is gone (410)';
+    case 'refused':
+      return "the topic's address is not one this hub fetches";
+    case 'too_large':
+      return 'the topic is larger than this hub fetches';
+    case 'too_complex':
+      return 'the topic took too long to read';
+    default:
+      return 'the topic could not be fetched';
+  }
+}
 
 type Polite = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | { kind: 'failed'; error: FetchError };
 type Ran = 'done' | 'deferred';
@@ -99,6 +129,8 @@ export class Hub {
   }
 
   async run(task: Task): Promise<Ran> {
+    // A check's request goes to the topic's host, under verification's manners, not to a callback.
+    if (task.kind === 'check') return this.checkTopic(task);
     const host =
       task.host ??
       (task.kind !== 'deliver' ? callbackHost(task.callback) : task.subscription ? callbackHost(task.subscription.callback) : null);
@@ -176,7 +208,21 @@ export class Hub {
     }
     if (verdict === 'confirmed') {
       await this.db.transaction(async (tx) => {
-        if (task.mode === 'subscribe') {
+        if (task.mode === 'subscribe' && task.path === null) {
+          // A feed topic: a live subscription is renewed; a new one is stored only once the topic is fetched
+          // and found to be a feed (checkTopic), denied otherwise.
+          const leaseSeconds = task.leaseSeconds ?? 0;
+          const renewed = await renewSubscription(tx, { topic: task.topic, callback: task.callback, secret: task.secret, leaseSeconds });
+          if (!renewed)
+            await queuePrimeCheck(tx, {
+              topic: task.topic,
+              callback: task.callback,
+              leaseSeconds,
+              secret: task.secret,
+              callbackHost: callbackHost(task.callback),
+              topicHost: new URL(task.topic).hostname.toLowerCase(),
+            });
+        } else if (task.mode === 'subscribe') {
           await storeSubscription(tx, {
             topic: task.topic,
             path: task.path ?? new URL(task.topic).pathname,
@@ -200,6 +246,11 @@ export class Hub {
       // Unsubscribed or expired since it was queued (WebSub §5.1: no content after the lease).
       await dropTask(this.db, task.id);
       this.opts.onDelivery('dropped');
+      return 'done';
+    }
+    if (sub.feedId !== null) return this.deliverChange(task, { ...sub, feedId: sub.feedId });
+    if (sub.path === null) {
+      await dropTask(this.db, task.id);
       return 'done';
     }
     const current = await this.content.read(sub.path);
@@ -261,6 +312,115 @@ export class Hub {
       { callback: sub.callback, topic: sub.topic, status, error, failures, retryAt: new Date(at) },
       'websub delivery failed',
     );
+    return 'done';
+  }
+
+  /**
+   * A feed topic's delivery: the oldest change the subscriber has not gone through, POSTed as it was stored
+   * (the feed cut down to its new entries, with the topic's Content-Type). Changes go one at a time, in
+   * order; a change that failed `failAfter` tries (1, 2, 4, 8, 16 minutes apart) is given up and counted,
+   * and the next one is tried.
+   */
+  private async deliverChange(task: DeliveryTask, sub: NonNullable<DeliveryTask['subscription']> & { feedId: number }): Promise<Ran> {
+    const change = await nextChange(this.db, sub.feedId, sub.throughChangeId);
+    if (!change) {
+      await finishTask(this.db, task.id, task.seq);
+      return 'done';
+    }
+    const headers: Record<string, string> = { link: websubLinks(hubBase(this.opts.publicUrl, sub.topic), sub.topic) };
+    if (sub.secret) headers['x-hub-signature'] = signature(sub.secret, change.body);
+    const got = await this.polite(sub.callback, () =>
+      this.fetcher.post(sub.callback, {
+        body: change.body,
+        contentType: change.contentType,
+        headers,
+        timeoutMs: this.opts.timeoutMs,
+        maxBytes: this.opts.answerMaxBytes,
+        oversize: 'fail',
+      }),
+    );
+    if (got.kind === 'busy') return this.defer(task.id, got.at);
+    const delivered = got.kind === 'ok' && isDelivered(got.res.status);
+    const status = got.kind === 'ok' ? got.res.status : null;
+    const error = delivered ? null : got.kind === 'ok' ? `the callback answered ${got.res.status}` : got.error.message;
+    const givenUp = !delivered && task.attempts >= this.opts.timing.failAfter;
+    const failures = await this.db.transaction(async (tx) => {
+      const n = await recordDelivery(
+        tx,
+        sub.id,
+        { ok: delivered, status, error: error?.slice(0, 500) ?? null, renderingId: 0 },
+        this.opts.timing.failAfter,
+      );
+      if (delivered || givenUp) {
+        await recordThrough(tx, sub.id, change.id);
+        // More changes queued than this one: the next goes now; otherwise done (unless one came meanwhile).
+        if (change.id < task.changeId) await continueTask(tx, task.id);
+        else await finishTask(tx, task.id, task.seq);
+      }
+      return n;
+    });
+    this.opts.onDelivery(delivered ? 'delivered' : givenUp ? 'given_up' : 'failed');
+    const detail = { callback: sub.callback, topic: sub.topic, change: change.id, entries: change.entries, status, error };
+    if (delivered || givenUp) {
+      this.opts.log.debug(detail, delivered ? 'websub delivered' : 'websub delivery given up');
+      return 'done';
+    }
+    const after =
+      got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
+    const at = Math.max(Date.now() + retryDelayMs(failures, this.opts.timing), after?.getTime() ?? 0);
+    await retryTask(this.db, task.id, new Date(at));
+    this.opts.log.debug({ ...detail, failures, retryAt: new Date(at) }, 'websub delivery failed');
+    return 'done';
+  }
+
+  /**
+   * Fetches a feed topic through verification (its manners, bounds and state). After a confirmed subscribe
+   * the subscription is stored if the topic is a feed, or the subscriber is denied (WebSub §5.2) with the
+   * reason; a poll only fetches (a change it finds reaches the subscribers through the feed-change hook).
+   */
+  private async checkTopic(task: CheckTask): Promise<Ran> {
+    const why = task.callback ? 'subscribe' : 'poll';
+    if (task.attempts > MAX_CHECK_CLAIMS) {
+      // Claimed again and again without an outcome (its instance died each time): give it up.
+      if (task.callback)
+        await this.db.transaction(async (tx) => {
+          await queueDenial(tx, {
+            topic: task.topic,
+            callback: task.callback!,
+            reason: 'the topic could not be fetched',
+            callbackHost: callbackHost(task.callback!),
+          });
+          await finishTask(tx, task.id, task.seq);
+        });
+      else await finishTask(this.db, task.id, task.seq);
+      this.opts.onCheck('unreachable', why);
+      return 'done';
+    }
+    const r = await this.opts.check(task.topic);
+    if (r.kind === 'deferred') return this.defer(task.id, r.until.getTime());
+    this.opts.onCheck(r.outcome, why);
+    const callback = task.callback;
+    if (!callback) {
+      await finishTask(this.db, task.id, task.seq);
+      return 'done';
+    }
+    await this.db.transaction(async (tx) => {
+      if (r.feed && r.feedId !== null)
+        await storeSubscription(tx, {
+          topic: task.topic,
+          path: null,
+          callback,
+          secret: task.secret,
+          leaseSeconds: task.leaseSeconds ?? 0,
+          callbackHost: callbackHost(callback),
+          feedId: r.feedId,
+          topicHost: task.topicHost,
+        });
+      else
+        await queueDenial(tx, { topic: task.topic, callback, reason: checkDenialReason(r.outcome), callbackHost: callbackHost(callback) });
+      await finishTask(tx, task.id, task.seq);
+    });
+    this.opts.log.info({ topic: task.topic, callback, outcome: r.outcome, subscribed: r.feed }, 'websub: feed topic checked');
     return 'done';
   }
 

@@ -7,8 +7,9 @@ import { doublingBackoffMs } from '../../platform/retry.js';
 export type VerificationOutcome = 'confirmed' | 'not_confirmed' | 'unreachable' | 'denied';
 export const VERIFICATION_OUTCOMES: readonly VerificationOutcome[] = ['confirmed', 'not_confirmed', 'unreachable', 'denied'];
 
-export type DeliveryOutcome = 'delivered' | 'failed' | 'dropped';
-export const DELIVERY_OUTCOMES: readonly DeliveryOutcome[] = ['delivered', 'failed', 'dropped'];
+/** given_up: a feed topic's change that failed every try, skipped for the next. */
+export type DeliveryOutcome = 'delivered' | 'failed' | 'dropped' | 'given_up';
+export const DELIVERY_OUTCOMES: readonly DeliveryOutcome[] = ['delivered', 'failed', 'dropped', 'given_up'];
 
 export interface HubTiming {
   /** Tries of a verification of intent or a denial (the first included) while the callback cannot be reached. */

@@ -10,10 +10,15 @@ import { QueueWorker } from '../../platform/queue/worker.js';
 import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
 import { websubRoutes } from './routes.js';
-import { claimTasks, type Task } from './task-repository.js';
-import { countForCap, subscriptionCounts, sweepExpired } from './subscription-repository.js';
+import { claimTasks, queuePoll, queueTopicChecks, taskQueueStats, type Task } from './task-repository.js';
+import { countForCap, countTopics, subscriptionCounts, sweepExpired } from './subscription-repository.js';
+import { feedSubscribed, pollCandidates, pruneChanges, queueChange } from './change-repository.js';
+import { pollDue } from './poll.js';
+import { RateMeter } from '../../platform/queue/rate-meter.js';
+import { queueGauge } from '../../platform/queue/queue-gauge.js';
 import { SubscriptionTally } from './subscription-tally.js';
 import { WEBSUB_REFUSAL_STATUS, type Refusal } from './refusals.js';
+import { publishTopics } from '../../intake/websub/publish.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -27,12 +32,18 @@ declare module 'fastify' {
       timing: HubTiming;
       /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
       sweep(): Promise<number>;
+      /** Queues the feed-topic polls due now (WEBSUB_POLL_INTERVAL; a timer does it every min(interval, 60 s)). */
+      pollRound(): Promise<number>;
+      /** Deliveries that succeeded in this instance over the last minute. */
+      deliveriesPerMinute(): number;
     };
   }
 }
 
 /** How often an idle worker looks for tasks queued by other instances or coming due. */
 const POLL_MS = 1000;
+/** Feed topics one poll round queues at most (the rest wait for the next round). */
+const POLL_BATCH = 100;
 
 async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
@@ -53,14 +64,22 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   for (const o of VERIFICATION_OUTCOMES) verifications.inc({ outcome: o }, 0);
   const deliveries = new Counter({
     name: 'pingd_websub_deliveries_total',
-    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first).',
+    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first; given_up: a feed change that failed every try, skipped).',
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
   for (const o of DELIVERY_OUTCOMES) deliveries.inc({ outcome: o }, 0);
+  const perMinute = new RateMeter(60_000);
+  const checks = new Counter({
+    name: 'pingd_websub_topic_checks_total',
+    help: 'Fetches of feed topics for the hub, by verification outcome and why (subscribe: a confirmed new subscription; poll: WEBSUB_POLL_INTERVAL).',
+    labelNames: ['outcome', 'why'] as const,
+    registers: [app.metrics],
+  });
+  queueGauge(app.metrics, 'pingd_websub_queue', 'WebSub tasks (verifications, denials, checks, deliveries)', () => taskQueueStats(app.db));
   const refusals = new Counter({
     name: 'pingd_websub_refusals_total',
-    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS).',
+    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS; host_topics, topic_host_full, topics_full 503: WEBSUB_MAX_TOPICS_PER_HOST, WEBSUB_MAX_PER_TOPIC_HOST, WEBSUB_MAX_TOPICS).',
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
@@ -89,7 +108,12 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     publicUrl: config.PUBLIC_URL,
     timing,
     onVerification: (o) => verifications.inc({ outcome: o }),
-    onDelivery: (o) => deliveries.inc({ outcome: o }),
+    onDelivery: (o) => {
+      deliveries.inc({ outcome: o });
+      if (o === 'delivered') perMinute.count();
+    },
+    check: (url) => app.verification.check(url),
+    onCheck: (outcome, why) => checks.inc({ outcome, why }),
     log: app.log,
   });
   // Long enough for one request with its deadline and a few statements; the task of an instance that
@@ -115,9 +139,35 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       .catch((err: Error) => app.log.warn({ err: { message: err.message }, path }, 'websub: could not queue deliveries'));
   });
 
-  const sweep = () => sweepExpired(app.db);
+  // The open hub: a subscribed feed's new entries, cut down by verification's reading thread, are stored
+  // once and queued for every subscriber in the transaction that commits the verification's outcome.
+  app.verification.changes.watch({
+    interest: async (q, feedId) => ((await feedSubscribed(q, feedId)) ? 'excerpt' : 'none'),
+    write: async (tx, change) => {
+      if (!change.excerpt) return;
+      await queueChange(tx, change.feedId, { ...change.excerpt, entries: change.entries.length });
+    },
+  });
+  app.verification.changes.onCommitted(() => worker.wake());
+
+  const sweep = async () => {
+    const n = await sweepExpired(app.db);
+    await pruneChanges(app.db);
+    return n;
+  };
+  /** Queues the polls that are due (WEBSUB_POLL_INTERVAL), a bounded number per round. */
+  const pollRound = async (): Promise<number> => {
+    const due = (await pollCandidates(app.db, config.WEBSUB_POLL_INTERVAL, POLL_BATCH)).filter((f) =>
+      pollDue(f, config.WEBSUB_POLL_INTERVAL),
+    );
+    let queuedPolls = 0;
+    for (const f of due) if (await queuePoll(app.db, f.feedId, f.topic)) queuedPolls++;
+    if (queuedPolls > 0) worker.wake();
+    return queuedPolls;
+  };
+  let poller: NodeJS.Timeout | undefined;
   let sweeper: NodeJS.Timeout | undefined;
-  app.decorate('websub', { hub, worker, timing, sweep });
+  app.decorate('websub', { hub, worker, timing, sweep, pollRound, deliveriesPerMinute: () => perMinute.inWindow() });
   await app.register(websubRoutes, {
     db: app.db,
     paths,
@@ -128,10 +178,25 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       maxSubscriptions: config.WEBSUB_MAX_SUBSCRIPTIONS,
       maxPerHost: config.WEBSUB_MAX_PER_HOST,
       maxPending: config.WEBSUB_MAX_PENDING,
+      maxTopicsPerHost: config.WEBSUB_MAX_TOPICS_PER_HOST,
+      maxPerTopicHost: config.WEBSUB_MAX_PER_TOPIC_HOST,
+      maxTopics: config.WEBSUB_MAX_TOPICS,
     },
     tally: new SubscriptionTally(() => countForCap(app.db), config.WEBSUB_MAX_SUBSCRIPTIONS),
+    topicTally: new SubscriptionTally(() => countTopics(app.db), config.WEBSUB_MAX_TOPICS),
     queued: () => worker.wake(),
     refused: (r) => refusals.inc({ reason: r }),
+    // The other feeds of a weblog named in one publish: checked when they have subscribers (the ping
+    // verifies the first), queued in the ping's own transaction.
+    publish: async (topics, client) => {
+      let checks = 0;
+      const a = await publishTopics(app.pings, app.db, topics, client, (others) => async (tx) => {
+        checks += await queueTopicChecks(tx, others);
+      });
+      if (checks > 0) worker.wake();
+      return a;
+    },
+    published: (ms) => app.pings.answered(ms),
     log: app.log,
     adminToken: config.ADMIN_TOKEN,
   });
@@ -147,13 +212,26 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
         });
     };
     sweeper = setTimeout(tick, timing.sweepMs).unref();
+    if (config.WEBSUB_POLL_INTERVAL > 0) {
+      const every = Math.min(config.WEBSUB_POLL_INTERVAL, 60) * 1000;
+      const poll = () => {
+        pollRound()
+          .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'websub: the poll of feed topics failed'))
+          .finally(() => {
+            if (poller) poller = setTimeout(poll, every).unref();
+          });
+      };
+      poller = setTimeout(poll, every).unref();
+    }
   });
   app.addHook('onClose', async () => {
     clearTimeout(sweeper);
     sweeper = undefined;
+    clearTimeout(poller);
+    poller = undefined;
     // Requests still running after one deadline are left to their leases (claimed again after a restart).
     await worker.close(Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS));
   });
 }
 
-export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'publishing', 'verification'] });
+export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'pings', 'publishing', 'verification'] });

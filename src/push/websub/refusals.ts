@@ -3,7 +3,8 @@
 // Which refusal applies is decided where the facts are counted (task-repository.ts, queueIntent, in the
 // statement that queues the intent); this is what the subscriber hears.
 
-export type Refusal = 'not_subscribed' | 'host_pending' | 'client_pending' | 'host_full' | 'full';
+export type Refusal =
+  'not_subscribed' | 'host_pending' | 'client_pending' | 'host_full' | 'full' | 'host_topics' | 'topic_host_full' | 'topics_full';
 
 export interface HubLimits {
   /** WEBSUB_MAX_SUBSCRIPTIONS: active and pending subscriptions in all. */
@@ -12,6 +13,12 @@ export interface HubLimits {
   maxPerHost: number;
   /** WEBSUB_MAX_PENDING: intents waiting for their request, per callback host and per client. */
   maxPending: number;
+  /** WEBSUB_MAX_TOPICS_PER_HOST: distinct feed topics subscribed from callbacks on one host. */
+  maxTopicsPerHost: number;
+  /** WEBSUB_MAX_PER_TOPIC_HOST: subscriptions whose feed topic is on one host. */
+  maxPerTopicHost: number;
+  /** WEBSUB_MAX_TOPICS: feed topics with subscriptions, in all. */
+  maxTopics: number;
 }
 
 export const WEBSUB_REFUSAL_STATUS: Record<Refusal, number> = {
@@ -23,6 +30,10 @@ export const WEBSUB_REFUSAL_STATUS: Record<Refusal, number> = {
   // No room: subscriptions end with their lease and are swept, so room comes back.
   host_full: 503,
   full: 503,
+  // The open hub's bounds on what strangers can make it fetch and fan out: room comes back as leases end.
+  host_topics: 503,
+  topic_host_full: 503,
+  topics_full: 503,
 };
 
 /**
@@ -36,9 +47,12 @@ export const WEBSUB_RETRY_AFTER_SEC: Record<Refusal, number | null> = {
   client_pending: 60,
   host_full: 3600,
   full: 3600,
+  host_topics: 3600,
+  topic_host_full: 3600,
+  topics_full: 3600,
 };
 
-export function refusalReason(r: Refusal, limits: HubLimits, host: string): string {
+export function refusalReason(r: Refusal, limits: HubLimits, host: string, topicHost: string | null = null): string {
   switch (r) {
     case 'not_subscribed':
       return 'hub.callback has no subscription to hub.topic: there is nothing to unsubscribe';
@@ -50,5 +64,11 @@ export function refusalReason(r: Refusal, limits: HubLimits, host: string): stri
       return `this hub keeps at most ${limits.maxPerHost} subscriptions with callbacks on one host and has no room for another on ${host}; try again later`;
     case 'full':
       return `this hub keeps at most ${limits.maxSubscriptions} subscriptions and has no room for another; try again later`;
+    case 'host_topics':
+      return `this hub keeps at most ${limits.maxTopicsPerHost} feed topics subscribed from callbacks on one host and has no room for another on ${host}; try again later`;
+    case 'topic_host_full':
+      return `this hub keeps at most ${limits.maxPerTopicHost} subscriptions to feeds on one host and has no room for another on ${topicHost ?? 'that host'}; try again later`;
+    case 'topics_full':
+      return `this hub keeps at most ${limits.maxTopics} feed topics and has no room for another; try again later`;
   }
 }

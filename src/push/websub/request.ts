@@ -1,7 +1,9 @@
 // Owns the decisions about a subscription request, as pure functions (WebSub §5.1, §5.2): whether the form
-// is well-formed (else a one-line reason for the 400), whether its topic is one of ours (else a denial),
+// is well-formed (else a one-line reason for the 400), whether its topic is one of our documents, any other
+// feed (the open hub: checked by fetching it once the subscriber confirmed) or neither (a denial),
 // the lease granted, the URLs the hub writes (the callback with the hub.* parameters, the hub's own), and
 // the host a callback is counted under.
+import { normalizeUrl, PingValidationError } from '../../intake/ping/validate.js';
 
 export type Mode = 'subscribe' | 'unsubscribe';
 
@@ -44,7 +46,7 @@ export function parseSubscriptionRequest(form: Record<string, unknown>): ParsedR
 
   const mode = field('hub.mode')?.trim();
   if (!mode) return refuse('hub.mode is required');
-  if (mode !== 'subscribe' && mode !== 'unsubscribe') return refuse('hub.mode must be subscribe or unsubscribe');
+  if (mode !== 'subscribe' && mode !== 'unsubscribe') return refuse('hub.mode must be subscribe, unsubscribe or publish');
 
   const topicRaw = field('hub.topic')?.trim();
   if (!topicRaw) return refuse('hub.topic is required');
@@ -82,6 +84,33 @@ export function topicPath(
   const want = new URL(topic).href;
   for (const p of paths) if (new URL(`${base}${p}`).href === want) return { ok: true, path: p };
   return { ok: false, reason: `not a topic of this hub; the topics are ${paths.map((p) => `${base}${p}`).join(', ')}` };
+}
+
+export type TopicKind =
+  | { kind: 'document'; path: string }
+  /** Any other http(s) feed: `topic` as intake normalises a feed URL (so a ping's feed names the same row). */
+  | { kind: 'feed'; topic: string; host: string }
+  | { kind: 'deny'; reason: string };
+
+/**
+ * What a subscription's topic is (WebSub §5.1, §5.2): one of our documents; any other http(s) URL off our
+ * own origin (a feed, to be checked by fetching it once the subscriber confirmed); or a denial (another
+ * URL of ours, a scheme pingd does not fetch, a URL intake would refuse as a feed).
+ */
+export function classifyTopic(topic: string, base: string, paths: readonly string[]): TopicKind {
+  const ours = topicPath(topic, base, paths);
+  if (ours.ok) return { kind: 'document', path: ours.path };
+  const u = new URL(topic);
+  if (u.origin === new URL(base).origin) return { kind: 'deny', reason: ours.reason };
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    return { kind: 'deny', reason: 'hub.topic must be an http or https URL of a feed' };
+  try {
+    const normal = normalizeUrl(topic, 'topic');
+    return { kind: 'feed', topic: normal, host: new URL(normal).hostname.toLowerCase() };
+  } catch (err) {
+    if (err instanceof PingValidationError) return { kind: 'deny', reason: err.message };
+    throw err;
+  }
 }
 
 export interface LeaseBounds {

@@ -1,6 +1,7 @@
 // Owns the hub's HTTP face: POST /websub, where subscribers subscribe and unsubscribe (WebSub §5.1: a form,
 // answered 202 once the verification of intent or the denial is queued, 400 with a one-line reason when
-// malformed, the refusals of refusals.ts when a bound says no), and GET /api/websub/subscriptions, the
+// malformed, the refusals of refusals.ts when a bound says no) and publishers publish (hub.mode=publish,
+// handed to intake: intake/websub/publish.ts), and GET /api/websub/subscriptions, the
 // operator's view of the subscriptions and their delivery health (never their secrets), in keyset pages of
 // at most MAX_PAGE, behind the operator API's authorization (also served as GET
 // /api/admin/websub/subscriptions).
@@ -12,11 +13,12 @@ import { adminOnly } from '../../platform/admin-auth.js';
 import { ApiError, firstParam, queryParam } from '../../platform/http-schema.js';
 import { slash64Key } from '../../platform/net/ip.js';
 import { HUB_PATH, requestBase } from '../../platform/public-url.js';
-import { callbackHost, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, topicPath, type LeaseBounds } from './request.js';
+import { callbackHost, classifyTopic, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, type LeaseBounds } from './request.js';
 import { queueIntent, type Intent } from './task-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
+import { readPublishForm, type PublishAnswer } from '../../intake/websub/publish.js';
 
 /**
  * A callback as the operator API shows it: a callback's query often carries the subscriber's own token
@@ -38,10 +40,16 @@ export interface WebsubRouteOptions {
   limits: HubLimits;
   /** This instance's count against limits.maxSubscriptions. */
   tally: SubscriptionTally;
+  /** This instance's count of feed topics against limits.maxTopics. */
+  topicTally: SubscriptionTally;
   /** Told when an intent was queued here (the worker looks at once). */
   queued(): void;
   /** Told of each refusal (the metric). */
   refused(r: Refusal): void;
+  /** A publish (hub.mode=publish): its topics through intake, answered once committed. */
+  publish(topics: readonly string[], client: { addr: string | null; userAgent: string | null }): Promise<PublishAnswer>;
+  /** A publish was answered after `ms` (intake's answer times). */
+  published(ms: number): void;
   log: { info(obj: object, msg?: string): void };
   /** ADMIN_TOKEN: the subscriptions list is the operator's (platform/admin-auth.ts). */
   adminToken: string | undefined;
@@ -108,6 +116,18 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
 
     scope.post(HUB_PATH, { schema: { body: Form }, attachValidation: true }, async (req, reply) => {
       let form = (req.body ?? {}) as Record<string, unknown>;
+      // A publish names its topics as often as it has them (hub.url repeated): read before the schema's
+      // "each parameter once", which is the subscription form's.
+      if (form['hub.mode'] === 'publish') {
+        const started = performance.now();
+        const topics = readPublishForm(form);
+        const a = topics.ok
+          ? await opts.publish(topics.topics, { addr: req.ip, userAgent: req.headers['user-agent'] ?? null })
+          : { status: 400, body: topics.reason, retryAfterSec: undefined };
+        opts.published(performance.now() - started);
+        if (a.retryAfterSec) reply.header('retry-after', String(a.retryAfterSec));
+        return a.status === 204 ? reply.code(204).send() : text(reply, a.status, a.body);
+      }
       if (req.validationError) {
         const field = req.validationError.validation?.[0]?.instancePath?.replace(/^\//, '').replace(/~1/g, '/');
         if (field)
@@ -130,46 +150,64 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
 
       // The same base the documents' discovery Link headers name (rel="self"), so the topic they advertise is ours.
       const base = requestBase(opts.publicUrl, opts.port, req);
-      const ours = topicPath(r.topic, base, opts.paths);
-      const intent: Intent = ours.ok
-        ? {
-            kind: 'verify',
-            topic: r.topic,
-            path: ours.path,
-            callback: r.callback,
-            mode: r.mode,
-            leaseSeconds: r.mode === 'subscribe' ? grantedLease(r.leaseSeconds, opts.lease) : null,
-            secret: r.mode === 'subscribe' ? (r.secret ?? null) : null,
-            reason: null,
-            callbackHost: callbackHost(r.callback),
-          }
-        : {
-            kind: 'deny',
-            topic: r.topic,
-            path: null,
-            callback: r.callback,
-            mode: r.mode,
-            leaseSeconds: null,
-            secret: null,
-            reason: ours.reason,
-            callbackHost: callbackHost(r.callback),
-          };
-      // Only a subscribe to one of our topics can add a subscription; the others need no count.
-      const full = intent.kind === 'verify' && intent.mode === 'subscribe' ? await opts.tally.full() : false;
+      const which = classifyTopic(r.topic, base, opts.paths);
+      const topic = which.kind === 'feed' ? which.topic : r.topic;
+      const intent: Intent =
+        which.kind !== 'deny'
+          ? {
+              kind: 'verify',
+              topic,
+              path: which.kind === 'document' ? which.path : null,
+              callback: r.callback,
+              mode: r.mode,
+              leaseSeconds: r.mode === 'subscribe' ? grantedLease(r.leaseSeconds, opts.lease) : null,
+              secret: r.mode === 'subscribe' ? (r.secret ?? null) : null,
+              reason: null,
+              callbackHost: callbackHost(r.callback),
+              topicHost: which.kind === 'feed' ? which.host : null,
+            }
+          : {
+              kind: 'deny',
+              topic,
+              path: null,
+              callback: r.callback,
+              mode: r.mode,
+              leaseSeconds: null,
+              secret: null,
+              reason: which.reason,
+              callbackHost: callbackHost(r.callback),
+              topicHost: null,
+            };
+      // Only a subscribe can add a subscription (or a feed topic); the others need no count.
+      const subscribing = intent.kind === 'verify' && intent.mode === 'subscribe';
+      const full = subscribing ? await opts.tally.full() : false;
+      const topicsFull = subscribing && which.kind === 'feed' ? await opts.topicTally.full() : false;
       // Committed before the answer: a 202 is a promise the queue keeps across a crash.
       const queued = await queueIntent(
         opts.db,
         intent,
         { client: slash64Key(req.ip) },
-        { full, maxPerHost: opts.limits.maxPerHost, maxPending: opts.limits.maxPending },
+        {
+          full,
+          maxPerHost: opts.limits.maxPerHost,
+          maxPending: opts.limits.maxPending,
+          maxTopicsPerHost: opts.limits.maxTopicsPerHost,
+          maxPerTopicHost: opts.limits.maxPerTopicHost,
+          topicsFull,
+        },
       );
       if (queued.refusal) {
         opts.refused(queued.refusal);
         const after = WEBSUB_RETRY_AFTER_SEC[queued.refusal];
         if (after !== null) reply.header('retry-after', String(after));
-        return text(reply, WEBSUB_REFUSAL_STATUS[queued.refusal], refusalReason(queued.refusal, opts.limits, intent.callbackHost));
+        return text(
+          reply,
+          WEBSUB_REFUSAL_STATUS[queued.refusal],
+          refusalReason(queued.refusal, opts.limits, intent.callbackHost, intent.topicHost),
+        );
       }
       if (queued.fresh) opts.tally.added();
+      if (queued.newTopic) opts.topicTally.added();
       opts.queued();
       return reply.code(202).send();
     });

@@ -9,26 +9,74 @@ export type SubscriptionState = 'active' | 'failing';
 
 export interface NewSubscription {
   topic: string;
-  path: string;
+  /** The document a topic of ours names; null for a feed topic. */
+  path: string | null;
   callback: string;
   secret: string | null;
   leaseSeconds: number;
   /** The callback's host (request.ts, callbackHost). */
   callbackHost: string;
+  /** A feed topic: its feed (verification's row) and host. */
+  feedId?: number | null;
+  topicHost?: string | null;
 }
 
-/** Stores a confirmed subscription, or renews it: a new lease from now and the new secret (WebSub §5.3). */
+/**
+ * Stores a confirmed subscription, or renews it: a new lease from now and the new secret (WebSub §5.3). A
+ * new subscription to a feed topic starts after the feed's latest change: it gets only what comes later.
+ */
 export async function storeSubscription(q: Queryable, s: NewSubscription): Promise<void> {
   await withContext(`storing the WebSub subscription of ${s.callback}`, () =>
     q.query(
-      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, callback_host)
-       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int), $6)
+      `insert into websub_subscriptions (topic, path, callback, secret, lease_seconds, expires_at, callback_host, feed_id, topic_host, through_change_id)
+       values ($1, $2, $3, $4, $5, now() + make_interval(secs => $5::int), $6, $7, $8,
+               case when $7::bigint is null then 0 else (select coalesce(max(id), 0) from websub_changes where feed_id = $7::bigint) end)
        on conflict (topic, callback) do update
          set path = excluded.path, secret = excluded.secret, lease_seconds = excluded.lease_seconds,
-             expires_at = excluded.expires_at, renewed_at = now(), callback_host = excluded.callback_host`,
-      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds, s.callbackHost],
+             expires_at = excluded.expires_at, renewed_at = now(), callback_host = excluded.callback_host,
+             feed_id = excluded.feed_id, topic_host = excluded.topic_host`,
+      [s.topic, s.path, s.callback, s.secret, s.leaseSeconds, s.callbackHost, s.feedId ?? null, s.topicHost ?? null],
     ),
   );
+}
+
+/** Renews an unexpired subscription in place (a new lease from now, the new secret); false when there is none. */
+export async function renewSubscription(
+  q: Queryable,
+  r: { topic: string; callback: string; secret: string | null; leaseSeconds: number },
+): Promise<boolean> {
+  return withContext(`renewing the WebSub subscription of ${r.callback}`, async () => {
+    const rows = await q.query(
+      `update websub_subscriptions set secret = $3, lease_seconds = $4, expires_at = now() + make_interval(secs => $4::int), renewed_at = now()
+        where topic = $1 and callback = $2 and expires_at > now() returning id`,
+      [r.topic, r.callback, r.secret, r.leaseSeconds],
+    );
+    return rows.length > 0;
+  });
+}
+
+/** A feed topic's subscriber went through a change (delivered, or given up after its tries). */
+export async function recordThrough(q: Queryable, id: number, changeId: number): Promise<void> {
+  await withContext(`recording WebSub subscription ${id}'s progress`, () =>
+    q.query('update websub_subscriptions set through_change_id = greatest(through_change_id, $2) where id = $1', [id, changeId]),
+  );
+}
+
+/**
+ * Feed topics with live subscriptions or pending subscribes, as WEBSUB_MAX_TOPICS counts them; read at
+ * most once a second (subscription-tally.ts).
+ */
+export async function countTopics(q: Queryable): Promise<number> {
+  return withContext('counting WebSub feed topics', async () => {
+    const [r] = await q.query<{ n: number }>(
+      `select count(*)::int as n from (
+         select topic from websub_subscriptions where feed_id is not null and expires_at > now()
+         union
+         select topic from websub_tasks where topic_host is not null and mode = 'subscribe' and kind in ('verify', 'check')
+       ) t`,
+    );
+    return Number(r.n);
+  });
 }
 
 /** Removes a subscription (its waiting delivery goes with it); false when there was none. */
@@ -130,13 +178,16 @@ export async function listSubscriptions(q: Queryable, afterId: number | null, li
   });
 }
 
-/** Unexpired subscriptions by state, and subscriptions waiting for their verification of intent. */
+/**
+ * Unexpired subscriptions by state, and subscriptions waiting for their verification of intent (or, for a
+ * feed topic, for the fetch of the topic that follows it).
+ */
 export async function subscriptionCounts(q: Queryable): Promise<{ active: number; failing: number; pending: number }> {
   return withContext('counting WebSub subscriptions', async () => {
     const [r] = await q.query<{ active: number; failing: number; pending: number }>(
       `select (select count(*) from websub_subscriptions where expires_at > now() and state = 'active')::int as active,
               (select count(*) from websub_subscriptions where expires_at > now() and state = 'failing')::int as failing,
-              (select count(*) from websub_tasks where kind = 'verify' and mode = 'subscribe')::int as pending`,
+              (select count(*) from websub_tasks where kind in ('verify', 'check') and mode = 'subscribe')::int as pending`,
     );
     return { active: Number(r.active), failing: Number(r.failing), pending: Number(r.pending) };
   });
@@ -152,9 +203,42 @@ export async function countForCap(q: Queryable): Promise<number> {
     const [r] = await q.query<{ n: number }>(
       `select ((select count(*) from websub_subscriptions where expires_at > now())
              + (select count(*) from websub_tasks t
-                 where t.kind = 'verify' and t.mode = 'subscribe'
+                 where t.kind in ('verify', 'check') and t.mode = 'subscribe'
                    and not exists (select 1 from websub_subscriptions s where s.topic = t.topic and s.callback = t.callback and s.expires_at > now())))::int as n`,
     );
     return Number(r.n);
+  });
+}
+
+export interface TopicDelivery {
+  at: Date;
+  ok: boolean;
+  status: number | null;
+}
+
+/**
+ * A feed's live subscribers, counted, and the latest delivery attempts to them (newest first, at most
+ * `limit`): for the weblog page, which shows how many and how it went, never who.
+ */
+export async function feedSubscribers(q: Queryable, feedId: number, limit = 5): Promise<{ subscribers: number; recent: TopicDelivery[] }> {
+  return withContext(`reading the WebSub subscribers of feed ${feedId}`, async () => {
+    const [c] = await q.query<{ n: number }>(
+      'select count(*)::int as n from websub_subscriptions where feed_id = $1 and expires_at > now()',
+      [feedId],
+    );
+    const rows = await q.query<{ last_attempt_at: Date; last_status: number | null; ok: boolean }>(
+      `select last_attempt_at, last_status, (last_success_at is not null and last_success_at >= last_attempt_at) as ok
+         from websub_subscriptions where feed_id = $1 and expires_at > now() and last_attempt_at is not null
+        order by last_attempt_at desc limit $2`,
+      [feedId, limit],
+    );
+    return {
+      subscribers: Number(c.n),
+      recent: rows.map((r) => ({
+        at: new Date(r.last_attempt_at),
+        ok: Boolean(r.ok),
+        status: r.last_status === null ? null : Number(r.last_status),
+      })),
+    };
   });
 }

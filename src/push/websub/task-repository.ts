@@ -4,6 +4,7 @@
 // twice) under a lease, past the hosts this instance is busy with; and finishing, retrying or deferring
 // them. Plain values in, plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
+import type { QueueStats } from '../../platform/queue/queue-gauge.js';
 import { withContext } from '../../platform/errors.js';
 import type { Mode } from './request.js';
 import type { Refusal } from './refusals.js';
@@ -21,6 +22,8 @@ export interface Intent {
   reason: string | null;
   /** The callback's host (request.ts, callbackHost). */
   callbackHost: string;
+  /** A feed topic's host (null: one of pingd's documents, or a denial). */
+  topicHost: string | null;
 }
 
 /** Who asked: the client address the intent is counted under (IPv6: its /64). */
@@ -38,12 +41,29 @@ interface TaskBase {
   host: string | null;
 }
 
-export interface IntentTask extends TaskBase, Omit<Intent, 'callbackHost'> {}
+export interface IntentTask extends TaskBase, Omit<Intent, 'callbackHost' | 'topicHost' | 'kind'> {
+  kind: 'verify' | 'deny';
+}
+
+/**
+ * A fetch of a feed topic for the hub: after a confirmed subscribe (`callback` set: the subscription is
+ * stored if the topic is a feed, denied otherwise), or a poll of a subscribed topic (`callback` null).
+ */
+export interface CheckTask extends TaskBase {
+  kind: 'check';
+  topic: string;
+  callback: string | null;
+  leaseSeconds: number | null;
+  secret: string | null;
+  topicHost: string | null;
+}
 
 export interface DeliveryTask extends TaskBase {
   kind: 'deliver';
-  /** The newest rendering queued for the subscriber. */
+  /** The newest rendering queued for the subscriber (a document topic). */
   renderingId: number;
+  /** The newest change queued for the subscriber (a feed topic). */
+  changeId: number;
   /** The subscription, or null when it was deleted or has expired (the task is dropped). */
   subscription: {
     id: number;
@@ -53,10 +73,14 @@ export interface DeliveryTask extends TaskBase {
     secret: string | null;
     failures: number;
     deliveredRenderingId: number | null;
+    /** The feed a feed topic names (null: one of pingd's documents, `path`). */
+    feedId: number | null;
+    /** The last change of the feed this subscriber went through (delivered or given up). */
+    throughChangeId: number;
   } | null;
 }
 
-export type Task = IntentTask | DeliveryTask;
+export type Task = IntentTask | DeliveryTask | CheckTask;
 
 export interface AdmissionLimits {
   /** The hub is at WEBSUB_MAX_SUBSCRIPTIONS (its cached count, subscription-tally.ts): no new pair. */
@@ -65,11 +89,23 @@ export interface AdmissionLimits {
   maxPerHost: number;
   /** WEBSUB_MAX_PENDING. */
   maxPending: number;
+  /** WEBSUB_MAX_TOPICS_PER_HOST: distinct feed topics subscribed from callbacks on one host. */
+  maxTopicsPerHost: number;
+  /** WEBSUB_MAX_PER_TOPIC_HOST: subscriptions whose feed topic is on one host. */
+  maxPerTopicHost: number;
+  /** The hub is at WEBSUB_MAX_TOPICS (its cached count): no new feed topic. */
+  topicsFull: boolean;
 }
 
 export type Queued =
   | { refusal: Refusal }
-  | { refusal: null; /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */ fresh: boolean };
+  | {
+      refusal: null;
+      /** A subscribe of a pair that was neither stored nor waiting: one more toward the cap. */
+      fresh: boolean;
+      /** A fresh subscribe of a feed topic nobody is subscribed to (or waiting for) yet: one more toward WEBSUB_MAX_TOPICS. */
+      newTopic: boolean;
+    };
 
 /**
  * Queues an intent, or folds it into the one waiting for the same topic and callback (the latest request
@@ -86,7 +122,7 @@ export type Queued =
  */
 export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a: AdmissionLimits): Promise<Queued> {
   return withContext('queueing a WebSub intent', async () => {
-    const [r] = await q.query<{ refusal: Refusal | null; subscribed: boolean; waiting: boolean }>(
+    const [r] = await q.query<{ refusal: Refusal | null; subscribed: boolean; waiting: boolean; topic_subscribed: boolean }>(
       `with facts as (
          select exists (select 1 from websub_subscriptions where topic = $2::text and callback = $4::text and expires_at > now()) as subscribed,
                 exists (select 1 from websub_tasks where coalesce_key = md5('intent ' || $2::text || ' ' || $4::text)) as waiting,
@@ -96,30 +132,53 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
                    select 1 from websub_subscriptions where callback_host = $9::text and expires_at > now()
                    union all
                    select 1 from websub_tasks t
-                    where t.callback_host = $9::text and t.kind = 'verify' and t.mode = 'subscribe'
+                    where t.callback_host = $9::text and t.kind in ('verify', 'check') and t.mode = 'subscribe'
                       and not exists (select 1 from websub_subscriptions s where s.topic = t.topic and s.callback = t.callback and s.expires_at > now())
-                   limit $13::int) s)::int as host_subscriptions
+                   limit $13::int) s)::int as host_subscriptions,
+                -- Feed topics only ($14 is the topic's host): the crawl a callback host and a topic host may cause.
+                $14::text is not null and (
+                  exists (select 1 from websub_subscriptions where callback_host = $9::text and topic = $2::text and expires_at > now())
+                  or exists (select 1 from websub_tasks where callback_host = $9::text and topic = $2::text and mode = 'subscribe' and kind in ('verify', 'check'))
+                ) as host_has_topic,
+                case when $14::text is null then 0 else (select count(*) from (
+                   select distinct topic from (
+                     select topic from websub_subscriptions where callback_host = $9::text and feed_id is not null and expires_at > now()
+                     union all
+                     select topic from websub_tasks where callback_host = $9::text and mode = 'subscribe' and kind in ('verify', 'check') and topic_host is not null
+                   ) a limit $15::int) d)::int end as host_topics,
+                case when $14::text is null then 0 else (select count(*) from (
+                   select 1 from websub_subscriptions where topic_host = $14::text and expires_at > now()
+                   union all
+                   select 1 from websub_tasks where topic_host = $14::text and mode = 'subscribe'
+                   limit $16::int) h)::int end as topic_host_subscriptions,
+                $14::text is not null and (
+                  exists (select 1 from websub_subscriptions where topic = $2::text and expires_at > now())
+                  or exists (select 1 from websub_tasks where topic = $2::text and mode = 'subscribe' and kind in ('verify', 'check'))
+                ) as topic_subscribed
        ), verdict as (
-         select f.subscribed, f.waiting, case
+         select f.subscribed, f.waiting, f.topic_subscribed, case
                   when f.waiting then null
                   when $5::text = 'unsubscribe' and not f.subscribed then 'not_subscribed'
                   when f.host_pending >= $12::int then 'host_pending'
                   when f.client_pending >= $12::int then 'client_pending'
                   when $1::text = 'verify' and $5::text = 'subscribe' and not f.subscribed and f.host_subscriptions >= $13::int then 'host_full'
                   when $1::text = 'verify' and $5::text = 'subscribe' and not f.subscribed and $11::boolean then 'full'
+                  when $1::text = 'verify' and $5::text = 'subscribe' and not f.subscribed and not f.host_has_topic and f.host_topics >= $15::int then 'host_topics'
+                  when $1::text = 'verify' and $5::text = 'subscribe' and not f.subscribed and f.topic_host_subscriptions >= $16::int then 'topic_host_full'
+                  when $1::text = 'verify' and $5::text = 'subscribe' and not f.subscribed and not f.topic_subscribed and $17::boolean then 'topics_full'
                 end as refusal
            from facts f
        ), queued as (
-         insert into websub_tasks as t (kind, coalesce_key, topic, path, callback, mode, lease_seconds, secret, reason, callback_host, requested_by)
-         select $1::text, md5('intent ' || $2::text || ' ' || $4::text), $2::text, $3::text, $4::text, $5::text, $6::int, $7::text, $8::text, $9::text, $10::text
+         insert into websub_tasks as t (kind, coalesce_key, topic, path, callback, mode, lease_seconds, secret, reason, callback_host, requested_by, topic_host)
+         select $1::text, md5('intent ' || $2::text || ' ' || $4::text), $2::text, $3::text, $4::text, $5::text, $6::int, $7::text, $8::text, $9::text, $10::text, $14::text
            from verdict where refusal is null
          on conflict (coalesce_key) do update
-           set kind = excluded.kind, path = excluded.path, mode = excluded.mode, lease_seconds = excluded.lease_seconds,
+           set kind = excluded.kind, path = excluded.path, mode = excluded.mode, lease_seconds = excluded.lease_seconds, topic_host = excluded.topic_host,
                secret = excluded.secret, reason = excluded.reason, requested_by = excluded.requested_by, seq = t.seq + 1, attempts = 0,
                due_at = case when t.leased_until > now() then t.due_at else now() end
          returning id
        )
-       select refusal, subscribed, waiting from verdict`,
+       select refusal, subscribed, waiting, topic_subscribed from verdict`,
       [
         i.kind,
         i.topic,
@@ -134,12 +193,17 @@ export async function queueIntent(q: Queryable, i: Intent, from: IntentOrigin, a
         a.full,
         a.maxPending,
         a.maxPerHost,
+        i.topicHost,
+        a.maxTopicsPerHost,
+        a.maxPerTopicHost,
+        a.topicsFull,
       ],
       // Planned once per pooled connection (planning is most of its cost: ~1 ms against ~0.3 ms to run).
       { name: 'pingd_queue_websub_intent' },
     );
     if (r.refusal) return { refusal: r.refusal };
-    return { refusal: null, fresh: i.kind === 'verify' && i.mode === 'subscribe' && !r.subscribed && !r.waiting };
+    const fresh = i.kind === 'verify' && i.mode === 'subscribe' && !r.subscribed && !r.waiting;
+    return { refusal: null, fresh, newTopic: fresh && i.topicHost !== null && !r.topic_subscribed };
   });
 }
 
@@ -201,8 +265,10 @@ u as (
   returning t.*
 )
 select u.id, u.kind, u.seq, u.attempts, u.callback_host, u.topic, u.path, u.callback, u.mode, u.lease_seconds, u.secret, u.reason, u.rendering_id,
+       u.change_id, u.topic_host,
        s.id as sub_id, s.topic as sub_topic, s.path as sub_path, s.callback as sub_callback, s.secret as sub_secret,
-       s.failures as sub_failures, s.delivered_rendering_id, (s.expires_at > now()) as sub_live
+       s.failures as sub_failures, s.delivered_rendering_id, (s.expires_at > now()) as sub_live, s.feed_id as sub_feed_id,
+       s.through_change_id as sub_through_change_id
   from u left join websub_subscriptions s on s.id = u.subscription_id
  order by u.id`;
 
@@ -220,6 +286,8 @@ type Raw = {
   secret: string | null;
   reason: string | null;
   rendering_id: number | null;
+  change_id: number | null;
+  topic_host: string | null;
   sub_id: number | null;
   sub_topic: string | null;
   sub_path: string | null;
@@ -228,6 +296,8 @@ type Raw = {
   sub_failures: number | null;
   delivered_rendering_id: number | null;
   sub_live: boolean | null;
+  sub_feed_id: number | null;
+  sub_through_change_id: number | null;
 };
 
 const num = (v: number | null) => (v === null ? null : Number(v));
@@ -240,6 +310,7 @@ function taskOf(r: Raw): Task {
       ...base,
       kind: 'deliver',
       renderingId: Number(r.rendering_id ?? 0),
+      changeId: Number(r.change_id ?? 0),
       subscription: live
         ? {
             id: Number(r.sub_id),
@@ -249,8 +320,21 @@ function taskOf(r: Raw): Task {
             secret: r.sub_secret,
             failures: Number(r.sub_failures ?? 0),
             deliveredRenderingId: num(r.delivered_rendering_id),
+            feedId: num(r.sub_feed_id),
+            throughChangeId: Number(r.sub_through_change_id ?? 0),
           }
         : null,
+    };
+  }
+  if (r.kind === 'check') {
+    return {
+      ...base,
+      kind: 'check',
+      topic: r.topic as string,
+      callback: r.callback,
+      leaseSeconds: num(r.lease_seconds),
+      secret: r.secret,
+      topicHost: r.topic_host,
     };
   }
   return {
@@ -314,4 +398,86 @@ export async function deferTask(q: Queryable, id: number, dueAt: Date): Promise<
 /** A delivery whose subscription is gone or expired. */
 export async function dropTask(q: Queryable, id: number): Promise<void> {
   await withContext(`dropping WebSub task ${id}`, () => q.query('delete from websub_tasks where id = $1', [id]));
+}
+
+/**
+ * Queues the check of a feed topic whose subscriber confirmed its intent (WebSub §5.3, then the topic is
+ * fetched once: a feed is subscribed, anything else denied), folded into one already waiting for the pair.
+ */
+export async function queuePrimeCheck(
+  q: Queryable,
+  c: { topic: string; callback: string; leaseSeconds: number; secret: string | null; callbackHost: string; topicHost: string },
+): Promise<void> {
+  await withContext(`queueing the check of ${c.topic}`, () =>
+    q.query(
+      `insert into websub_tasks as t (kind, coalesce_key, topic, callback, mode, lease_seconds, secret, callback_host, topic_host)
+       values ('check', md5('prime ' || $1::text || ' ' || $2::text), $1, $2, 'subscribe', $3, $4, $5, $6)
+       on conflict (coalesce_key) do update set lease_seconds = excluded.lease_seconds, secret = excluded.secret, seq = t.seq + 1, attempts = 0`,
+      [c.topic, c.callback, c.leaseSeconds, c.secret, c.callbackHost, c.topicHost],
+    ),
+  );
+}
+
+/** Queues a poll of a subscribed feed topic (at most one waiting per feed). Returns whether one was queued. */
+export async function queuePoll(q: Queryable, feedId: number, topic: string): Promise<boolean> {
+  return withContext(`queueing a poll of ${topic}`, async () => {
+    const rows = await q.query(
+      `insert into websub_tasks (kind, coalesce_key, topic) values ('check', 'poll ' || $1::bigint, $2)
+       on conflict (coalesce_key) do nothing returning id`,
+      [feedId, topic],
+    );
+    return rows.length > 0;
+  });
+}
+
+/** Queues a denial (WebSub §5.2) decided by the hub after the request was accepted (the topic is no feed). */
+export async function queueDenial(
+  q: Queryable,
+  d: { topic: string; callback: string; reason: string; callbackHost: string },
+): Promise<void> {
+  await withContext(`queueing a denial to ${d.callback}`, () =>
+    q.query(
+      `insert into websub_tasks as t (kind, coalesce_key, topic, callback, mode, reason, callback_host)
+       values ('deny', md5('intent ' || $1::text || ' ' || $2::text), $1, $2, 'subscribe', $3, $4)
+       on conflict (coalesce_key) do update set kind = 'deny', reason = excluded.reason, secret = null, seq = t.seq + 1, attempts = 0,
+         due_at = case when t.leased_until > now() then t.due_at else now() end`,
+      [d.topic, d.callback, d.reason.slice(0, 500), d.callbackHost],
+    ),
+  );
+}
+
+/** A feed topic's delivery went through one change and more are queued: the next runs now, with fresh tries. */
+export async function continueTask(q: Queryable, id: number): Promise<void> {
+  await withContext(`continuing WebSub task ${id}`, () =>
+    q.query('update websub_tasks set due_at = now(), leased_until = null, attempts = 0 where id = $1', [id]),
+  );
+}
+
+/** Tasks waiting or running, and the age of the oldest (the queue gauge, /status). */
+export async function taskQueueStats(q: Queryable): Promise<QueueStats> {
+  return withContext('reading the WebSub queue', async () => {
+    const [r] = await q.query<{ n: number; age: number | null }>(
+      'select count(*)::bigint as n, extract(epoch from now() - min(created_at))::float8 as age from websub_tasks',
+    );
+    return { depth: Number(r.n), oldestAgeSec: r.age === null ? 0 : Math.max(0, Number(r.age)) };
+  });
+}
+
+/**
+ * Queues a check of each of `topics` that has live subscriptions (the other feeds of a weblog named in one
+ * publish: its ping verifies the first). Written in the ping's own transaction. Returns how many.
+ */
+export async function queueTopicChecks(q: Queryable, topics: readonly string[]): Promise<number> {
+  return withContext('queueing checks of published topics', async () => {
+    const rows = await q.query(
+      `insert into websub_tasks (kind, coalesce_key, topic)
+       select 'check', 'poll ' || s.feed_id, s.topic
+         from (select distinct on (feed_id) feed_id, topic from websub_subscriptions
+                where topic = any($1::text[]) and feed_id is not null and expires_at > now() order by feed_id, id) s
+       on conflict (coalesce_key) do nothing
+       returning id`,
+      [topics],
+    );
+    return rows.length;
+  });
 }

@@ -24,22 +24,35 @@ test('a list page: 100 by default, 1 to 500 asked, after a positive id; the firs
 });
 
 test('refusals: 422 with no Retry-After for nothing to unsubscribe, 429 for waiting requests, 503 for no room', () => {
-  const limits = { maxSubscriptions: 10, maxPerHost: 3, maxPending: 5 };
+  const limits = { maxSubscriptions: 10, maxPerHost: 3, maxPending: 5, maxTopicsPerHost: 4, maxPerTopicHost: 6, maxTopics: 7 };
   assert.deepEqual(
-    (['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full'] as const).map((r) => [
-      r,
-      WEBSUB_REFUSAL_STATUS[r],
-      WEBSUB_RETRY_AFTER_SEC[r],
-    ]),
+    (
+      ['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full', 'host_topics', 'topic_host_full', 'topics_full'] as const
+    ).map((r) => [r, WEBSUB_REFUSAL_STATUS[r], WEBSUB_RETRY_AFTER_SEC[r]]),
     [
       ['not_subscribed', 422, null],
       ['host_pending', 429, 60],
       ['client_pending', 429, 60],
       ['host_full', 503, 3600],
       ['full', 503, 3600],
+      ['host_topics', 503, 3600],
+      ['topic_host_full', 503, 3600],
+      ['topics_full', 503, 3600],
     ],
   );
   assert.equal(refusalReason('full', limits, 'x'), 'this hub keeps at most 10 subscriptions and has no room for another; try again later');
+  assert.equal(
+    refusalReason('host_topics', limits, 'reader.example'),
+    'this hub keeps at most 4 feed topics subscribed from callbacks on one host and has no room for another on reader.example; try again later',
+  );
+  assert.equal(
+    refusalReason('topic_host_full', limits, 'reader.example', 'blog.example'),
+    'this hub keeps at most 6 subscriptions to feeds on one host and has no room for another on blog.example; try again later',
+  );
+  assert.equal(
+    refusalReason('topics_full', limits, 'x'),
+    'this hub keeps at most 7 feed topics and has no room for another; try again later',
+  );
 });
 
 test('the cap is checked against a count read at most once per TTL, plus the subscriptions admitted since', async () => {

@@ -32,7 +32,7 @@ const malformed: [string, Record<string, string>, string][] = [
   ],
   ['a callback with a fragment', { ...ok, 'hub.callback': 'http://127.0.0.39/cb#x' }, 'hub.callback must not contain a fragment'],
   ['no mode', { 'hub.callback': CALLBACK, 'hub.topic': TOPIC }, 'hub.mode is required'],
-  ['an unknown mode', { ...ok, 'hub.mode': 'publish' }, 'hub.mode must be subscribe or unsubscribe'],
+  ['an unknown mode', { ...ok, 'hub.mode': 'notify' }, 'hub.mode must be subscribe, unsubscribe or publish'],
   ['no topic', { 'hub.callback': CALLBACK, 'hub.mode': 'subscribe' }, 'hub.topic is required'],
   ['a relative topic', { ...ok, 'hub.topic': '/changes.xml' }, 'hub.topic must be an absolute URL'],
   ['a zero lease', { ...ok, 'hub.lease_seconds': '0' }, 'hub.lease_seconds must be a positive integer'],

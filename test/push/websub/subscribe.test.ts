@@ -147,7 +147,9 @@ test('a publication is POSTed to each subscriber of its topic: current bytes, Co
 });
 
 test('a topic that is not ours gets 202 and then a denial with the reason; nothing is stored', async () => {
-  const cases = [`${PUBLIC}/nope.xml`, 'http://elsewhere.test/changes.xml', `${PUBLIC}/changes.xml?x=1`];
+  // Another URL on our own origin, or a scheme no feed is fetched by (any other http(s) URL is a feed topic:
+  // test/push/websub/feed-topics.test.ts).
+  const cases = [`${PUBLIC}/nope.xml`, 'ftp://elsewhere.test/changes.xml', `${PUBLIC}/changes.xml?x=1`];
   for (const [i, topic] of cases.entries()) {
     sub.onGet(`/denied${i}`, () => ({ status: 200, body: 'ok' }));
     assert.equal(
@@ -164,7 +166,12 @@ test('a topic that is not ours gets 202 and then a denial with the reason; nothi
       [
         ['hub.mode', 'denied'],
         ['hub.topic', topic],
-        ['hub.reason', `not a topic of this hub; the topics are ${PUBLIC}/changes.xml, ${PUBLIC}/shortChanges.xml, ${PUBLIC}/updates.xml`],
+        [
+          'hub.reason',
+          topic.startsWith('ftp:')
+            ? 'hub.topic must be an http or https URL of a feed'
+            : `not a topic of this hub; the topics are ${PUBLIC}/changes.xml, ${PUBLIC}/shortChanges.xml, ${PUBLIC}/updates.xml`,
+        ],
       ],
     );
   }
