@@ -9,7 +9,8 @@ import { RateMeter } from '../platform/queue/rate-meter.js';
 import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass, type Outcome } from './manners.js';
 import { claimVerifyJobs, verifyQueueStats, type Job } from './job-repository.js';
-import { Verifier } from './verifier.js';
+import { Verifier, type FeedChangedHook } from './verifier.js';
+import { FeedProbe, type ProbeResult } from './probe.js';
 import { DocumentReader } from './documents.js';
 import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
@@ -31,6 +32,10 @@ declare module 'fastify' {
        * outcome and how many pings' jobs it settled.
        */
       onSettled(listener: SettledListener): void;
+      /** Work committed with every outcome that found a feed changed (verifier.ts, FeedChange). */
+      onFeedChanged(hook: FeedChangedHook): void;
+      /** Whether a URL is a feed pingd can fetch, asked once through verification's manners (probe.ts). */
+      probe(url: string): Promise<ProbeResult>;
     };
   }
 }
@@ -141,7 +146,21 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   }
   // After the worker: a job still reading a document when it closes gets its rejection and is claimed again.
   app.addHook('onClose', async () => documents.close());
-  app.decorate('verification', { verifier, documents, hosts, worker, onSettled: (l: SettledListener) => void settledListeners.push(l) });
+  // A request waits for the probe: at most two host gaps for the feed's host's turn.
+  const prober = new FeedProbe(app.db, app.fetcher, hosts, documents, {
+    maxBytes: config.FETCH_MAX_BYTES,
+    timeoutMs: config.FETCH_TIMEOUT_MS,
+    maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
+  });
+  app.decorate('verification', {
+    verifier,
+    documents,
+    hosts,
+    worker,
+    onSettled: (l: SettledListener) => void settledListeners.push(l),
+    onFeedChanged: (hook: FeedChangedHook) => verifier.onFeedChanged(hook),
+    probe: (url: string) => prober.probe(url),
+  });
   await app.register(weblogRoutes);
 }
 

@@ -57,9 +57,24 @@ export const MAX_JOB_REQUESTS = 2 * (MAX_REDIRECTS + 1);
 /** Longest a job may go on after its first request (waiting for hosts' turns included): then `unreachable`. */
 export const MAX_JOB_MS = MAX_DEFER_MS;
 
-const FEED_ACCEPT =
+export const FEED_ACCEPT =
   'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
+
+/**
+ * A verification that found its feed changed (new items, or the feed's first fetch): what the work committed
+ * with its outcome needs to know. The coupling point of push's durable queues (rssCloud notifications).
+ */
+export interface FeedChange {
+  feedId: number;
+  /** The feed as first named (feeds.url), and where it is fetched now (after confirmed moves). */
+  feedUrl: string;
+  fetchUrl: string;
+  newItems: number;
+}
+
+/** Work written in the verification's own transaction (it commits with the outcome, or neither does). */
+export type FeedChangedHook = (tx: Queryable, change: FeedChange) => Promise<void>;
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
 
@@ -83,6 +98,16 @@ export class Verifier {
 
   /** Weblogs with a verification running in this instance: their other jobs wait for its outcome. */
   private readonly busy = new Set<number>();
+  private readonly changedHooks: FeedChangedHook[] = [];
+
+  /**
+   * Registers work to write in the same transaction as every outcome that found a feed changed, so that
+   * what is promised after it (a notification) is as durable as the outcome. A hook that throws fails the
+   * settlement: the job is claimed again after its lease.
+   */
+  onFeedChanged(hook: FeedChangedHook): void {
+    this.changedHooks.push(hook);
+  }
 
   /** Runs one claimed job to its end (settled, or deferred for politeness). */
   async run(job: Job): Promise<Done> {
@@ -378,6 +403,9 @@ export class Verifier {
         { outcome, at: new Date().toISOString(), httpStatus, feedUrl, newItems },
         outcome === 'verified' ? s.lastReceivedAt : null,
       );
+      if (outcome === 'verified' && feed)
+        for (const hook of this.changedHooks)
+          await hook(tx, { feedId: feed.id, feedUrl: feed.url, fetchUrl: feedUrl ?? feed.fetchUrl, newItems: publish.length });
       return s;
     });
     return { kind: 'done', report: { outcome, httpStatus, feedUrl, newItems: publish.length, settled: settled.n } };

@@ -26,6 +26,7 @@ const METHOD_LABEL: Readonly<Record<string, string>> = {
   extendedPing: 'weblogUpdates.extendedPing',
   pingSiteForm: 'GET /pingSiteForm',
   rssPing: 'rssPing',
+  rssCloud: 'rssCloud.ping',
 };
 const methodLabel = (m: string) => METHOD_LABEL[m] ?? m;
 
