@@ -1,6 +1,6 @@
 // Owns rssCloud's ping (RSS 2.0 <cloud>, "rssCloud.ping"; rsscloud-server's POST /ping): a publisher says the
 // feed at `url` changed. It is another way into pingd's one intake path: the feed becomes a ping of the
-// weblog that names it (or of the feed's site when pingd knows none yet) with the feed as its rssUrl, so it
+// weblog that names it (or, when pingd knows none yet, of the feed itself) with the feed as its rssUrl, so it
 // passes the same screens, throttle and group commit, is answered only after the commit, and is verified,
 // listed and streamed like any ping. Verification then finds whether the feed changed; if it did, the
 // feed's rssCloud subscribers are notified (plugin.ts).
@@ -28,14 +28,16 @@ export async function pingResource(pings: PingService, db: Queryable, rawUrl: st
     if (err instanceof PingValidationError) return { ok: false, status: 400, msg: err.message };
     throw err;
   }
-  // The weblog that names the feed as its own, when verification knows it; else the feed's site. A database
-  // that does not answer leaves the ping to the commit, which refuses it as unavailable.
+  // The weblog that names the feed as its own, when verification knows it; else the feed itself, not its
+  // site: a site's several feeds would be one weblog, throttled together, and one verification settles all
+  // of a weblog's waiting pings with one fetch of one feed (REGRESSION: four feeds of one host pinged at
+  // once, three were never fetched and their subscribers never notified). A database that does not answer
+  // leaves the ping to the commit, which refuses it as unavailable.
   const owner = await resourceOwner(db, feedUrl).catch(() => undefined);
-  const site = new URL(feedUrl);
   const raw: RawPing = {
     method: 'rssCloud',
-    name: owner?.weblogName ?? owner?.title ?? site.hostname,
-    url: owner?.weblogUrl ?? `${site.origin}/`,
+    name: owner?.weblogName ?? owner?.title ?? new URL(feedUrl).hostname,
+    url: owner?.weblogUrl ?? feedUrl,
     rssUrl: feedUrl,
     clientAddr: client.addr,
     userAgent: client.userAgent,

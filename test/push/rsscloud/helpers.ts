@@ -64,16 +64,26 @@ export interface Endpoint {
   host: string;
   port: number;
   hits: Hit[];
+  /** Most POSTs (notifications, test POSTs) in flight at once so far. */
+  maxConcurrent: number;
   posts(path: string): Hit[];
   /** How requests to a path are answered; default 200 "ok" to a POST, the challenge echoed to a GET. */
-  answer(path: string, a: (h: Hit) => { status: number; body?: string; headers?: Record<string, string> }): void;
+  answer(path: string, a: (h: Hit) => Answer): void;
   close(): Promise<void>;
 }
 
+export type Answer = { status: number; body?: string; headers?: Record<string, string>; delayMs?: number };
+
 export async function startEndpoint(host: string): Promise<Endpoint> {
-  const answers = new Map<string, (h: Hit) => { status: number; body?: string; headers?: Record<string, string> }>();
+  const answers = new Map<string, (h: Hit) => Answer>();
   const hits: Hit[] = [];
+  let inFlight = 0;
   const server = http.createServer((req, res) => {
+    if (req.method === 'POST') {
+      inFlight++;
+      e.maxConcurrent = Math.max(e.maxConcurrent, inFlight);
+      res.on('close', () => inFlight--);
+    }
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
@@ -89,15 +99,18 @@ export async function startEndpoint(host: string): Promise<Endpoint> {
       const a =
         answers.get(u.pathname)?.(h) ??
         (h.method === 'GET' ? { status: 200, body: u.searchParams.get('challenge') ?? '' } : { status: 200, body: 'ok' });
-      res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
-      res.end(a.body ?? '');
+      setTimeout(() => {
+        res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
+        res.end(a.body ?? '');
+      }, a.delayMs ?? 0);
     });
   });
   await new Promise<void>((r) => server.listen(0, host, r));
-  return {
+  const e: Endpoint = {
     host,
     port: (server.address() as AddressInfo).port,
     hits,
+    maxConcurrent: 0,
     posts: (p) => hits.filter((h) => h.method === 'POST' && h.path === p),
     answer: (p, a) => void answers.set(p, a),
     close: () =>
@@ -106,6 +119,7 @@ export async function startEndpoint(host: string): Promise<Endpoint> {
         server.close(() => r());
       }),
   };
+  return e;
 }
 
 /** POSTs a form to a path through app.inject (the client address is app.inject's 127.0.0.1). */

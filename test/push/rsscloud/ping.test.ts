@@ -20,15 +20,29 @@ after(async () => {
   await t.close();
 });
 
-test("POST /rsscloud/ping: stored as a ping of the feed's site with the feed as its rssUrl, answered as rsscloud-server does", async () => {
+test('POST /rsscloud/ping: stored as a ping of the feed (no weblog names it yet) with the feed as its rssUrl, answered as rsscloud-server does', async () => {
   const site = uniqueUrl('cloud');
   const feed = `${site}feed.xml`;
   const r = await form(t, '/rsscloud/ping', { url: feed });
   assert.equal(r.status, 200);
   assert.equal(r.headers['content-type'], 'text/xml; charset=utf-8');
   assert.equal(r.body, '<?xml version="1.0"?>\n<result success="true" msg="Thanks for the ping."/>');
-  const [row] = await findPingsByUrl(t.app.db, site);
+  const [row] = await findPingsByUrl(t.app.db, feed);
   assert.deepEqual([row.method, row.rss_url, row.name], ['rssCloud', feed, new URL(site).hostname]);
+});
+
+test('POST /rsscloud/ping of a feed a weblog remembers is a ping of that weblog', async () => {
+  const site = uniqueUrl('owner');
+  const feed = `${site}atom.xml`;
+  const [w] = await t.app.db.query<{ id: number }>(
+    `insert into weblogs (url, name, first_ping_at, last_ping_at) values ($1, 'Owner', now() - interval '1 day', now() - interval '1 day') returning id`,
+    [site],
+  );
+  const [f] = await t.app.db.query<{ id: number }>(`insert into feeds (url, fetch_url) values ($1, $1) returning id`, [feed]);
+  await t.app.db.query('update weblogs set feed_id = $1 where id = $2', [f.id, w.id]);
+  assert.equal((await form(t, '/rsscloud/ping', { url: feed })).status, 200);
+  const [row] = await findPingsByUrl(t.app.db, site);
+  assert.deepEqual([row.method, row.rss_url, row.name], ['rssCloud', feed, 'Owner']);
 });
 
 test('POST /rsscloud/ping with Accept: application/json answers JSON; a type it cannot give is 406', async () => {
@@ -61,7 +75,7 @@ test('POST /rsscloud/ping refusals: missing url, not a URL, repeated url, thrott
   assert.ok(Number(r.headers['retry-after']) > 0);
   const j = JSON.parse(r.body);
   assert.equal(j.success, false);
-  assert.match(j.msg, new RegExp(`^${site.replace(/[.]/g, '\\.')} was pinged less than 300 seconds ago`));
+  assert.match(j.msg, new RegExp(`^${site.replace(/[.]/g, '\\.')}rss was pinged less than 300 seconds ago`));
   const x = await t.app.inject({ method: 'POST', url: '/rsscloud/ping', headers: { 'content-type': 'text/xml' }, payload: '<x/>' });
   assert.equal(x.statusCode, 415);
   assert.equal(x.body, xmlAnswer('result', false, 'Send the parameters as application/x-www-form-urlencoded.'));
@@ -71,7 +85,7 @@ test('curl: the REST ping as a shell script sends it', async () => {
   const site = uniqueUrl('curl');
   const { stdout } = await run('curl', ['-s', '-d', `url=${encodeURIComponent(`${site}index.xml`)}`, `${t.url}/rsscloud/ping`]);
   assert.equal(stdout, '<?xml version="1.0"?>\n<result success="true" msg="Thanks for the ping."/>');
-  assert.equal((await findPingsByUrl(t.app.db, site)).length, 1);
+  assert.equal((await findPingsByUrl(t.app.db, `${site}index.xml`)).length, 1);
 });
 
 test('Python xmlrpc.client: rssCloud.ping answers true, faults 4 with the reason, and is listed', async () => {
@@ -102,7 +116,7 @@ print(json.dumps(out))
   assert.match(out.again[1], /was pinged less than 300 seconds ago/);
   for (const m of ['rssCloud.ping', 'rssCloud.pleaseNotify', 'rssCloud.hello', 'weblogUpdates.ping']) assert.ok(out.methods.includes(m), m);
   assert.match(out.help, /^rssCloud\.ping\(url\)/);
-  const [row] = await findPingsByUrl(t.app.db, site);
+  const [row] = await findPingsByUrl(t.app.db, `${site}feed`);
   assert.equal(row.method, 'rssCloud');
   assert.equal(row.user_agent?.startsWith('Python-xmlrpc/'), true);
 });
@@ -112,5 +126,5 @@ test('npm xmlrpc client: rssCloud.ping', async () => {
   const site = uniqueUrl('npm');
   const v = await new Promise((res, rej) => client.methodCall('rssCloud.ping', [`${site}rss.xml`], (err, x) => (err ? rej(err) : res(x))));
   assert.equal(v, true);
-  assert.equal((await findPingsByUrl(t.app.db, site))[0].rss_url, `${site}rss.xml`);
+  assert.equal((await findPingsByUrl(t.app.db, `${site}rss.xml`))[0].rss_url, `${site}rss.xml`);
 });
