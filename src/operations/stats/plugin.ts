@@ -8,6 +8,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import { weblogHost } from '../../intake/abuse/rate-limit.js';
 import { verifyQueueStats as verifyQueue } from '../../verification/job-repository.js';
 import { relayQueueStats as relayQueue } from '../../push/relay/job-repository.js';
+import { notificationQueueStats } from '../../push/rsscloud/notification-repository.js';
+import { subscriptionStats } from '../../push/rsscloud/subscription-repository.js';
 import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
@@ -125,13 +127,15 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = stats.now();
     const { from, to } = windowMinutes(window, now);
-    const [counted, documents, readiness, verify, relay, recent] = await Promise.all([
+    const [counted, documents, readiness, verify, relay, recent, cloudQueue, cloud] = await Promise.all([
       readCounts(from, to),
       app.publications.states(),
       app.readiness(),
       verifyQueue(app.db),
       relayQueue(app.db),
       recentPings(app.db, RECENT),
+      notificationQueueStats(app.db),
+      subscriptionStats(app.db),
     ]);
     return buildSnapshot({
       window,
@@ -160,6 +164,14 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
             oldestAgeSeconds: Math.round(relay.oldestAgeSec),
             dropped: relay.dropped,
             suppressed: relay.suppressed,
+          },
+          {
+            name: 'rsscloud',
+            depth: cloudQueue.depth,
+            oldestAgeSeconds: Math.round(cloudQueue.oldestAgeSec),
+            dropped: cloud.dropped,
+            subscriptions: cloud.subscriptions,
+            perMinute: cloud.deliveredLastMinute,
           },
         ],
       },

@@ -59,6 +59,10 @@ export const StatsReply = Type.Object({
         dropped: Type.Optional(Type.Integer()),
         /** relay: pings not relayed to a target because the weblog was relayed to it within RELAY_LOOP_WINDOW, in total. */
         suppressed: Type.Optional(Type.Integer()),
+        /** rsscloud: unexpired subscriptions. */
+        subscriptions: Type.Optional(Type.Integer()),
+        /** rsscloud: notifications delivered in the last minute (from every instance). */
+        perMinute: Type.Optional(Type.Integer()),
       }),
     ),
   }),

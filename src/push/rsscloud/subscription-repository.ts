@@ -135,14 +135,18 @@ export async function resourceSubscribers(q: Queryable, feedUrl: string, recent 
   });
 }
 
-/** Unexpired subscriptions, and notifications delivered in the last minute (from every instance). */
-export async function subscriptionStats(q: Queryable): Promise<{ subscriptions: number; deliveredLastMinute: number }> {
+/**
+ * Unexpired subscriptions, notifications delivered in the last minute (each subscription's latest: a
+ * subscriber notified twice within the minute counts once) and dropped in all, from every instance.
+ */
+export async function subscriptionStats(q: Queryable): Promise<{ subscriptions: number; deliveredLastMinute: number; dropped: number }> {
   return withContext('counting rssCloud subscriptions', async () => {
-    const [r] = await q.query<{ subscriptions: number; delivered: number }>(
+    const [r] = await q.query<{ subscriptions: number; delivered: number; dropped: number }>(
       `select count(*) filter (where expires_at > now())::int as subscriptions,
-              count(*) filter (where last_success_at > now() - interval '1 minute')::int as delivered
+              count(*) filter (where last_success_at > now() - interval '1 minute')::int as delivered,
+              coalesce(sum(dropped), 0)::int as dropped
          from rsscloud_subscriptions`,
     );
-    return { subscriptions: Number(r.subscriptions), deliveredLastMinute: Number(r.delivered) };
+    return { subscriptions: Number(r.subscriptions), deliveredLastMinute: Number(r.delivered), dropped: Number(r.dropped) };
   });
 }

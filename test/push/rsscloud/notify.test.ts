@@ -123,3 +123,39 @@ test('One notification in flight per endpoint host: many subscribers on one host
     await slow.close();
   }
 });
+
+test('/weblog?url= shows the feed’s subscriber count and the last notifications’ outcomes (never who); /status and /api/stats the queue', async () => {
+  const feed = serveFeed(feeds);
+  await subscribe(feed, '/page-a');
+  await subscribe(feed, '/page-b');
+  feed.add('Seen on the page');
+  assert.equal((await form(t, '/rsscloud/ping', { url: feed.url })).status, 200);
+  await waitForCloud(t, () => ep.posts('/page-a').length === 1 && ep.posts('/page-b').length === 1, 'both notified');
+  await waitForCloud(
+    t,
+    async () =>
+      (
+        await t.app.db.query<{ n: number }>(
+          'select count(*)::int as n from rsscloud_subscriptions where resource_url = $1 and delivered = 1',
+          [feed.url],
+        )
+      )[0].n === 2,
+    'both deliveries recorded',
+  );
+  const page = await t.app.inject({ method: 'GET', url: `/weblog?url=${encodeURIComponent(feed.url)}` });
+  assert.equal(page.statusCode, 200);
+  assert.match(
+    page.body,
+    /<dt>rssCloud<\/dt><dd>2 subscriber\(s\) · notifications delivered 2, failed tries 0, dropped 0<ul class="recent"><li>[0-9: -]+ UTC delivered \(HTTP 200\)<\/li><li>[0-9: -]+ UTC delivered \(HTTP 200\)<\/li><\/ul><\/dd>/,
+  );
+  assert.doesNotMatch(page.body, /127\.0\.0\.44/, 'the endpoints are not shown');
+  const stats = await t.app.inject({ method: 'GET', url: '/api/stats' });
+  const q = stats.json().health.queues.find((x: { name: string }) => x.name === 'rsscloud');
+  assert.equal(typeof q.depth, 'number');
+  assert.ok(q.subscriptions >= 2 && q.perMinute >= 2, JSON.stringify(q));
+  const status = await t.app.inject({ method: 'GET', url: '/status' });
+  assert.match(
+    status.body,
+    /rssCloud: <span id="rsscloud-subscriptions">\d+<\/span> subscriptions; <span id="rsscloud-per-minute">\d+<\/span> notified in the last minute/,
+  );
+});
