@@ -15,7 +15,7 @@ create table rsscloud_subscriptions (
   -- notification in flight per host count under it).
   endpoint_host text not null,
   protocol text not null check (protocol in ('http-post', 'https-post')),
-  -- The client address that asked (the last renewal's).
+  -- The client that asked (the last renewal's): its address, IPv6 by its /64 (RSSCLOUD_MAX_PER_REQUESTER).
   requested_by text,
   created_at timestamptz not null default now(),
   renewed_at timestamptz not null default now(),
@@ -37,6 +37,8 @@ create table rsscloud_subscriptions (
 create index rsscloud_subscriptions_feed on rsscloud_subscriptions (feed_id, expires_at);
 -- An endpoint host's unexpired subscriptions (RSSCLOUD_MAX_PER_HOST).
 create index rsscloud_subscriptions_host on rsscloud_subscriptions (endpoint_host, expires_at);
+-- A requester's unexpired subscriptions (RSSCLOUD_MAX_PER_REQUESTER).
+create index rsscloud_subscriptions_requester on rsscloud_subscriptions (requested_by, expires_at);
 -- The sweep, and the total (RSSCLOUD_MAX_SUBSCRIPTIONS).
 create index rsscloud_subscriptions_expires_at on rsscloud_subscriptions (expires_at);
 

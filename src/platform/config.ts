@@ -427,6 +427,11 @@ const SPEC = {
     parse: int(0, 10_000_000),
     doc: "rssCloud subscriptions whose endpoints are on one host (the requester's address, or the domain it named; any port); beyond it that host's new subscriptions are refused with 503 and Retry-After (renewals still pass)",
   },
+  RSSCLOUD_MAX_PER_REQUESTER: {
+    default: '100',
+    parse: int(0, 10_000_000),
+    doc: 'rssCloud subscriptions one client address (IPv6: one /64) has asked for, whatever endpoints they name; beyond it its new subscriptions are refused with 503 and Retry-After (renewals still pass)',
+  },
   RSSCLOUD_MAX_URLS: {
     default: '10',
     parse: int(1, 1000),

@@ -55,7 +55,7 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   for (const o of NOTIFY_OUTCOMES) notifications.inc({ outcome: o }, 0);
   const requests = new Counter({
     name: 'pingd_rsscloud_subscribe_total',
-    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid 400, not_a_feed and check_failed 422, host_full, full and busy 503).',
+    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid 400, not_a_feed and check_failed 422, requester_full, host_full, full and busy 503).',
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
@@ -119,7 +119,11 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
           db: app.db,
           probe: (url) => app.verification.probe(url),
           notifier,
-          limits: { maxSubscriptions: config.RSSCLOUD_MAX_SUBSCRIPTIONS, maxPerHost: config.RSSCLOUD_MAX_PER_HOST },
+          limits: {
+            maxSubscriptions: config.RSSCLOUD_MAX_SUBSCRIPTIONS,
+            maxPerHost: config.RSSCLOUD_MAX_PER_HOST,
+            maxPerRequester: config.RSSCLOUD_MAX_PER_REQUESTER,
+          },
           leaseSec: LEASE_SEC,
         },
         r,

@@ -1,12 +1,13 @@
 // Owns why a pleaseNotify is refused and the HTTP status each reason is answered with over REST (the body
 // is rsscloud-server's `<notifyResult success="false" msg="…"/>` either way; XML-RPC answers a fault).
 
-export type NotifyRefusal = 'invalid' | 'not_a_feed' | 'check_failed' | 'host_full' | 'full' | 'busy';
+export type NotifyRefusal = 'invalid' | 'not_a_feed' | 'check_failed' | 'requester_full' | 'host_full' | 'full' | 'busy';
 
 export const NOTIFY_REFUSAL_STATUS: Readonly<Record<NotifyRefusal, number>> = {
   invalid: 400,
   not_a_feed: 422,
   check_failed: 422,
+  requester_full: 503,
   host_full: 503,
   full: 503,
   busy: 503,

@@ -6,6 +6,7 @@ import type { Db } from '../../platform/db/database.js';
 import { MSG } from './answers.js';
 import type { NotifyRequest } from './params.js';
 import { FULL_RETRY_AFTER_SEC, type NotifyRefusal } from './refusals.js';
+import { slash64Key } from '../../platform/net/ip.js';
 import { roomFor, storeSubscription } from './subscription-repository.js';
 import type { Notifier } from './notifier.js';
 
@@ -18,14 +19,27 @@ export interface SubscribeDeps {
   /** Verification's probe (app.verification.probe). */
   probe(url: string): Promise<ProbeResult>;
   notifier: Notifier;
-  limits: { maxSubscriptions: number; maxPerHost: number };
+  limits: { maxSubscriptions: number; maxPerHost: number; maxPerRequester: number };
   /** Seconds a subscription lasts unless renewed (25 hours). */
   leaseSec: number;
 }
 
 export async function pleaseNotify(d: SubscribeDeps, r: NotifyRequest, clientAddr: string | null): Promise<NotifyAnswer> {
-  const room = await roomFor(d.db, r.endpointHost, r.notifyUrl, r.urls, d.limits.maxSubscriptions, d.limits.maxPerHost);
+  // A client is counted by its address, IPv6 by its /64 (one machine has a whole /64 to pick from).
+  const requester = clientAddr === null ? null : slash64Key(clientAddr);
+  const room = await roomFor(d.db, r.endpointHost, r.notifyUrl, r.urls, requester, {
+    total: d.limits.maxSubscriptions,
+    perHost: d.limits.maxPerHost,
+    perRequester: d.limits.maxPerRequester,
+  });
   const adding = r.urls.length - room.renewals;
+  if (adding > 0 && requester !== null && room.requester + adding > d.limits.maxPerRequester)
+    return {
+      ok: false,
+      reason: 'requester_full',
+      retryAfterSec: FULL_RETRY_AFTER_SEC,
+      msg: `Can't accept the subscription because ${requester} has already asked for ${d.limits.maxPerRequester} subscriptions here (RSSCLOUD_MAX_PER_REQUESTER).`,
+    };
   if (adding > 0 && room.host + adding > d.limits.maxPerHost)
     return {
       ok: false,
@@ -62,7 +76,7 @@ export async function pleaseNotify(d: SubscribeDeps, r: NotifyRequest, clientAdd
         notifyUrl: r.notifyUrl,
         endpointHost: r.endpointHost,
         protocol: r.protocol,
-        requestedBy: clientAddr,
+        requestedBy: requester,
         leaseSec: d.leaseSec,
       });
   });

@@ -11,6 +11,8 @@ export interface Room {
   total: number;
   /** Unexpired subscriptions of the endpoint's host (up to the bound). */
   host: number;
+  /** Unexpired subscriptions the requester asked for (up to the bound). */
+  requester: number;
   /** Of the request's resources, those the endpoint already has (a renewal adds nothing). */
   renewals: number;
 }
@@ -20,17 +22,18 @@ export async function roomFor(
   endpointHost: string,
   notifyUrl: string,
   urls: readonly string[],
-  maxTotal: number,
-  maxPerHost: number,
+  requester: string | null,
+  max: { total: number; perHost: number; perRequester: number },
 ): Promise<Room> {
   return withContext('counting rssCloud subscriptions', async () => {
-    const [r] = await q.query<{ total: number; host: number; renewals: number }>(
+    const [r] = await q.query<{ total: number; host: number; requester: number; renewals: number }>(
       `select (select count(*) from (select 1 from rsscloud_subscriptions where expires_at > now() limit $1::int) a)::int as total,
               (select count(*) from (select 1 from rsscloud_subscriptions where endpoint_host = $2 and expires_at > now() limit $3::int) h)::int as host,
+              (select count(*) from (select 1 from rsscloud_subscriptions where requested_by = $6 and expires_at > now() limit $7::int) c)::int as requester,
               (select count(*) from rsscloud_subscriptions where notify_url = $4 and resource_url = any($5::text[]) and expires_at > now())::int as renewals`,
-      [maxTotal, endpointHost, maxPerHost, notifyUrl, urls],
+      [max.total, endpointHost, max.perHost, notifyUrl, urls, requester, max.perRequester],
     );
-    return { total: Number(r.total), host: Number(r.host), renewals: Number(r.renewals) };
+    return { total: Number(r.total), host: Number(r.host), requester: Number(r.requester), renewals: Number(r.renewals) };
   });
 }
 

@@ -273,6 +273,44 @@ test('Bounds: RSSCLOUD_MAX_PER_HOST and RSSCLOUD_MAX_SUBSCRIPTIONS refuse new su
   }
 });
 
+test('Bounds: RSSCLOUD_MAX_PER_REQUESTER refuses a client asking for more, whatever endpoints it names', async () => {
+  const small = await cloudApp({ RSSCLOUD_MAX_PER_REQUESTER: 1 });
+  const ep2 = await startEndpoint('127.0.0.42');
+  try {
+    const [a, b] = [serveFeed(feeds), serveFeed(feeds)];
+    const ok = await form(small, '/rsscloud/pleaseNotify', {
+      domain: '127.0.0.41',
+      port: String(ep.port),
+      path: '/r',
+      protocol: 'http-post',
+      url1: a.url,
+    });
+    assert.equal(ok.status, 200, ok.body);
+    const no = await form(small, '/rsscloud/pleaseNotify', {
+      domain: '127.0.0.42',
+      port: String(ep2.port),
+      path: '/r',
+      protocol: 'http-post',
+      url1: b.url,
+    });
+    assert.equal(no.status, 503);
+    assert.equal(no.headers['retry-after'], '3600');
+    assert.equal(
+      no.body,
+      xmlAnswer(
+        'notifyResult',
+        false,
+        "Can't accept the subscription because 127.0.0.1 has already asked for 1 subscriptions here (RSSCLOUD_MAX_PER_REQUESTER).",
+      ),
+    );
+    assert.equal(ep2.hits.length, 0, 'the refused endpoint was never asked');
+    assert.equal(feeds.hits(new URL(b.url).pathname).length, 0, 'the refused feed was never fetched');
+  } finally {
+    await ep2.close();
+    await small.close();
+  }
+});
+
 test('Subscriptions expire after their 25 hours: the sweep deletes them', async () => {
   const feed = serveFeed(feeds);
   const r = await form(t, '/rsscloud/pleaseNotify', {
