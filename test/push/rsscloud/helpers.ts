@@ -6,22 +6,25 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { IncomingHttpHeaders } from 'node:http';
-import { startApp, type TestApp } from '../../helpers/app.js';
+import { startApp, type TestApp, type TestDatabase } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import type { Config } from '../../../src/platform/config.js';
 import { startFeedServer, type FeedServer } from '../../helpers/feed-server.js';
 import { waitFor } from '../../helpers/wait.js';
 
-export async function cloudApp(overrides: Partial<Config> = {}): Promise<TestApp> {
-  const t = await startApp({
-    VERIFY_PINGS: 'mark',
-    VERIFY_FEED_INTERVAL: 0,
-    FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
-    FETCH_HOST_INTERVAL_MS: 0,
-    RENDER_SCHEDULER: false,
-    PING_MIN_INTERVAL: 0,
-    ...overrides,
-  });
+export async function cloudApp(overrides: Partial<Config> = {}, db?: TestDatabase): Promise<TestApp> {
+  const t = await startApp(
+    {
+      VERIFY_PINGS: 'mark',
+      VERIFY_FEED_INTERVAL: 0,
+      FETCH_ALLOW_ADDRESSES: parseCidrList('127.0.0.0/8'),
+      FETCH_HOST_INTERVAL_MS: 0,
+      RENDER_SCHEDULER: false,
+      PING_MIN_INTERVAL: 0,
+      ...overrides,
+    },
+    db,
+  );
   await t.app.ready();
   return t;
 }
