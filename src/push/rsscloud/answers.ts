@@ -44,17 +44,16 @@ export function resultJson(success: boolean, msg: string): string {
 }
 
 /**
- * XML or JSON by the Accept header, as Express's req.accepts('xml', 'json'): no header (or any type) is
- * XML; otherwise the type with the higher quality, XML on a tie; null when neither is acceptable (406).
+ * XML or JSON by the Accept header, as Express's req.accepts('xml', 'json') chooses there (the negotiator
+ * package): no header is XML; otherwise the type with the higher quality, then the one the client listed
+ * first, XML when a wildcard alone takes both; null when neither is acceptable (406). The range that applies
+ * to a type is its most specific one (text/xml over text/* over *\/*, RFC 9110 §12.5.1).
  */
 export function negotiate(accept: string | undefined): 'xml' | 'json' | null {
   if (accept === undefined || accept.trim() === '') return 'xml';
-  let xml = 0;
-  let json = 0;
-  // Specificity decides which range applies to a type (text/xml over text/* over */*), as RFC 9110 §12.5.1 says.
-  let xmlSpec = -1;
-  let jsonSpec = -1;
-  for (const part of accept.split(',').slice(0, 64)) {
+  const best = { xml: { q: 0, spec: -1, at: Infinity }, json: { q: 0, spec: -1, at: Infinity } };
+  const ranges = accept.split(',').slice(0, 64);
+  for (const [at, part] of ranges.entries()) {
     const [range, ...params] = part.trim().toLowerCase().split(';');
     let q = 1;
     for (const p of params) {
@@ -64,11 +63,14 @@ export function negotiate(accept: string | undefined): 'xml' | 'json' | null {
     const [type, sub] = range.trim().split('/');
     if (sub === undefined) continue;
     const spec = type === '*' ? 0 : sub === '*' ? 1 : 2;
-    const takesXml = type === '*' || ((type === 'text' || type === 'application') && (sub === '*' || sub === 'xml'));
-    const takesJson = type === '*' || (type === 'application' && (sub === '*' || sub === 'json'));
-    if (takesXml && spec > xmlSpec) [xml, xmlSpec] = [q, spec];
-    if (takesJson && spec > jsonSpec) [json, jsonSpec] = [q, spec];
+    const takes = {
+      xml: type === '*' || ((type === 'text' || type === 'application') && (sub === '*' || sub === 'xml')),
+      json: type === '*' || (type === 'application' && (sub === '*' || sub === 'json')),
+    };
+    for (const k of ['xml', 'json'] as const) if (takes[k] && spec > best[k].spec) best[k] = { q, spec, at };
   }
-  if (xml === 0 && json === 0) return null;
-  return json > xml ? 'json' : 'xml';
+  const { xml, json } = best;
+  if (xml.q === 0 && json.q === 0) return null;
+  if (json.q !== xml.q) return json.q > xml.q ? 'json' : 'xml';
+  return json.at < xml.at ? 'json' : 'xml';
 }
