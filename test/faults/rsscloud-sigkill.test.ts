@@ -48,6 +48,7 @@ test(
       FETCH_ALLOW_ADDRESSES: '127.0.0.0/8',
       FETCH_HOST_INTERVAL_MS: '0',
       WEBSUB_ANSWER_TIMEOUT_MS: '2000',
+    VERIFY_PARSE_BUDGET_MS: '20000',
       PING_MIN_INTERVAL: '0',
     };
     const list: Feed[] = Array.from({ length: N }, () => serveFeed(feeds));

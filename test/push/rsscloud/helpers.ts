@@ -21,6 +21,11 @@ export async function cloudApp(overrides: Partial<Config> = {}, db?: TestDatabas
       FETCH_HOST_INTERVAL_MS: 0,
       RENDER_SCHEDULER: false,
       PING_MIN_INTERVAL: 0,
+      // A loaded machine (the whole suite on 2 cores) must not turn a slow answer into a refusal: the
+      // first document read starts a thread that compiles its modules under tsx, seconds on a busy core.
+      VERIFY_PARSE_BUDGET_MS: 20_000,
+      FETCH_TIMEOUT_MS: 15_000,
+      WEBSUB_ANSWER_TIMEOUT_MS: 10_000,
       ...overrides,
     },
     db,

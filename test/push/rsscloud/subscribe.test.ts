@@ -80,7 +80,7 @@ test('FeedLand registers over REST with http-post from its own address: the test
     ['protocol', 'http-post'],
     ['url1', feed.url],
   ]);
-  assert.equal(r.status, 200);
+  assert.equal(r.status, 200, r.body);
   assert.equal(r.headers['content-type'], 'text/xml; charset=utf-8');
   assert.equal(r.body, xmlAnswer('notifyResult', true, THANKS));
   const [check] = ep.posts('/feedupdated');
