@@ -20,6 +20,7 @@ import { FAULT } from '../src/intake/xmlrpc/parse.js';
 import { STREAM_REFUSAL_RETRY_MS } from '../src/push/stream/routes.js';
 import { WEBSUB_REFUSAL_STATUS, WEBSUB_RETRY_AFTER_SEC } from '../src/push/websub/refusals.js';
 import { ADMIN_REFUSALS } from '../src/platform/admin-auth.js';
+import { NOTIFY_REFUSAL_STATUS } from '../src/push/rsscloud/refusals.js';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/operations/admin/commands.js';
 
@@ -204,6 +205,11 @@ export function websubRefusalsBlock(): string {
   return table(['refusal', 'HTTP status', '`Retry-After` (s)'], rows);
 }
 
+export function rsscloudRefusalsBlock(): string {
+  const rows = Object.entries(NOTIFY_REFUSAL_STATUS).map(([reason, status]) => [code(reason), String(status)]);
+  return table(['refusal (`pingd_rsscloud_subscribe_total{outcome}`)', 'HTTP status (XML-RPC: fault 4)'], rows);
+}
+
 export function adminRefusalsBlock(): string {
   return table(
     ['when', 'message of the `401`'],
@@ -289,6 +295,7 @@ export async function generatedFiles(root = ROOT): Promise<Map<string, string>> 
   errors = fillBlock(errors, 'xmlrpc-faults', faultsBlock(), PAGES.errors);
   errors = fillBlock(errors, 'stream-refusals', streamRefusalsBlock(), PAGES.errors);
   errors = fillBlock(errors, 'websub-refusals', websubRefusalsBlock(), PAGES.errors);
+  errors = fillBlock(errors, 'rsscloud-refusals', rsscloudRefusalsBlock(), PAGES.errors);
   errors = fillBlock(errors, 'admin-refusals', adminRefusalsBlock(), PAGES.errors);
   files.set(PAGES.errors, errors);
   files.set(PAGES.cli, fillBlock(read(PAGES.cli), 'cli', cliBlock(), PAGES.cli));

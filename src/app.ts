@@ -9,6 +9,7 @@ import type { LogDestination } from './platform/log-destination.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
 import pingPlugin from './intake/ping/plugin.js';
 import xmlrpcRoutes from './intake/xmlrpc/routes.js';
+import xmlrpcMethodsPlugin from './intake/xmlrpc/method-table.js';
 import publishingPlugin from './publishing/plugin.js';
 import abusePlugin from './intake/abuse/plugin.js';
 import healthPlugin from './operations/health/plugin.js';
@@ -29,6 +30,7 @@ import verificationPlugin from './verification/plugin.js';
 import websubPlugin from './push/websub/plugin.js';
 import streamPlugin from './push/stream/plugin.js';
 import relayPlugin from './push/relay/plugin.js';
+import rsscloudPlugin from './push/rsscloud/plugin.js';
 import statsPlugin from './operations/stats/plugin.js';
 import adminPlugin from './operations/admin/plugin.js';
 import webPlugin from './web/plugin.js';
@@ -111,6 +113,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(pingPlugin, { config });
     await app.register(abusePlugin, { config });
     await app.register(intakeMetricsPlugin);
+    await app.register(xmlrpcMethodsPlugin);
     await app.register(xmlrpcRoutes, { config });
     await app.register(rssPingRoutes, { config });
     // Verification of what was pinged, then publishing and operations.
@@ -119,6 +122,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     await app.register(websubPlugin, { config });
     await app.register(streamPlugin, { config });
     await app.register(relayPlugin, { config });
+    await app.register(rsscloudPlugin, { config });
     await app.register(statsPlugin);
     await app.register(retentionPlugin, { config });
     // The operator API: the CLI's commands run in this process (its socket, or HTTP with ADMIN_TOKEN).

@@ -437,6 +437,31 @@ const SPEC = {
     parse: int(256, 16 * 1024 * 1024),
     doc: 'Longest answer a WebSub callback may give, in bytes; the hub stops reading there and a longer answer is a failure (a delivery is retried with backoff, a verification is not confirmed)',
   },
+  RSSCLOUD_MAX_SUBSCRIPTIONS: {
+    default: '10000',
+    parse: int(0, 10_000_000),
+    doc: 'rssCloud subscriptions (one per feed and endpoint, 25 hours each unless renewed) pingd keeps; beyond it new ones are refused with 503 and Retry-After (renewals still pass)',
+  },
+  RSSCLOUD_MAX_PER_HOST: {
+    default: '100',
+    parse: int(0, 10_000_000),
+    doc: "rssCloud subscriptions whose endpoints are on one host (the requester's address, or the domain it named; any port); beyond it that host's new subscriptions are refused with 503 and Retry-After (renewals still pass)",
+  },
+  RSSCLOUD_MAX_PER_REQUESTER: {
+    default: '100',
+    parse: int(0, 10_000_000),
+    doc: 'rssCloud subscriptions one client address (IPv6: one /64) has asked for, whatever endpoints they name; beyond it its new subscriptions are refused with 503 and Retry-After (renewals still pass)',
+  },
+  RSSCLOUD_MAX_URLS: {
+    default: '10',
+    parse: int(1, 1000),
+    doc: 'Feeds one pleaseNotify may name (url1…urlN); each is fetched once unless verification already knows it as a feed; more are refused with 400',
+  },
+  RSSCLOUD_CONCURRENCY: {
+    default: '8',
+    parse: int(1, 256),
+    doc: 'rssCloud notifications being sent at once in this instance (one per endpoint host across instances), and pleaseNotify requests being checked at once (more are refused with 503)',
+  },
   RELAY_TARGETS: {
     default: '',
     parse: urlList,

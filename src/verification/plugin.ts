@@ -10,6 +10,7 @@ import type { Config } from '../platform/config.js';
 import { OUTCOMES, statusClass, type Outcome } from './manners.js';
 import { claimVerifyJobs, verifyQueueStats, type Job } from './job-repository.js';
 import { Verifier } from './verifier.js';
+import { FeedProbe, type ProbeResult } from './probe.js';
 import { DocumentReader } from './documents.js';
 import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
@@ -36,6 +37,8 @@ declare module 'fastify' {
       changes: FeedChanges;
       /** Fetches a feed no ping asked about (a WebSub topic), with verification's manners and state. */
       check(url: string): Promise<FeedCheck>;
+      /** Whether a URL is a feed pingd can fetch, asked once through verification's manners (probe.ts). */
+      probe(url: string): Promise<ProbeResult>;
     };
   }
 }
@@ -148,6 +151,12 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   }
   // After the worker: a job still reading a document when it closes gets its rejection and is claimed again.
   app.addHook('onClose', async () => documents.close());
+  // A request waits for the probe: at most two host gaps for the feed's host's turn.
+  const prober = new FeedProbe(app.db, app.fetcher, hosts, documents, {
+    maxBytes: config.FETCH_MAX_BYTES,
+    timeoutMs: config.FETCH_TIMEOUT_MS,
+    maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
+  });
   app.decorate('verification', {
     verifier,
     documents,
@@ -156,6 +165,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     onSettled: (l: SettledListener) => void settledListeners.push(l),
     changes,
     check: (url: string) => verifier.check(url),
+    probe: (url: string) => prober.probe(url),
   });
   await app.register(weblogRoutes);
 }

@@ -58,9 +58,10 @@ export const MAX_JOB_REQUESTS = 2 * (MAX_REDIRECTS + 1);
 /** Longest a job may go on after its first request (waiting for hosts' turns included): then `unreachable`. */
 export const MAX_JOB_MS = MAX_DEFER_MS;
 
-const FEED_ACCEPT =
+export const FEED_ACCEPT =
   'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
+
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
 
@@ -116,7 +117,6 @@ export class Verifier {
 
   /** Weblogs with a verification running in this instance: their other jobs wait for its outcome. */
   private readonly busy = new Set<number>();
-
   /** Runs one claimed job to its end (settled, or deferred for politeness). */
   async run(job: Job): Promise<Done> {
     // Jobs of one weblog claimed together: one fetch settles them all, so the others come back shortly

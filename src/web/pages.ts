@@ -10,6 +10,7 @@ import { archivePath, hourStart, HOUR_MS } from '../publishing/documents/archive
 import { weblogView } from '../verification/feed-repository.js';
 import { latestPings } from './weblog-repository.js';
 import { feedSubscribers } from '../push/websub/subscription-repository.js';
+import { resourceSubscribers } from '../push/rsscloud/subscription-repository.js';
 import { appearances, pingRows, utc, type ListedDocument } from './weblog-model.js';
 import type { RecentRefusals } from './recent-refusals.js';
 
@@ -79,6 +80,9 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
     const f = w.feed;
     const websub = f ? await feedSubscribers(app.db, f.id) : null;
+    // rssCloud: how many subscribe to the feed and how the last notifications went (never who they are).
+    const feedUrl = f?.url ?? w.rssUrl;
+    const cloud = feedUrl ? await resourceSubscribers(app.db, feedUrl) : null;
     return reply.view('weblog', {
       ...base,
       weblog: {
@@ -103,6 +107,19 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         verification: w.verification
           ? { outcome: w.verification.outcome.replace(/_/g, ' '), at: utc(w.verification.at), newItems: w.verification.newItems.length }
           : null,
+        rsscloud:
+          cloud && (cloud.subscribers > 0 || cloud.delivered + cloud.failed > 0)
+            ? {
+                subscribers: cloud.subscribers,
+                delivered: cloud.delivered,
+                failed: cloud.failed,
+                dropped: cloud.dropped,
+                recent: cloud.recent.map(
+                  (r) =>
+                    `${utc(r.at)} UTC ${r.ok ? 'delivered' : 'failed'}${r.status !== null ? ` (HTTP ${r.status})` : r.error ? ` (${r.error})` : ''}`,
+                ),
+              }
+            : null,
       },
       appears: appearances(w, listing, Date.now(), listedOnlyVerified),
       pings: pingRows(pings, refusals, listedOnlyVerified),

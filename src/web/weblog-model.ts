@@ -27,6 +27,7 @@ const METHOD_LABEL: Readonly<Record<string, string>> = {
   pingSiteForm: 'GET /pingSiteForm',
   rssPing: 'rssPing',
   websub: 'WebSub publish',
+  rssCloud: 'rssCloud.ping',
 };
 const methodLabel = (m: string) => METHOD_LABEL[m] ?? m;
 

@@ -43,6 +43,10 @@ const PUBLIC_ROUTES = new Set([
   // subscription requests (each verified with the subscriber's own callback before anything is stored).
   'GET /stream',
   'POST /websub',
+  // rssCloud: a ping (intake's path and screens) and subscription requests (bounded per client, per
+  // endpoint host and in all before any request; each feed probed and each endpoint checked first).
+  'POST /rsscloud/ping',
+  'POST /rsscloud/pleaseNotify',
   // Pages for people and the numbers behind the status page: read-only counts, hosts and weblogs that
   // pinged (what changes.xml publishes anyway), documents' ages, queue depths; the pages' static files.
   'GET /weblog',

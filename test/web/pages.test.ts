@@ -213,6 +213,7 @@ test('GET /status: the tables filled from the pings sent, the latest ping named 
     ['verification', '0', '0'],
     ['relay', '0', '0'],
     ['websub', '0', '0'],
+    ['rsscloud', '0', '0'],
   ]);
   assert.deepEqual(
     rows(byId(html, 'table', 'documents-table')).map((r) => r[0]),

@@ -8,7 +8,7 @@ export const MAX_NAME_LENGTH = 1024;
 export const MAX_TAGS = 50;
 export const MAX_TAG_LENGTH = 100;
 
-export type PingMethod = 'ping' | 'extendedPing' | 'pingSiteForm' | 'rssPing' | 'websub';
+export type PingMethod = 'ping' | 'extendedPing' | 'pingSiteForm' | 'rssPing' | 'websub' | 'rssCloud';
 
 /** A ping as a protocol adapter hands it over, before validation. */
 export interface RawPing {

@@ -3,6 +3,7 @@
 import type { RawPing } from '../ping/validate.js';
 import { FAULT, XmlRpcFault, asString, type XmlRpcValue } from './parse.js';
 import type { OutValue } from './serialize.js';
+import type { XmlRpcMethodTable } from './method-table.js';
 
 interface MethodInfo {
   help: string;
@@ -68,16 +69,17 @@ export function pingFromCall(methodName: string, params: XmlRpcValue[]): RawPing
   return { method: 'extendedPing', name: s[0], url: s[1], changesUrl: s[2] ?? null, rssUrl: s[3] ?? null, tags: s[4] ?? null };
 }
 
-export function systemCall(methodName: string, params: XmlRpcValue[]): OutValue {
+/** The system.* methods; `extra` adds the methods other plugins answer (method-table.ts). */
+export function systemCall(methodName: string, params: XmlRpcValue[], extra?: XmlRpcMethodTable): OutValue {
   switch (methodName) {
     case 'system.listMethods':
-      return Object.keys(METHODS);
+      return [...Object.keys(METHODS), ...(extra?.names() ?? [])];
     case 'system.methodHelp':
     case 'system.methodSignature': {
       arity(methodName, params, 1, 1);
       const name = asString(params[0]);
       // Own keys only: METHODS['constructor'] is Object's constructor, which made methodHelp('constructor') an internal error.
-      const info = name && Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
+      const info = name && Object.hasOwn(METHODS, name) ? METHODS[name] : name ? extra?.get(name) : undefined;
       if (!info)
         throw new XmlRpcFault(FAULT.INVALID_PARAMS, `Invalid params: no method named ${JSON.stringify(String(name ?? '')).slice(0, 140)}.`);
       return methodName === 'system.methodHelp' ? info.help : info.signatures;

@@ -49,7 +49,9 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
         if (result.ok) return sendXml(reply, THANKS_BYTES);
         return sendXml(reply, pingResponseXml(true, result.message));
       }
-      return sendXml(reply, responseXml(systemCall(call.methodName, call.params)));
+      const extra = app.xmlrpcMethods.get(call.methodName);
+      if (extra) return sendXml(reply, responseXml(await extra.call(call.params, req)));
+      return sendXml(reply, responseXml(systemCall(call.methodName, call.params, app.xmlrpcMethods)));
     } catch (err) {
       if (err instanceof XmlRpcFault) return sendXml(reply, faultXml(err.faultCode, err.faultString));
       throw err;

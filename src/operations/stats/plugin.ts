@@ -9,6 +9,8 @@ import { weblogHost } from '../../intake/abuse/rate-limit.js';
 import { verifyQueueStats as verifyQueue } from '../../verification/job-repository.js';
 import { relayQueueStats as relayQueue } from '../../push/relay/job-repository.js';
 import { taskQueueStats as websubQueue } from '../../push/websub/task-repository.js';
+import { notificationQueueStats } from '../../push/rsscloud/notification-repository.js';
+import { subscriptionStats } from '../../push/rsscloud/subscription-repository.js';
 import { MINUTE_MS, MinuteTally, type Drained } from './minute-tally.js';
 import { addMinuteCounts, minuteCounts, pruneMinutes, topHosts } from './minute-repository.js';
 import { recentPings } from './stats-repository.js';
@@ -126,7 +128,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = stats.now();
     const { from, to } = windowMinutes(window, now);
-    const [counted, documents, readiness, verify, relay, websub, recent] = await Promise.all([
+    const [counted, documents, readiness, verify, relay, websub, recent, cloudQueue, cloud] = await Promise.all([
       readCounts(from, to),
       app.publications.states(),
       app.readiness(),
@@ -134,6 +136,8 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
       relayQueue(app.db),
       websubQueue(app.db),
       recentPings(app.db, RECENT),
+      notificationQueueStats(app.db),
+      subscriptionStats(app.db),
     ]);
     return buildSnapshot({
       window,
@@ -168,6 +172,14 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
             depth: websub.depth,
             oldestAgeSeconds: Math.round(websub.oldestAgeSec),
             perMinute: app.websub.deliveriesPerMinute(),
+          },
+          {
+            name: 'rsscloud',
+            depth: cloudQueue.depth,
+            oldestAgeSeconds: Math.round(cloudQueue.oldestAgeSec),
+            dropped: cloud.dropped,
+            subscriptions: cloud.subscriptions,
+            perMinute: cloud.deliveredLastMinute,
           },
         ],
       },

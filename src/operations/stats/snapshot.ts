@@ -59,7 +59,9 @@ export const StatsReply = Type.Object({
         dropped: Type.Optional(Type.Integer()),
         /** relay: pings not relayed to a target because the weblog was relayed to it within RELAY_LOOP_WINDOW, in total. */
         suppressed: Type.Optional(Type.Integer()),
-        /** websub: deliveries this instance made (2xx) over the last minute. */
+        /** rsscloud: unexpired subscriptions. */
+        subscriptions: Type.Optional(Type.Integer()),
+        /** websub: deliveries this instance made (2xx) over the last minute; rsscloud: notifications delivered in the last minute (from every instance). */
         perMinute: Type.Optional(Type.Integer()),
       }),
     ),

@@ -166,7 +166,7 @@ describe('one instance, then a second on the same database', () => {
     assert.equal(s.health.ready, true);
     assert.deepEqual(
       s.health.queues.map((q) => q.name),
-      ['verification', 'relay', 'websub'],
+      ['verification', 'relay', 'websub', 'rsscloud'],
     );
     assert.ok(
       s.latencyMs.p50.some((v) => v !== null),

@@ -1,0 +1,217 @@
+// Owns rssCloud as a Fastify resource (`app.rsscloud`): the REST routes and the XML-RPC methods
+// (rssCloud.ping, rssCloud.pleaseNotify, rssCloud.hello), the notifications queued in the same transaction
+// as every verification outcome that found a subscribed feed changed (a watcher of verification's feed
+// changes, platform/feed-changes.ts: the one coupling point with verification), this instance's worker over that queue (woken after such an outcome,
+// polling otherwise, stopped on close before the database), the sweep of expired subscriptions, and the
+// metrics.
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge } from 'prom-client';
+import type { Config } from '../../platform/config.js';
+import { QueueWorker } from '../../platform/queue/worker.js';
+import { queueGauge } from '../../platform/queue/queue-gauge.js';
+import { canonicalAddress } from '../../platform/net/ip.js';
+import { XmlRpcFault } from '../../intake/xmlrpc/parse.js';
+import { RSSCLOUD_FAULT } from './answers.js';
+import { DEFAULT_NOTIFY_TIMING, NOTIFY_OUTCOMES, type NotifyTiming } from './outcomes.js';
+import { Notifier } from './notifier.js';
+import { claimNotifications, notificationQueueStats, queueNotifications, type Notification } from './notification-repository.js';
+import { hasSubscriptions, subscriptionStats, sweepExpired } from './subscription-repository.js';
+import { parseNotify, rpcFields, type NotifyRequest } from './params.js';
+import { pleaseNotify, type NotifyAnswer } from './subscribe.js';
+import { pingResource } from './ping.js';
+import { rsscloudRoutes } from './routes.js';
+import { NOTIFY_REFUSAL_STATUS, type NotifyRefusal } from './refusals.js';
+import { MSG } from './answers.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    rsscloud: {
+      notifier: Notifier;
+      worker: QueueWorker<Notification>;
+      /** The retry schedule, read at each use; tests shorten it. */
+      timing: NotifyTiming;
+      /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
+      sweep(): Promise<number>;
+    };
+  }
+}
+
+/** rssCloud's subscription period: 25 hours (rsscloud-server's CT_SECS_RESOURCE_EXPIRE; subscribers renew every 24). */
+export const LEASE_SEC = 25 * 3600;
+/** How often an idle worker looks for notifications queued by other instances or coming due. */
+const POLL_MS = 1000;
+
+async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  const { config } = opts;
+  const timing: NotifyTiming = { ...DEFAULT_NOTIFY_TIMING };
+
+  const notifications = new Counter({
+    name: 'pingd_rsscloud_notifications_total',
+    help: 'rssCloud notifications by outcome (delivered: a 2xx; failed: anything else, retried; dropped: tries spent or the subscription expired).',
+    labelNames: ['outcome'] as const,
+    registers: [app.metrics],
+  });
+  for (const o of NOTIFY_OUTCOMES) notifications.inc({ outcome: o }, 0);
+  const requests = new Counter({
+    name: 'pingd_rsscloud_subscribe_total',
+    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid 400, not_a_feed and check_failed 422, requester_full, host_full, full and busy 503).',
+    labelNames: ['outcome'] as const,
+    registers: [app.metrics],
+  });
+  for (const o of ['subscribed', ...Object.keys(NOTIFY_REFUSAL_STATUS)]) requests.inc({ outcome: o }, 0);
+  new Gauge({
+    name: 'pingd_rsscloud_subscriptions',
+    help: 'Unexpired rssCloud subscriptions, read at scrape time.',
+    registers: [app.metrics],
+    async collect() {
+      try {
+        this.set((await subscriptionStats(app.db)).subscriptions);
+      } catch {
+        // The database is down: /metrics still answers with the rest.
+      }
+    },
+  });
+  queueGauge(app.metrics, 'pingd_rsscloud_queue', 'rssCloud notifications', () => notificationQueueStats(app.db));
+
+  const notifier = new Notifier(app.db, app.fetcher, app.verification.hosts, {
+    timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
+    answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
+    maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
+    timing,
+    onOutcome: (o) => notifications.inc({ outcome: o }),
+    log: app.log,
+  });
+  // Long enough for one request with its deadline and a few statements.
+  const leaseSec = Math.ceil((2 * config.WEBSUB_ANSWER_TIMEOUT_MS) / 1000) + 10;
+  const worker = new QueueWorker<Notification>({
+    concurrency: config.RSSCLOUD_CONCURRENCY,
+    pollMs: POLL_MS,
+    claim: (limit) => claimNotifications(app.db, limit, leaseSec, notifier.busyHosts()),
+    run: (n) => notifier.run(n),
+    onError: (err, n) =>
+      app.log.warn({ err: { message: err.message }, notification: n?.id }, 'rsscloud notification failed; it is retried after its lease'),
+  });
+
+  // The coupling point with verification: queued in the outcome's own transaction, so a notification
+  // promised by a committed outcome survives a crash; the worker is woken once the outcome is committed.
+  app.verification.changes.watch({
+    // Only a notice: rssCloud sends the feed's URL, not its entries, so no excerpt is cut for it.
+    interest: async (q, feedId) => ((await hasSubscriptions(q, feedId)) ? 'notice' : 'none'),
+    write: async (tx, change) => void (await queueNotifications(tx, change.feedId)),
+  });
+  app.verification.onSettled((outcome) => {
+    if (outcome === 'verified') worker.wake();
+  });
+
+  // Each pleaseNotify makes requests (a feed fetched, the endpoint checked) while its client waits.
+  let checking = 0;
+  const subscribe = async (r: NotifyRequest, client: string | null): Promise<NotifyAnswer> => {
+    if (checking >= config.RSSCLOUD_CONCURRENCY)
+      return {
+        ok: false,
+        reason: 'busy',
+        retryAfterSec: 5,
+        msg: 'Too many subscriptions are being checked right now; please try again shortly.',
+      };
+    checking++;
+    try {
+      const a = await pleaseNotify(
+        {
+          db: app.db,
+          probe: (url) => app.verification.probe(url),
+          notifier,
+          limits: {
+            maxSubscriptions: config.RSSCLOUD_MAX_SUBSCRIPTIONS,
+            maxPerHost: config.RSSCLOUD_MAX_PER_HOST,
+            maxPerRequester: config.RSSCLOUD_MAX_PER_REQUESTER,
+          },
+          leaseSec: LEASE_SEC,
+        },
+        r,
+        client,
+      );
+      if (a.ok) requests.inc({ outcome: 'subscribed' });
+      return a;
+    } finally {
+      checking--;
+    }
+  };
+  const refused = (reason: string) => requests.inc({ outcome: reason });
+
+  await app.register(rsscloudRoutes, { maxUrls: config.RSSCLOUD_MAX_URLS, subscribe, refused });
+
+  // XML-RPC on /RPC2, as rsscloud-server answers it: a boolean, or fault 4 with the reason.
+  const fault = (msg: string) => new XmlRpcFault(RSSCLOUD_FAULT, msg);
+  app.xmlrpcMethods.add('rssCloud.hello', {
+    help: 'rssCloud.hello(): answers true (a client checking that the server speaks rssCloud).',
+    signatures: [['boolean']],
+    call: async () => true,
+  });
+  app.xmlrpcMethods.add('rssCloud.ping', {
+    help: 'rssCloud.ping(url): the feed at url changed. Returns true once the ping is stored; a fault (code 4) says why not.',
+    signatures: [['boolean', 'string']],
+    call: async (params, req) => {
+      if (params.length < 1) throw fault(MSG.notEnoughParams('ping'));
+      if (params.length > 1) throw fault(MSG.tooManyParams('ping'));
+      const p = params[0];
+      const url = p.type === 'string' ? p.value : p.type === 'base64' ? new TextDecoder('utf-8').decode(p.value) : undefined;
+      const r = await pingResource(app.pings, app.db, url, {
+        addr: canonicalAddress(req.ip),
+        userAgent: req.headers['user-agent'] ?? null,
+      });
+      if (!r.ok) throw fault(r.msg);
+      return true;
+    },
+  });
+  app.xmlrpcMethods.add('rssCloud.pleaseNotify', {
+    help:
+      'rssCloud.pleaseNotify(notifyProcedure, port, path, protocol, urlList[, domain]): POST url=<feed> to protocol://domain-or-your-address:port/path when a feed of urlList changes, for 25 hours. ' +
+      'protocol is http-post or https-post. Returns true once subscribed; a fault (code 4) says why not.',
+    signatures: [
+      ['boolean', 'string', 'int', 'string', 'string', 'array'],
+      ['boolean', 'string', 'int', 'string', 'string', 'array', 'string'],
+    ],
+    call: async (params, req) => {
+      const refuse = (reason: NotifyRefusal, msg: string) => {
+        refused(reason);
+        return fault(msg);
+      };
+      const fields = rpcFields(params);
+      if ('error' in fields) throw refuse('invalid', fields.error);
+      const client = canonicalAddress(req.ip);
+      const parsed = parseNotify(fields, client, config.RSSCLOUD_MAX_URLS);
+      if (!parsed.ok) throw refuse('invalid', parsed.msg);
+      const r = await subscribe(parsed.request, client);
+      if (!r.ok) throw refuse(r.reason, r.msg);
+      return true;
+    },
+  });
+
+  const sweep = () => sweepExpired(app.db);
+  let sweeper: NodeJS.Timeout | undefined;
+  app.decorate('rsscloud', { notifier, worker, timing, sweep });
+  app.addHook('onReady', async () => {
+    worker.start();
+    const tick = () => {
+      sweep()
+        .then((n) => n > 0 && app.log.info({ expired: n }, 'rsscloud: expired subscriptions deleted'))
+        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'rsscloud: the sweep of expired subscriptions failed'))
+        .finally(() => {
+          if (sweeper) sweeper = setTimeout(tick, timing.sweepMs).unref();
+        });
+    };
+    sweeper = setTimeout(tick, timing.sweepMs).unref();
+  });
+  app.addHook('onClose', async () => {
+    clearTimeout(sweeper);
+    sweeper = undefined;
+    // Requests still running after one deadline are left to their leases (claimed again after a restart).
+    await worker.close(config.WEBSUB_ANSWER_TIMEOUT_MS);
+  });
+}
+
+export default fp(rsscloudPlugin, {
+  name: 'rsscloud',
+  dependencies: ['db', 'fetch', 'metrics', 'pings', 'verification', 'xmlrpc-methods'],
+});
