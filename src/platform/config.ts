@@ -348,7 +348,22 @@ const SPEC = {
   STREAM_BUFFER_BYTES: {
     default: '1048576',
     parse: int(16384, 256 * 1024 * 1024),
-    doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)',
+    doc: 'Bytes a live stream connection may have waiting to be sent; a consumer that falls this far behind goes back to catching up from the database at its own pace (cut only by the slow-consumer rule)',
+  },
+  STREAM_SLOW_MIN_BYTES_PER_SECOND: {
+    default: '1024',
+    parse: int(1, 1_000_000_000),
+    doc: 'Slow-consumer rule: a stream connection that is behind (catching up with bytes waiting for it) and reads less than this over a whole STREAM_SLOW_WINDOW_MS is disconnected; one that reads steadily, however far behind, never is',
+  },
+  STREAM_SLOW_WINDOW_MS: {
+    default: '60000',
+    parse: int(1000, 3_600_000),
+    doc: 'Slow-consumer rule: how long a stream connection may stay behind while reading below STREAM_SLOW_MIN_BYTES_PER_SECOND before it is disconnected',
+  },
+  STREAM_CURSOR_MS: {
+    default: '30000',
+    parse: int(0, 3_600_000),
+    doc: 'Least time between two cursor advances (a bare `id:` block) sent to a filtered stream that sees no event while the log moves on, so a reconnect resumes from near now; 0 = never',
   },
   STREAM_HEARTBEAT_MS: {
     default: '15000',

@@ -49,7 +49,7 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
   const dropped = new Counter({
     name: 'pingd_stream_disconnects_total',
-    help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
+    help: 'Stream connections this server ended: slow (the slow-consumer rule: behind and reading below STREAM_SLOW_MIN_BYTES_PER_SECOND for STREAM_SLOW_WINDOW_MS), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
@@ -61,6 +61,11 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     labelNames: ['what'] as const,
     registers: [app.metrics],
   });
+  const fellBehind = new Counter({
+    name: 'pingd_stream_fell_behind_total',
+    help: 'Live stream connections that had STREAM_BUFFER_BYTES waiting and went back to catching up from the database.',
+    registers: [app.metrics],
+  });
   replayRead.inc({ what: 'rows' }, 0);
   replayRead.inc({ what: 'positions' }, 0);
   const hub = new StreamHub({
@@ -69,6 +74,9 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     replayPage: config.STREAM_REPLAY_PAGE,
     replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
     replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+    slow: { floorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND, windowMs: config.STREAM_SLOW_WINDOW_MS },
+    onFellBehind: () => fellBehind.inc(),
+    onCut: () => dropped.inc({ reason: 'slow' }),
     onRead: (n) => eventsRead.inc(n),
     onReplayRead: (rows, positions) => {
       replayRead.inc({ what: 'rows' }, rows);
@@ -149,18 +157,27 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     timer = setInterval(() => {
       stampSoon();
       hub.poke();
+      hub.tick();
     }, POLL_MS).unref();
   });
 
   await app.register(streamRoutes, {
     hub,
-    maxClients: config.STREAM_MAX_CLIENTS,
-    bufferBytes: config.STREAM_BUFFER_BYTES,
-    heartbeatMs: config.STREAM_HEARTBEAT_MS,
-    retryMs: config.STREAM_RETRY_MS,
+    settings: {
+      maxClients: config.STREAM_MAX_CLIENTS,
+      bufferBytes: config.STREAM_BUFFER_BYTES,
+      heartbeatMs: config.STREAM_HEARTBEAT_MS,
+      retryMs: config.STREAM_RETRY_MS,
+      cursorMs: config.STREAM_CURSOR_MS,
+      slowFloorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND,
+      slowWindowMs: config.STREAM_SLOW_WINDOW_MS,
+      replayPage: config.STREAM_REPLAY_PAGE,
+      replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
+      replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+      retentionDays: config.RETENTION_DAYS,
+    },
     connections,
     isClosing: () => closing,
-    onOverflow: () => dropped.inc({ reason: 'slow' }),
     onRefused: () => dropped.inc({ reason: 'refused' }),
   });
   app.decorate('stream', hub);

@@ -198,6 +198,10 @@ test('a replay whose client stops reading holds no turn: another replay finishes
       blocked++;
       return new Promise<void>(() => {});
     },
+    waiting: 1,
+    delivered: 0,
+    end: () => {},
+    cut: () => {},
     closed: false,
   };
   const parsed = parseStreamRequest({ since: '0' }, undefined);
@@ -206,7 +210,7 @@ test('a replay whose client stops reading holds no turn: another replay finishes
   for (let i = 0; i < CONCURRENCY + 1; i++) {
     const sub = new Subscriber(parsed.filter, stalled);
     held.push(sub);
-    void hub.attach(sub, await hub.start(0));
+    void hub.attach(sub, await hub.start({ at: 'position', pos: 0, header: false }));
   }
   await waitFor(() => blocked === CONCURRENCY + 1, {
     what: 'the stalled replays to wait for their clients',
