@@ -386,6 +386,11 @@ const SPEC = {
     parse: int(100, 10_000_000),
     doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth); at the limit replays slow down, they are not refused',
   },
+  STREAM_REPLAY_CACHE_BYTES: {
+    default: '33554432',
+    parse: int(0, 4 * 1024 * 1024 * 1024),
+    doc: 'Bytes of stream replay windows kept in memory so that connections replaying the same stretch with the same filter share one database read (and its encoding); 0 = share only reads in flight',
+  },
   WEBSUB_LEASE_DEFAULT: {
     default: '864000',
     parse: int(60, 365 * 86400),

@@ -26,6 +26,7 @@ import {
 } from './events.js';
 import { ReplayGate, replayCost, type Turn } from './replay-gate.js';
 import type { LogState } from './info.js';
+import { ReplayCache, ReplayWindow } from './replay-cache.js';
 
 /** Events read per live query. */
 const PAGE = 500;
@@ -44,7 +45,7 @@ export interface Sink {
    * is queued; the connection falls back to catching up). Paced (a replay, which waits for drained() before
    * its next write; control frames): always queued while open. False when closed.
    */
-  write(text: string, paced?: boolean): boolean;
+  write(text: string | Buffer, paced?: boolean): boolean;
   /** Resolves once the client has taken what was queued (replay waits for slow readers, live does not). */
   drained(): Promise<void>;
   /** Bytes queued in this process and not yet taken by the client's socket. */
@@ -126,6 +127,21 @@ export class Subscriber {
     return true;
   }
 
+  /**
+   * Sends a shared replay window (paced): whole, as the bytes encoded once for every connection, when it
+   * starts after this connection's position and its filter kept exactly what it was read for; else event
+   * by event.
+   */
+  takeWindow(w: ReplayWindow, now = performance.now()): boolean {
+    const first = w.events[0];
+    if (first === undefined || !w.exact || first.pos <= this.position) return this.take(w.events, true, now);
+    if (!this.sink.write(w.chunk, true)) return false;
+    this.position = w.events[w.events.length - 1].pos;
+    this.told = this.position;
+    this.toldAt = now;
+    return true;
+  }
+
   /** Positions it passed by without an event (filtered out): pass them on as a bare id (cursorFrame). */
   passTo(pos: number, now = performance.now()): void {
     this.position = Math.max(this.position, pos);
@@ -188,6 +204,8 @@ export interface StreamHubOptions {
   replayConcurrency: number;
   /** Rows all replays together may read per second (STREAM_REPLAY_ROWS_PER_SECOND). */
   replayRowsPerSecond: number;
+  /** Bytes of replay windows kept for other connections (STREAM_REPLAY_CACHE_BYTES). */
+  replayCacheBytes: number;
   /** When to cut a connection that does not read (STREAM_SLOW_MIN_BYTES_PER_SECOND, STREAM_SLOW_WINDOW_MS). */
   slow: SlowConsumerRule;
   /** Told of every batch of events the hub read (metrics). */
@@ -227,14 +245,26 @@ export class StreamHub {
   private closed = false;
   private admitted = 0;
   private readonly gate: ReplayGate;
+  private readonly windows: ReplayCache;
 
   constructor(private readonly opts: StreamHubOptions) {
     this.gate = new ReplayGate({ concurrency: opts.replayConcurrency, rowsPerSecond: opts.replayRowsPerSecond });
+    this.windows = new ReplayCache(opts.replayCacheBytes);
+  }
+
+  /** Replay windows served from another connection's read (the cache, or a read in flight). */
+  get sharedWindows(): number {
+    return this.windows.hits;
   }
 
   /** Connections served now (starting, replaying and live). */
   get size(): number {
     return this.admitted;
+  }
+
+  /** Connections served from the hub's own reads (caught up). */
+  get following(): number {
+    return this.live.size;
   }
 
   /** Connections still catching up from the database. */
@@ -406,6 +436,7 @@ export class StreamHub {
       methods: f.methods && [...f.methods],
       outcomes: f.outcomes && [...f.outcomes],
     };
+    const shape = `${this.opts.rule}:${JSON.stringify(filter)}`;
     // Decided once: a replay's last reads take their turns too (200 replays ending together would otherwise
     // read at once).
     const replay = Math.max(start.latest, this.lastSeen) - start.from > replayPage;
@@ -415,31 +446,49 @@ export class StreamHub {
       if (!resumed) sub.begin(start.from);
       for (;;) {
         if (sub.sink.closed || this.closed) return;
-        if (sub.position >= Math.max(start.latest, this.lastSeen)) break;
-        let turn = NO_TURN;
-        if (replay) {
-          const granted = await this.gate.turn(sub);
-          if (granted === null) return;
-          turn = granted;
-        }
-        if (sub.sink.closed || this.closed) {
-          turn(0);
-          return;
-        }
+        const bound = Math.max(start.latest, this.lastSeen);
+        if (sub.position >= bound) break;
+        // Windows end on multiples of the page: after a first partial one, every connection replaying the
+        // same stretch with the same filter reads the same windows, and a whole one is shared (ReplayCache).
         const after = sub.position;
-        const upto = Math.min(after + replayPage, Math.max(start.latest, this.lastSeen));
-        let rows: EventRow[] = [];
-        try {
-          // On the embedded database, behind intake's statements, one at a time with renders and retention.
-          rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
-        } finally {
-          const cost = replayCost(rows.length, upto - after);
-          if (turn === NO_TURN) this.gate.charge(cost);
-          else turn(cost);
-          this.opts.onReplayRead?.(rows.length, upto - after);
+        const end = (Math.floor(after / replayPage) + 1) * replayPage;
+        const upto = Math.min(end, bound);
+        const key = upto === end && after === end - replayPage ? `${shape}:${upto}` : null;
+        let found = key === null ? undefined : this.windows.find(key);
+        if (found === undefined) {
+          let turn = NO_TURN;
+          if (replay) {
+            const granted = await this.gate.turn(sub);
+            if (granted === null) return;
+            turn = granted;
+          }
+          if (sub.sink.closed || this.closed) {
+            turn(0);
+            return;
+          }
+          // Read meanwhile by another connection: the turn goes back unused.
+          found = key === null ? undefined : this.windows.find(key);
+          if (found !== undefined) turn(0);
+          else {
+            const read = async () => {
+              let rows: EventRow[] = [];
+              try {
+                // On the embedded database, behind intake's statements, one at a time with renders and retention.
+                rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
+              } finally {
+                const cost = replayCost(rows.length, upto - after);
+                if (turn === NO_TURN) this.gate.charge(cost);
+                else turn(cost);
+                this.opts.onReplayRead?.(rows.length, upto - after);
+              }
+              return new ReplayWindow(rows.map(toStreamEvent), f);
+            };
+            found = key === null ? read() : this.windows.load(key, read);
+          }
         }
+        const w = await found;
         if (sub.sink.closed || this.closed) return;
-        if (!sub.take(rows.map(toStreamEvent), true)) return;
+        if (!sub.takeWindow(w)) return;
         // Positions that are no event for this connection (filtered, or no event at all) are passed too.
         sub.passTo(upto);
         await sub.sink.drained();
@@ -476,6 +525,7 @@ export class StreamHub {
   /** Stops reading; the connections are the route's to close. */
   async close(): Promise<void> {
     this.closed = true;
+    this.windows.clear();
     this.live.clear();
     this.gate.close();
     await this.reading?.catch(() => {});

@@ -74,6 +74,7 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     replayPage: config.STREAM_REPLAY_PAGE,
     replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
     replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+    replayCacheBytes: config.STREAM_REPLAY_CACHE_BYTES,
     slow: { floorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND, windowMs: config.STREAM_SLOW_WINDOW_MS },
     onFellBehind: () => fellBehind.inc(),
     onCut: () => dropped.inc({ reason: 'slow' }),
@@ -83,6 +84,16 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       replayRead.inc({ what: 'positions' }, positions);
     },
     onError: (err) => app.log.warn({ err: { message: err.message } }, 'stream read failed; retried on the next event or poll'),
+  });
+  let shared = 0;
+  new Counter({
+    name: 'pingd_stream_replay_shared_total',
+    help: "Replay windows a stream connection took from another connection's read (STREAM_REPLAY_CACHE_BYTES, or a read in flight) instead of reading them itself.",
+    registers: [app.metrics],
+    collect() {
+      this.inc(hub.sharedWindows - shared);
+      shared = hub.sharedWindows;
+    },
   });
   new Gauge({
     name: 'pingd_stream_clients',

@@ -31,9 +31,9 @@ export class ResponseSink implements Sink {
     return this.written - this.raw.writableLength;
   }
 
-  write(text: string, paced = false): boolean {
+  write(text: string | Buffer, paced = false): boolean {
     if (this.closed) return false;
-    const bytes = Buffer.byteLength(text);
+    const bytes = typeof text === 'string' ? Buffer.byteLength(text) : text.length;
     // One batch larger than the bound still goes to a client that has nothing waiting.
     const waiting = this.raw.writableLength;
     if (!paced && waiting > 0 && waiting + bytes > this.limit) return false;

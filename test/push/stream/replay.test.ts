@@ -101,6 +101,8 @@ test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at on
   // clients resuming from 0 over 100k events took intake p50 from ~5 ms to 2.1–2.3 s on the embedded
   // database (its one session shared with intake) and held the pool on PostgreSQL.
   reads.most = 0;
+  reads.epoch++;
+  reads.rows = 0;
   const clients = await Promise.all(Array.from({ length: 30 }, () => stream('?since=0')));
   // Intake is served meanwhile.
   const live = [uniqueUrl('during'), uniqueUrl('during'), uniqueUrl('during')];
@@ -118,9 +120,13 @@ test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at on
     );
   // The replays' reads, and one of the hub's own live reads.
   assert.ok(reads.most <= CONCURRENCY + 1, `${reads.most} stream reads ran at once with STREAM_REPLAY_CONCURRENCY=${CONCURRENCY}`);
+  // REGRESSION: each replay read every window itself, 30 replays of the same stretch 30 times the rows
+  // (and 30 times the JSON encoding). Whole windows are shared: the stored rows are read about once.
+  assert.ok(reads.rows < 2 * expected.length + 100, `30 replays of ${expected.length} events read ${reads.rows} rows`);
   const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /pingd_stream_replays\{state="replaying"\} 0\n/);
   assert.match(metrics.body, /pingd_stream_replays\{state="waiting"\} 0\n/);
+  assert.match(metrics.body, /pingd_stream_replay_shared_total [1-9]\d*\n/);
 });
 
 test('a replay whose filter matches nothing reads no rows: the filter is in the query', async () => {
