@@ -51,8 +51,13 @@ function runClients(base: string, n: number, path: string): void {
   const mark = Buffer.from('\nevent: ping\n');
   const results: ClientResult[] = [];
   let left = n;
+  const cpu0 = process.cpuUsage();
+  const report = () => {
+    const c = process.cpuUsage(cpu0);
+    return `${JSON.stringify({ results, cpuUs: c.user + c.system })}\n`;
+  };
   const finish = () => {
-    if (--left === 0) process.stdout.write(`${JSON.stringify({ results })}\n`);
+    if (--left === 0) process.stdout.write(report());
   };
   for (let i = 0; i < n; i++) {
     const r: ClientResult = { status: 0, events: 0, bytes: 0, ms: NaN, ended: false };
@@ -75,21 +80,27 @@ function runClients(base: string, n: number, path: string): void {
       .on('error', () => finish());
   }
   process.stdin.on('end', () => {
-    process.stdout.write(`${JSON.stringify({ results })}\n`);
+    process.stdout.write(report());
     process.exit(0);
   });
   process.stdin.resume();
 }
 
-function startClients(base: string, n: number, path: string): { done: Promise<ClientResult[]>; stop(): void } {
+interface ClientsReport {
+  results: ClientResult[];
+  /** The clients' process CPU, µs. */
+  cpuUs: number;
+}
+
+function startClients(base: string, n: number, path: string): { done: Promise<ClientsReport>; stop(): void } {
   const p = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), base, String(n), path], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   track(p);
   const lines = createInterface({ input: p.stdout! });
-  const done = new Promise<ClientResult[]>((resolve) => {
-    lines.once('line', (l) => resolve((JSON.parse(l) as { results: ClientResult[] }).results));
-    p.once('exit', () => resolve([]));
+  const done = new Promise<ClientsReport>((resolve) => {
+    lines.once('line', (l) => resolve(JSON.parse(l) as ClientsReport));
+    p.once('exit', () => resolve({ results: [], cpuUs: NaN }));
   });
   return { done, stop: () => p.stdin!.end() };
 }
@@ -158,6 +169,8 @@ interface Run {
   seconds: number;
   cpuUsPerEvent: number;
   cpuPercent: number;
+  /** The clients' process, % of a core. */
+  clientCpuPercent: number;
   rows: number;
   shared: number;
   loadStart: string;
@@ -177,9 +190,10 @@ async function measure(url: string, pid: number, clients: number, path: string, 
   const c0 = cpuMicros(pid);
   const m0 = await metrics(url);
   const run = startClients(url, clients, path);
-  const results = await Promise.race([run.done, sleep(cap * 1000).then(() => undefined)]);
-  if (results === undefined) run.stop();
-  const all = results ?? (await run.done);
+  const early = await Promise.race([run.done, sleep(cap * 1000).then(() => undefined)]);
+  if (early === undefined) run.stop();
+  const report = early ?? (await run.done);
+  const all = report.results;
   const h1 = performance.now();
   const c1 = cpuMicros(pid);
   const m1 = await metrics(url);
@@ -198,6 +212,7 @@ async function measure(url: string, pid: number, clients: number, path: string, 
     seconds,
     cpuUsPerEvent: (c1 - c0) / Math.max(1, events),
     cpuPercent: (c1 - c0) / 10 / (h1 - h0),
+    clientCpuPercent: report.cpuUs / 10 / (h1 - h0),
     rows: m1.rows - m0.rows,
     shared: m1.shared - m0.shared,
     loadStart,
@@ -217,7 +232,7 @@ function summary(r: Run): string {
   const ended = r.results.filter((c) => c.ended).length;
   return (
     `${ended}/${r.clients} finished in ${r.seconds.toFixed(1)} s; events/s per client min/median/max ${f1(pc.min)}/${f1(pc.median)}/${f1(pc.max)}; ` +
-    `pingd ${r.cpuUsPerEvent.toFixed(2)} µs CPU per event (${f1(r.cpuPercent)}% of a core); rows read ${f1(r.rows)}, windows shared ${f1(r.shared)}; ` +
+    `pingd ${r.cpuUsPerEvent.toFixed(2)} µs CPU per event (${f1(r.cpuPercent)}% of a core; the clients ${f1(r.clientCpuPercent)}%); rows read ${f1(r.rows)}, windows shared ${f1(r.shared)}; ` +
     `intake ${r.during.n - r.during.failed}/${r.offered} acknowledged, p50/p99 ${r.base.p50.toFixed(1)}/${r.base.p99.toFixed(1)} → ${r.during.p50.toFixed(1)}/${r.during.p99.toFixed(1)} ms; ${r.loadStart} → ${r.loadEnd}`
   );
 }
@@ -242,7 +257,7 @@ const streamReplay: FeedCase = {
       const pc = perClient(r);
       return {
         what: `${r.clients} × ${path} over ${stored().toLocaleString('en-US')} stored pings`,
-        figure: `events/s per client min/median **${f1(pc.min)} / ${f1(pc.median)}**; ${f1(r.cpuUsPerEvent)} µs pingd CPU per event (${f1(r.cpuPercent)}% of a core); intake p50/p99 ${f1(r.base.p50)}/${f1(r.base.p99)} → **${f1(r.during.p50)}/${f1(r.during.p99)}** ms, ${r.during.n - r.during.failed}/${r.offered} acknowledged`,
+        figure: `events/s per client min/median **${f1(pc.min)} / ${f1(pc.median)}**; ${f1(r.cpuUsPerEvent)} µs pingd CPU per event (${f1(r.cpuPercent)}% of a core; the clients' process ${f1(r.clientCpuPercent)}%); intake p50/p99 ${f1(r.base.p50)}/${f1(r.base.p99)} → **${f1(r.during.p50)}/${f1(r.during.p99)}** ms, ${r.during.n - r.during.failed}/${r.offered} acknowledged`,
         outcome: `${r.results.filter((c) => c.ended).length}/${r.clients} finished in ${f1(r.seconds)} s; rows read ${f1(r.rows)}, windows shared ${f1(r.shared)}; ${r.loadStart} → ${r.loadEnd}`,
       };
     });

@@ -13,6 +13,7 @@ import {
   replayEvents,
   type EventRow,
   type ReleaseRule,
+  type ReplayFilter,
 } from './event-repository.js';
 import {
   cursorFrame,
@@ -444,6 +445,9 @@ export class StreamHub {
     sub.catchingUp = true;
     try {
       if (!resumed) sub.begin(start.from);
+      // The next whole window, read while this one is written (a replay that waited for each read before
+      // asking for the next spent most of its time on the database's latency).
+      let ahead: { key: string; w: Promise<ReplayWindow | null> } | undefined;
       for (;;) {
         if (sub.sink.closed || this.closed) return;
         const bound = Math.max(start.latest, this.lastSeen);
@@ -454,40 +458,17 @@ export class StreamHub {
         const end = (Math.floor(after / replayPage) + 1) * replayPage;
         const upto = Math.min(end, bound);
         const key = upto === end && after === end - replayPage ? `${shape}:${upto}` : null;
-        let found = key === null ? undefined : this.windows.find(key);
-        if (found === undefined) {
-          let turn = NO_TURN;
-          if (replay) {
-            const granted = await this.gate.turn(sub);
-            if (granted === null) return;
-            turn = granted;
-          }
-          if (sub.sink.closed || this.closed) {
-            turn(0);
-            return;
-          }
-          // Read meanwhile by another connection: the turn goes back unused.
-          found = key === null ? undefined : this.windows.find(key);
-          if (found !== undefined) turn(0);
-          else {
-            const read = async () => {
-              let rows: EventRow[] = [];
-              try {
-                // On the embedded database, behind intake's statements, one at a time with renders and retention.
-                rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
-              } finally {
-                const cost = replayCost(rows.length, upto - after);
-                if (turn === NO_TURN) this.gate.charge(cost);
-                else turn(cost);
-                this.opts.onReplayRead?.(rows.length, upto - after);
-              }
-              return new ReplayWindow(rows.map(toStreamEvent), f);
-            };
-            found = key === null ? read() : this.windows.load(key, read);
-          }
+        const pending = key !== null && ahead?.key === key ? ahead.w : this.window(sub, key, after, upto, filter, replay);
+        ahead = undefined;
+        const w = await pending;
+        if (w === null || sub.sink.closed || this.closed) return;
+        const next = upto + replayPage;
+        if (replay && key !== null && next <= Math.max(start.latest, this.lastSeen)) {
+          const nextKey = `${shape}:${next}`;
+          ahead = { key: nextKey, w: this.window(sub, nextKey, upto, next, filter, replay) };
+          // Awaited on the next round; if the connection ends first, nobody does.
+          ahead.w.catch(() => {});
         }
-        const w = await found;
-        if (sub.sink.closed || this.closed) return;
         if (!sub.takeWindow(w)) return;
         // Positions that are no event for this connection (filtered, or no event at all) are passed too.
         sub.passTo(upto);
@@ -506,6 +487,46 @@ export class StreamHub {
     } finally {
       this.attaching.delete(sub);
     }
+  }
+
+  /**
+   * The events of (after, upto] for a connection's filter: from another connection's read when it is a
+   * whole window (key) already read or being read, else read in the connection's turn (a replay) or at once.
+   * Null when the connection or the hub closed while it waited.
+   */
+  private async window(sub: Subscriber, key: string | null, after: number, upto: number, filter: ReplayFilter, replay: boolean): Promise<ReplayWindow | null> {
+    const found = key === null ? undefined : this.windows.find(key);
+    if (found !== undefined) return found;
+    let turn = NO_TURN;
+    if (replay) {
+      const granted = await this.gate.turn(sub);
+      if (granted === null) return null;
+      turn = granted;
+    }
+    if (sub.sink.closed || this.closed) {
+      turn(0);
+      return null;
+    }
+    // Read meanwhile by another connection: the turn goes back unused.
+    const meanwhile = key === null ? undefined : this.windows.find(key);
+    if (meanwhile !== undefined) {
+      turn(0);
+      return meanwhile;
+    }
+    const read = async () => {
+      let rows: EventRow[] = [];
+      try {
+        // On the embedded database, behind intake's statements, one at a time with renders and retention.
+        rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
+      } finally {
+        const cost = replayCost(rows.length, upto - after);
+        if (turn === NO_TURN) this.gate.charge(cost);
+        else turn(cost);
+        this.opts.onReplayRead?.(rows.length, upto - after);
+      }
+      return new ReplayWindow(rows.map(toStreamEvent), sub.filter);
+    };
+    return key === null ? read() : this.windows.load(key, read);
   }
 
   detach(sub: Subscriber): void {
