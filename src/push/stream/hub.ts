@@ -494,7 +494,14 @@ export class StreamHub {
    * whole window (key) already read or being read, else read in the connection's turn (a replay) or at once.
    * Null when the connection or the hub closed while it waited.
    */
-  private async window(sub: Subscriber, key: string | null, after: number, upto: number, filter: ReplayFilter, replay: boolean): Promise<ReplayWindow | null> {
+  private async window(
+    sub: Subscriber,
+    key: string | null,
+    after: number,
+    upto: number,
+    filter: ReplayFilter,
+    replay: boolean,
+  ): Promise<ReplayWindow | null> {
     const found = key === null ? undefined : this.windows.find(key);
     if (found !== undefined) return found;
     let turn = NO_TURN;
