@@ -382,10 +382,11 @@ const SPEC = {
     doc: "Positions (event ids) one stream replay read covers, the connection's filter in the query; a client at most this far behind reads at once, one further behind waits its turn for each read",
   },
   STREAM_REPLAY_ROWS_PER_SECOND: {
-    default: '10000',
-    parse: int(100, 10_000_000),
-    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth); at the limit replays slow down, they are not refused',
+    default: '',
+    parse: optionalInt(100, 10_000_000),
+    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth; a window another connection already read counts nothing); at the limit replays slow down, they are not refused. Unset: 100000 on PostgreSQL (its own server process does the reading), 30000 on the embedded database (it reads in the one session intake uses)',
   },
+
   STREAM_REPLAY_CACHE_BYTES: {
     default: '33554432',
     parse: int(0, 4 * 1024 * 1024 * 1024),

@@ -33,6 +33,14 @@ const POLL_MS = 1000;
  * adds at most that to the latency other instances' streams see.
  */
 const NOTIFY_GAP_MS = 25;
+/**
+ * STREAM_REPLAY_ROWS_PER_SECOND when unset, per backend. Measured with bench/lib/stream-replay-cases.ts
+ * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s; docs/performance.md "Replay and
+ * fan-out"): pingd spends ~11 µs of CPU per replayed row on PostgreSQL (its server reads) and ~42 µs on the
+ * embedded database (its reads run in pingd's process, in the session intake uses). Windows are shared, so
+ * the budget bounds what the leaders of a crowd read, not what each of its clients costs.
+ */
+const REPLAY_ROWS_PER_SECOND = { postgres: 100_000, pglite: 30_000 } as const;
 /** Outcomes stamped per statement. */
 const STAMP_BATCH = 1000;
 
@@ -68,12 +76,13 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
   replayRead.inc({ what: 'rows' }, 0);
   replayRead.inc({ what: 'positions' }, 0);
+  const replayRowsPerSecond = config.STREAM_REPLAY_ROWS_PER_SECOND ?? REPLAY_ROWS_PER_SECOND[app.db.kind];
   const hub = new StreamHub({
     db: app.db,
     rule: config.VERIFY_PINGS === 'require' ? 'require' : 'listed',
     replayPage: config.STREAM_REPLAY_PAGE,
     replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
-    replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+    replayRowsPerSecond: replayRowsPerSecond,
     replayCacheBytes: config.STREAM_REPLAY_CACHE_BYTES,
     slow: { floorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND, windowMs: config.STREAM_SLOW_WINDOW_MS },
     onFellBehind: () => fellBehind.inc(),
@@ -184,7 +193,7 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       slowWindowMs: config.STREAM_SLOW_WINDOW_MS,
       replayPage: config.STREAM_REPLAY_PAGE,
       replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
-      replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+      replayRowsPerSecond,
       retentionDays: config.RETENTION_DAYS,
     },
     connections,
