@@ -26,6 +26,7 @@ import type { QueryCount } from './lib/hostile-http.js';
 import { CASES, type Case, type CaseResult, type Settings } from './lib/hardening-cases.js';
 import { FEED_CASES, feedMethod, feedTables, isFeedCase } from './lib/feed-hardening-cases.js';
 import { STREAM_CASES } from './lib/fanout-stream-cases.js';
+import { STREAM_REPLAY_CASES } from './lib/stream-replay-cases.js';
 import { WEBSUB_CASES } from './lib/fanout-websub-cases.js';
 import { RELAY_CASES } from './lib/fanout-relay-cases.js';
 import { OPEN_HUB_CASES } from './lib/open-hub-cases.js';
@@ -113,9 +114,10 @@ async function runCase(c: Case, backend: 'postgres' | 'pglite', s: Settings, dat
   let pingd: Child | undefined;
   try {
     const pingdEnv = { ...c.env, ...userPingdEnv(), ...db.env };
-    if (c.publishers?.length) {
+    if (c.publishers?.length || c.seed) {
       await cli(['migrate'], pingdEnv);
-      for (const p of c.publishers) await cli(['publisher', 'add', p.site, '--password', p.password], pingdEnv);
+      for (const p of c.publishers ?? []) await cli(['publisher', 'add', p.site, '--password', p.password], pingdEnv);
+      await c.seed?.(pingdEnv);
     }
     pingd = await startPingd({ env: pingdEnv, imports: [COUNTER] });
     const queries = queryCounter(pingd.proc);
@@ -222,9 +224,15 @@ function method(s: Settings): string {
 export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const s = settings();
   const wanted = env.BENCH_HOSTILE_CASES ? env.BENCH_HOSTILE_CASES.split(',').map((x) => x.trim()) : undefined;
-  const cases = [...CASES, ...FEED_CASES, ...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES, ...OPEN_HUB_CASES].filter(
-    (c) => !wanted || wanted.includes(c.id),
-  );
+  const cases = [
+    ...CASES,
+    ...FEED_CASES,
+    ...STREAM_CASES,
+    ...STREAM_REPLAY_CASES,
+    ...WEBSUB_CASES,
+    ...RELAY_CASES,
+    ...OPEN_HUB_CASES,
+  ].filter((c) => !wanted || wanted.includes(c.id));
   const commit = git(['rev-parse', '--short', 'HEAD']);
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;

@@ -71,6 +71,8 @@ export interface Case {
   env: Record<string, string>;
   /** Publishers registered (site, password) through the CLI before pingd starts. */
   publishers?: { site: string; password: string }[];
+  /** Fills the migrated database before pingd starts (pingd's environment: DATABASE_URL or DATA_DIR). */
+  seed?(env: Record<string, string>): Promise<void>;
   run(t: Target, s: Settings, log: (s: string) => void): Promise<CaseResult>;
 }
 

@@ -348,7 +348,22 @@ const SPEC = {
   STREAM_BUFFER_BYTES: {
     default: '1048576',
     parse: int(16384, 256 * 1024 * 1024),
-    doc: 'Bytes a stream connection may have waiting to be sent; a consumer that falls this far behind is disconnected (it resumes with Last-Event-ID)',
+    doc: 'Bytes a live stream connection may have waiting to be sent; a consumer that falls this far behind goes back to catching up from the database at its own pace (cut only by the slow-consumer rule)',
+  },
+  STREAM_SLOW_MIN_BYTES_PER_SECOND: {
+    default: '1024',
+    parse: int(1, 1_000_000_000),
+    doc: 'Slow-consumer rule: a stream connection that is behind (catching up with bytes waiting for it) and reads less than this over a whole STREAM_SLOW_WINDOW_MS is disconnected; one that reads steadily, however far behind, never is',
+  },
+  STREAM_SLOW_WINDOW_MS: {
+    default: '60000',
+    parse: int(1000, 3_600_000),
+    doc: 'Slow-consumer rule: how long a stream connection may stay behind while reading below STREAM_SLOW_MIN_BYTES_PER_SECOND before it is disconnected',
+  },
+  STREAM_CURSOR_MS: {
+    default: '30000',
+    parse: int(0, 3_600_000),
+    doc: 'Least time between two cursor advances (a bare `id:` block) sent to a filtered stream that sees no event while the log moves on, so a reconnect resumes from near now; 0 = never',
   },
   STREAM_HEARTBEAT_MS: {
     default: '15000',
@@ -367,9 +382,15 @@ const SPEC = {
     doc: "Positions (event ids) one stream replay read covers, the connection's filter in the query; a client at most this far behind reads at once, one further behind waits its turn for each read",
   },
   STREAM_REPLAY_ROWS_PER_SECOND: {
-    default: '10000',
-    parse: int(100, 10_000_000),
-    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth); at the limit replays slow down, they are not refused',
+    default: '',
+    parse: optionalInt(100, 10_000_000),
+    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth; a window another connection already read counts nothing); at the limit replays slow down, they are not refused. Unset: 100000 on PostgreSQL (its own server process does the reading), 30000 on the embedded database (it reads in the one session intake uses)',
+  },
+
+  STREAM_REPLAY_CACHE_BYTES: {
+    default: '33554432',
+    parse: int(0, 4 * 1024 * 1024 * 1024),
+    doc: 'Bytes of stream replay windows kept in memory so that connections replaying the same stretch with the same filter share one database read (and its encoding); 0 = share only reads in flight',
   },
   WEBSUB_LEASE_DEFAULT: {
     default: '864000',

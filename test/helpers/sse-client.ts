@@ -1,6 +1,7 @@
 // Test client for Server-Sent Events: a raw HTTP reader that parses the stream the way the WHATWG HTML
 // "Server-sent events" section tells a browser's EventSource to (fields id/event/data/retry, comments,
-// blank line dispatches; the last event id survives events without one), and can reconnect with it.
+// blank line dispatches; the last event id survives events without one and is set by a block with an id and
+// no data, which dispatches nothing), and can reconnect with it.
 import http from 'node:http';
 import { waitFor } from './wait.js';
 
@@ -13,7 +14,12 @@ export interface SseEvent {
 export interface SseConnection {
   status: number;
   headers: http.IncomingHttpHeaders;
+  /** The events dispatched, but the end-of-replay markers (`event: live`, in `live`). */
   events: SseEvent[];
+  /** The `event: live` markers. */
+  live: SseEvent[];
+  /** Every block that set the last event id without an event (cursor advances), by id. */
+  cursors: string[];
   comments: string[];
   retry: number | null;
   /** The id of the last event received (what EventSource sends as Last-Event-ID). */
@@ -34,6 +40,8 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
         status: res.statusCode ?? 0,
         headers: res.headers,
         events: [],
+        live: [],
+        cursors: [],
         comments: [],
         retry: null,
         lastEventId: headers['last-event-id'] ?? '',
@@ -56,6 +64,7 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
       let id = c.lastEventId;
       let event = '';
       let data: string[] = [];
+      let sawId = false;
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         if (c.status !== 200) {
@@ -68,10 +77,14 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
           const line = buf.slice(0, nl);
           buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
           if (line === '') {
+            // HTML, "Server-sent events", dispatch: the last event id is set first, even when no event follows.
+            if (sawId && data.length === 0) c.cursors.push(id);
+            c.lastEventId = id;
             if (data.length > 0) {
-              c.lastEventId = id;
-              c.events.push({ id, event: event || 'message', data: data.join('\n') });
+              const e = { id, event: event || 'message', data: data.join('\n') };
+              (e.event === 'live' ? c.live : c.events).push(e);
             }
+            sawId = false;
             event = '';
             data = [];
             continue;
@@ -84,8 +97,10 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
           const field = colon < 0 ? line : line.slice(0, colon);
           let value = colon < 0 ? '' : line.slice(colon + 1);
           if (value.startsWith(' ')) value = value.slice(1);
-          if (field === 'id') id = value;
-          else if (field === 'event') event = value;
+          if (field === 'id') {
+            id = value;
+            sawId = true;
+          } else if (field === 'event') event = value;
           else if (field === 'data') data.push(value);
           else if (field === 'retry' && /^\d+$/.test(value)) c.retry = Number(value);
         }

@@ -39,9 +39,12 @@ const PUBLIC_ROUTES = new Set([
   'GET /metrics',
   // What verification knows of one weblog: read-only, public data (what its own feed and pings say).
   'GET /api/weblogs',
-  // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), and WebSub
-  // subscription requests (each verified with the subscriber's own callback before anything is stored).
+  // Push: the live stream of what intake accepted (the same data as changes.xml, sooner), its published
+  // limits (settings, the ends of the kept log, a count of connections: nothing a client could not learn
+  // from the stream itself), and WebSub subscription requests (each verified with the subscriber's own
+  // callback before anything is stored).
   'GET /stream',
+  'GET /stream/info',
   'POST /websub',
   // rssCloud: a ping (intake's path and screens) and subscription requests (bounded per client, per
   // endpoint host and in all before any request; each feed probed and each endpoint checked first).

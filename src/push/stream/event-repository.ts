@@ -90,49 +90,59 @@ export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number
 export interface ReplayFilter {
   ping: boolean;
   verified: boolean;
-  /** A host name in lower case (ASCII: international names arrive in punycode, as URLs are stored). */
-  host: string | null;
-  /** A tag in lower case. */
-  tag: string | null;
+  /** Host names in lower case (ASCII: international names arrive in punycode, as URLs are stored). */
+  hosts: readonly string[] | null;
+  /** Tags in lower case. */
+  tags: readonly string[] | null;
+  /** Methods a `ping` event must have. */
+  methods: readonly string[] | null;
+  /** Outcomes a `verified` event must have. */
+  outcomes: readonly string[] | null;
 }
 
 /**
  * The filters as SQL. Each keeps every row the connection's own filter (events.ts `matches`, applied again
  * to what comes back) would take, and drops nearly all the others where they are cheapest to drop, before
- * the row is fetched, sent and formatted. Host: the name appears in the URL (stored URLs are WHATWG
+ * the row is fetched, sent and formatted. Host: one of the names appears in the URL (stored URLs are WHATWG
  * serialisations, host in lower case). Tag: an ASCII tag lower-cased as JavaScript does (translate() does
- * not depend on the database's locale, lower() does), or any tag with a non-ASCII character (lower-cased
- * by the connection's filter: JavaScript folds some of them to ASCII, such as the Kelvin sign to "k").
+ * not depend on the database's locale, lower() does) is one of them, or any tag with a non-ASCII character
+ * (lower-cased by the connection's filter: JavaScript folds some of them to ASCII, such as the Kelvin sign
+ * to "k").
  */
-const hostIn = (url: string, param: string) => `strpos(lower(${url}), ${param}) > 0`;
+const hostIn = (url: string, param: string) => `exists (select 1 from unnest(${param}::text[]) h where strpos(lower(${url}), h) > 0)`;
 const tagIn = (tags: string, param: string) =>
-  `exists (select 1 from unnest(${tags}) t where octet_length(t) <> char_length(t) or translate(t, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ${param})`;
+  `exists (select 1 from unnest(${tags}) t where octet_length(t) <> char_length(t) or translate(t, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = any(${param}::text[]))`;
 
 const replayStatements = new Map<string, { sql: string; name: string }>();
 
 /** The statement of one filter shape: only the branches the filter takes, its tests in their WHERE. */
 function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; name: string } {
-  const key = `${rule}_${f.ping ? 'p' : ''}${f.verified ? 'v' : ''}${f.host !== null ? 'h' : ''}${f.tag !== null ? 't' : ''}`;
+  const key = `${rule}_${f.ping ? 'p' : ''}${f.verified ? 'v' : ''}${f.hosts !== null ? 'h' : ''}${f.tags !== null ? 't' : ''}${f.methods !== null ? 'm' : ''}${f.outcomes !== null ? 'o' : ''}`;
   const known = replayStatements.get(key);
   if (known) return known;
-  const host = f.host !== null ? '$3' : null;
-  const tag = f.tag !== null ? (host ? '$4' : '$3') : null;
+  // Parameters after (after, upto), in the order replayEvents pushes them.
+  const [host, tag, method, outcome] = (() => {
+    let n = 2;
+    return [f.hosts, f.tags, f.methods, f.outcomes].map((v) => (v !== null ? `$${++n}` : null));
+  })();
   const tests = (url: string, tags: string) => `${host ? ` and ${hostIn(url, host)}` : ''}${tag ? ` and ${tagIn(tags, tag)}` : ''}`;
   const branches: string[] = [];
   if (f.ping) {
+    const m = method ? ` and p.method = any(${method}::text[])` : '';
     branches.push(
       rule === 'listed'
-        ? `select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}`
+        ? `select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}${m}`
         : `select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
              from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p
-            where v.release_id > $1 and v.release_id <= $2${tests('p.url', 'p.tags')}`,
+            where v.release_id > $1 and v.release_id <= $2${tests('p.url', 'p.tags')}${m}`,
     );
   }
   if (f.verified) {
+    const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
     branches.push(`select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
           p.tags, null::text as method, v.received_at, v.outcome, v.new_items
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
-    where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}`);
+    where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}${o}`);
   }
   const made = {
     sql: `select * from (${branches.map((b) => `(${b})`).join(' union all ')}) e order by pos`,
@@ -154,10 +164,50 @@ export async function replayEvents(q: Queryable, rule: ReleaseRule, after: numbe
   return withContext(`reading stream events ${after + 1}–${upto} for a replay`, async () => {
     const { sql, name } = replayStatement(rule, f);
     const params: unknown[] = [after, upto];
-    if (f.host !== null) params.push(f.host);
-    if (f.tag !== null) params.push(f.tag);
+    if (f.hosts !== null) params.push(f.hosts);
+    if (f.tags !== null) params.push(f.tags);
+    if (f.methods !== null) params.push(f.methods);
+    if (f.outcomes !== null) params.push(f.outcomes);
     const rows = await q.query<RawRow>(sql, params, { name });
     return rows.map(eventRow);
+  });
+}
+
+/**
+ * The position just before the first ping received at or after `time` (the latest position when none is):
+ * a stream started there sends every event from that time on. Positions are drawn in commit order and a
+ * ping's time when its transaction started, so the two orders differ only among pings committed at about
+ * the same moment: the least id among the first 1,000 pings by time covers them. Walks the received_at
+ * index of the partitions from that day on.
+ */
+export async function positionBefore(q: Queryable, time: Date): Promise<number | null> {
+  return withContext('finding the stream position of a time', async () => {
+    const [r] = await q.query<{ pos: number | null }>(
+      'select min(id) - 1 as pos from (select id from pings where received_at >= $1 order by received_at limit 1000) first',
+      [time],
+    );
+    return r.pos === null ? null : Number(r.pos);
+  });
+}
+
+/** An end of the kept log: a position and when its ping was received (null: no ping kept). */
+export interface LogEnd {
+  position: number;
+  time: Date | null;
+}
+
+/** The oldest and newest ping still kept (ping positions: the ends of what a replay can send). */
+export async function logEnds(q: Queryable): Promise<{ oldest: LogEnd | null; newest: LogEnd | null }> {
+  return withContext('reading the ends of the stream log', async () => {
+    const rows = await q.query<{ end: string; id: number; received_at: Date }>(
+      `(select 'oldest' as end, id, received_at from pings order by id limit 1)
+       union all (select 'newest' as end, id, received_at from pings order by id desc limit 1)`,
+    );
+    const end = (which: string): LogEnd | null => {
+      const r = rows.find((x) => x.end === which);
+      return r ? { position: Number(r.id), time: new Date(r.received_at) } : null;
+    };
+    return { oldest: end('oldest'), newest: end('newest') };
   });
 }
 

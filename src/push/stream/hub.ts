@@ -4,9 +4,30 @@
 // its filter in the query, each read in its turn at the replay budget's pace), and the seam between replay
 // and live with no gap and no duplicate.
 import { inBackground, type Db } from '../../platform/db/database.js';
-import { eventsAfter, latestPosition, prunedThrough, replayEvents, type EventRow, type ReleaseRule } from './event-repository.js';
-import { matches, resetFrame, toStreamEvent, type StreamEvent, type StreamFilter } from './events.js';
+import {
+  eventsAfter,
+  latestPosition,
+  logEnds,
+  positionBefore,
+  prunedThrough,
+  replayEvents,
+  type EventRow,
+  type ReleaseRule,
+  type ReplayFilter,
+} from './event-repository.js';
+import {
+  cursorFrame,
+  liveFrame,
+  matches,
+  resetFrame,
+  toStreamEvent,
+  type ResumePoint,
+  type StreamEvent,
+  type StreamFilter,
+} from './events.js';
 import { ReplayGate, replayCost, type Turn } from './replay-gate.js';
+import type { LogState } from './info.js';
+import { ReplayCache, ReplayWindow } from './replay-cache.js';
 
 /** Events read per live query. */
 const PAGE = 500;
@@ -20,32 +41,159 @@ const READ_GAP_MS = 20;
 
 /** Where a connection's bytes go. */
 export interface Sink {
-  /** Queues text for the client; false when the client is too far behind (the sink then closes itself). */
-  write(text: string): boolean;
+  /**
+   * Queues text for the client. Unpaced (live): false when STREAM_BUFFER_BYTES already wait for it (nothing
+   * is queued; the connection falls back to catching up). Paced (a replay, which waits for drained() before
+   * its next write; control frames): always queued while open. False when closed.
+   */
+  write(text: string | Buffer, paced?: boolean): boolean;
   /** Resolves once the client has taken what was queued (replay waits for slow readers, live does not). */
   drained(): Promise<void>;
+  /** Bytes queued in this process and not yet taken by the client's socket. */
+  readonly waiting: number;
+  /** Bytes the client's socket has taken so far. */
+  readonly delivered: number;
+  /** Ends the response (a replay-only stream at its end). */
+  end(): void;
+  /** Ends the connection: a consumer cut off as too slow. */
+  cut(): void;
   readonly closed: boolean;
+}
+
+/** What a connection is sent besides its events. */
+export interface SubscriberOptions {
+  /** Send `event: live` once the replay has caught up (a resumed or `?since=` stream). */
+  announce?: boolean;
+  /** End the response after `event: live` (`?until=live`, `?mode=replay`). */
+  replayOnly?: boolean;
+  /** STREAM_CURSOR_MS: least time between two ids sent to a filtered stream that the log passes by (0: never). */
+  cursorMs?: number;
 }
 
 export class Subscriber {
   /** The last position this connection has been given (or skipped by its filter). */
   position = 0;
+  /** The last id the client was sent (an event's, a cursor's, a control frame's), and when. */
+  private told = 0;
+  private toldAt = 0;
+  /** `event: live` has been sent (or is not wanted). */
+  announced: boolean;
+  /** Reading from the database (a replay, or a live connection that fell behind), not from the hub's reads. */
+  catchingUp = false;
+  /** Delivered-byte samples while it is behind with bytes waiting (the slow-consumer rule's window). */
+  readonly behind: { at: number; delivered: number }[] = [];
+  readonly replayOnly: boolean;
+  private readonly cursorMs: number;
 
   constructor(
     readonly filter: StreamFilter,
     readonly sink: Sink,
-  ) {}
-
-  /** Sends the events after its position that pass its filter, as one write. */
-  take(events: readonly StreamEvent[]): boolean {
-    let chunk = '';
-    for (const e of events) {
-      if (e.pos <= this.position) continue;
-      this.position = e.pos;
-      if (matches(this.filter, e)) chunk += e.frame;
-    }
-    return chunk === '' || this.sink.write(chunk);
+    opts: SubscriberOptions = {},
+  ) {
+    this.announced = !opts.announce;
+    this.replayOnly = opts.replayOnly ?? false;
+    this.cursorMs = opts.cursorMs ?? 0;
   }
+
+  /** Where it starts: nothing after `pos` has been sent, and the client's resume point is `pos`. */
+  begin(pos: number, now = performance.now()): void {
+    this.position = pos;
+    this.told = pos;
+    this.toldAt = now;
+  }
+
+  /**
+   * Sends the events after its position that pass its filter, as one write. False when the write was not
+   * taken (the client too far behind, or gone): its position is then unchanged.
+   */
+  take(events: readonly StreamEvent[], paced = false, now = performance.now()): boolean {
+    let chunk = '';
+    let pos = this.position;
+    let last = 0;
+    for (const e of events) {
+      if (e.pos <= pos) continue;
+      pos = e.pos;
+      if (matches(this.filter, e)) {
+        chunk += e.frame;
+        last = e.pos;
+      }
+    }
+    if (chunk !== '') {
+      if (!this.sink.write(chunk, paced)) return false;
+      this.told = last;
+      this.toldAt = now;
+    }
+    this.position = pos;
+    if (chunk === '') this.advanceCursor(now);
+    return true;
+  }
+
+  /**
+   * Sends a shared replay window (paced): whole, as the bytes encoded once for every connection, when it
+   * starts after this connection's position and its filter kept exactly what it was read for; else event
+   * by event.
+   */
+  takeWindow(w: ReplayWindow, now = performance.now()): boolean {
+    const first = w.events[0];
+    if (first === undefined || !w.exact || first.pos <= this.position) return this.take(w.events, true, now);
+    if (!this.sink.write(w.chunk, true)) return false;
+    this.position = w.events[w.events.length - 1].pos;
+    this.told = this.position;
+    this.toldAt = now;
+    return true;
+  }
+
+  /** Positions it passed by without an event (filtered out): pass them on as a bare id (cursorFrame). */
+  passTo(pos: number, now = performance.now()): void {
+    this.position = Math.max(this.position, pos);
+    this.advanceCursor(now);
+  }
+
+  /** A bare id when the client has been sent no id for cursorMs and its position moved since. */
+  advanceCursor(now = performance.now()): void {
+    if (this.cursorMs === 0 || this.position <= this.told || now - this.toldAt < this.cursorMs) return;
+    if (this.sink.write(cursorFrame(this.position), true)) {
+      this.told = this.position;
+      this.toldAt = now;
+    }
+  }
+
+  /** The end-of-replay marker, once. */
+  announce(now = performance.now()): void {
+    if (this.announced) return;
+    this.announced = true;
+    if (this.sink.write(liveFrame(this.position), true)) {
+      this.told = this.position;
+      this.toldAt = now;
+    }
+  }
+}
+
+/**
+ * The slow-consumer rule (Jetstream v2's): a connection is cut only when it is both behind (catching up
+ * from the database with bytes waiting for it in this process: the server is waiting on the client, not
+ * the other way round) and has read less than `floorBytesPerSecond` over a whole `windowMs` of being so.
+ * A client that reads steadily over a slow link, however far behind, is never cut; one that stops reading
+ * is, a window later. Memory stays bounded meanwhile: a live connection holds at most STREAM_BUFFER_BYTES
+ * before it falls back to catching up, and catching up holds one read's events until the client takes them.
+ */
+export interface SlowConsumerRule {
+  floorBytesPerSecond: number;
+  windowMs: number;
+}
+
+/** Whether to cut: `samples` are the delivered-byte counts taken while the connection was behind, oldest first. */
+export function tooSlow(
+  samples: readonly { at: number; delivered: number }[],
+  now: number,
+  delivered: number,
+  rule: SlowConsumerRule,
+): boolean {
+  if (samples.length === 0) return false;
+  const first = samples[0];
+  const span = now - first.at;
+  if (span < rule.windowMs) return false;
+  return ((delivered - first.delivered) * 1000) / span < rule.floorBytesPerSecond;
 }
 
 export interface StreamHubOptions {
@@ -57,10 +205,18 @@ export interface StreamHubOptions {
   replayConcurrency: number;
   /** Rows all replays together may read per second (STREAM_REPLAY_ROWS_PER_SECOND). */
   replayRowsPerSecond: number;
+  /** Bytes of replay windows kept for other connections (STREAM_REPLAY_CACHE_BYTES). */
+  replayCacheBytes: number;
+  /** When to cut a connection that does not read (STREAM_SLOW_MIN_BYTES_PER_SECOND, STREAM_SLOW_WINDOW_MS). */
+  slow: SlowConsumerRule;
   /** Told of every batch of events the hub read (metrics). */
   onRead?: (events: number) => void;
   /** Told of every replay read: rows returned, positions covered (metrics). */
   onReplayRead?: (rows: number, positions: number) => void;
+  /** A live connection had STREAM_BUFFER_BYTES waiting and went back to catching up from the database. */
+  onFellBehind?: () => void;
+  /** A connection was cut by the slow-consumer rule. */
+  onCut?: () => void;
   onError?: (err: Error) => void;
 }
 
@@ -70,7 +226,7 @@ export interface Start {
   from: number;
   /** The latest position committed when it started: the replay reads at least up to here. */
   latest: number;
-  /** A frame to send first: the client's resume point could not be honoured. */
+  /** A frame to send first: the client's resume point could not be honoured as asked. */
   reset?: string;
 }
 
@@ -90,14 +246,26 @@ export class StreamHub {
   private closed = false;
   private admitted = 0;
   private readonly gate: ReplayGate;
+  private readonly windows: ReplayCache;
 
   constructor(private readonly opts: StreamHubOptions) {
     this.gate = new ReplayGate({ concurrency: opts.replayConcurrency, rowsPerSecond: opts.replayRowsPerSecond });
+    this.windows = new ReplayCache(opts.replayCacheBytes);
+  }
+
+  /** Replay windows served from another connection's read (the cache, or a read in flight). */
+  get sharedWindows(): number {
+    return this.windows.hits;
   }
 
   /** Connections served now (starting, replaying and live). */
   get size(): number {
     return this.admitted;
+  }
+
+  /** Connections served from the hub's own reads (caught up). */
+  get following(): number {
+    return this.live.size;
   }
 
   /** Connections still catching up from the database. */
@@ -133,6 +301,33 @@ export class StreamHub {
     void this.read().catch(() => {});
   }
 
+  /**
+   * The once-a-second round: cursor advance for live connections the log passed by since their last id,
+   * and the slow-consumer rule for every connection.
+   */
+  tick(now = performance.now()): void {
+    for (const s of this.live) s.advanceCursor(now);
+    for (const set of [this.live, this.attaching]) {
+      for (const s of set) {
+        if (s.sink.closed) continue;
+        if (!s.catchingUp || s.sink.waiting === 0) {
+          s.behind.length = 0;
+          continue;
+        }
+        const delivered = s.sink.delivered;
+        if (tooSlow(s.behind, now, delivered, this.opts.slow)) {
+          this.opts.onCut?.();
+          s.sink.cut();
+          this.detach(s);
+          continue;
+        }
+        s.behind.push({ at: now, delivered });
+        // Only the first sample at least a window old matters: keep the window, and one before it.
+        while (s.behind.length > 1 && s.behind[1].at <= now - this.opts.slow.windowMs) s.behind.shift();
+      }
+    }
+  }
+
   /** Reads until nothing newer is committed; a call made while a read runs makes it go round once more. */
   private read(): Promise<void> {
     if (this.reading) {
@@ -158,7 +353,12 @@ export class StreamHub {
         if (rows.length > 0) {
           const events = rows.map(toStreamEvent);
           this.lastSeen = events[events.length - 1].pos;
-          for (const s of this.live) if (!s.take(events)) this.live.delete(s);
+          const now = performance.now();
+          for (const s of this.live) {
+            if (s.take(events, false, now)) continue;
+            this.live.delete(s);
+            if (!s.sink.closed) this.fellBehind(s);
+          }
           this.opts.onRead?.(events.length);
         }
         if (this.closed || (!this.again && rows.length < PAGE)) return;
@@ -170,20 +370,42 @@ export class StreamHub {
   }
 
   /**
-   * Where a connection starts: "now" (the latest committed position) when the client named none, else its
-   * resume point, unless retention deleted events after it or it is beyond any event (then now, with a
-   * reset frame). Decided before the response's headers go out: a client that has seen the headers of its
-   * stream gets every event committed after that.
+   * A live connection whose client let STREAM_BUFFER_BYTES wait: instead of being cut, it catches up from
+   * the database from its position, at its client's pace, and goes live again once it has (the
+   * slow-consumer rule cuts it only if it then stops reading).
    */
-  async start(resumeFrom: number | null): Promise<Start> {
+  private fellBehind(s: Subscriber): void {
+    this.opts.onFellBehind?.();
+    const latest = this.lastSeen;
+    this.attach(s, { from: s.position, latest }, true).catch((err: Error) => {
+      this.opts.onError?.(err);
+      s.sink.end();
+    });
+  }
+
+  /**
+   * Where a connection starts: "now" (the latest committed position) when the client named nothing; after
+   * the position it named; before the first event at or after the time it named. A position older than
+   * what retention kept starts from the oldest kept, with a reset frame saying so (`?since=0`, "everything
+   * kept", needs none); one beyond any event starts now, with a reset frame. Decided before the response's
+   * headers go out: a client that has seen the headers of its stream gets every event committed after that.
+   */
+  async start(from: ResumePoint | null): Promise<Start> {
     // On the embedded database, behind intake's statements (a burst of connections must not queue pings).
     return inBackground(async () => {
       const latest = await latestPosition(this.opts.db);
-      if (resumeFrom === null) return { from: latest, latest };
+      if (from === null) return { from: latest, latest };
+      if (from.at === 'time') {
+        const before = await positionBefore(this.opts.db, from.time);
+        return { from: before === null ? latest : Math.min(before, latest), latest };
+      }
       const horizon = await prunedThrough(this.opts.db);
-      if (resumeFrom < horizon) return { from: latest, latest, reset: resetFrame(latest, resumeFrom, 'pruned', horizon) };
-      if (resumeFrom > latest) return { from: latest, latest, reset: resetFrame(latest, resumeFrom, 'unknown', horizon) };
-      return { from: resumeFrom, latest };
+      if (from.pos < horizon) {
+        if (from.pos === 0 && !from.header) return { from: horizon, latest };
+        return { from: horizon, latest, reset: resetFrame(horizon, from.pos, 'pruned', horizon) };
+      }
+      if (from.pos > latest) return { from: latest, latest, reset: resetFrame(latest, from.pos, 'unknown', horizon) };
+      return { from: from.pos, latest };
     });
   }
 
@@ -201,58 +423,117 @@ export class StreamHub {
    * no turn while it waits for its client to take what it was sent, so a client that stops reading holds up
    * no one. One that starts at most a window behind (a new connection, a reconnect after a blip) reads at
    * once, and what it read is charged to the pace.
+   *
+   * At the seam a resumed stream is sent `event: live` (once); a replay-only one is then ended.
    */
-  async attach(sub: Subscriber, start: Start): Promise<void> {
+  async attach(sub: Subscriber, start: Start, resumed = false): Promise<void> {
     const { replayPage } = this.opts;
+    const f = sub.filter;
     const filter = {
-      ping: sub.filter.types.has('ping'),
-      verified: sub.filter.types.has('verified'),
-      host: sub.filter.host,
-      tag: sub.filter.tag,
+      ping: f.types.has('ping'),
+      verified: f.types.has('verified'),
+      hosts: f.hosts,
+      tags: f.tags,
+      methods: f.methods && [...f.methods],
+      outcomes: f.outcomes && [...f.outcomes],
     };
+    const shape = `${this.opts.rule}:${JSON.stringify(filter)}`;
     // Decided once: a replay's last reads take their turns too (200 replays ending together would otherwise
     // read at once).
     const replay = Math.max(start.latest, this.lastSeen) - start.from > replayPage;
     this.attaching.add(sub);
+    sub.catchingUp = true;
     try {
-      sub.position = start.from;
+      if (!resumed) sub.begin(start.from);
+      // The next whole window, read while this one is written (a replay that waited for each read before
+      // asking for the next spent most of its time on the database's latency).
+      let ahead: { key: string; w: Promise<ReplayWindow | null> } | undefined;
       for (;;) {
         if (sub.sink.closed || this.closed) return;
-        if (sub.position >= Math.max(start.latest, this.lastSeen)) break;
-        let turn = NO_TURN;
-        if (replay) {
-          const granted = await this.gate.turn(sub);
-          if (granted === null) return;
-          turn = granted;
-        }
-        if (sub.sink.closed || this.closed) {
-          turn(0);
-          return;
-        }
+        const bound = Math.max(start.latest, this.lastSeen);
+        if (sub.position >= bound) break;
+        // Windows end on multiples of the page: after a first partial one, every connection replaying the
+        // same stretch with the same filter reads the same windows, and a whole one is shared (ReplayCache).
         const after = sub.position;
-        const upto = Math.min(after + replayPage, Math.max(start.latest, this.lastSeen));
-        let rows: EventRow[] = [];
-        try {
-          // On the embedded database, behind intake's statements, one at a time with renders and retention.
-          rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
-        } finally {
-          const cost = replayCost(rows.length, upto - after);
-          if (turn === NO_TURN) this.gate.charge(cost);
-          else turn(cost);
-          this.opts.onReplayRead?.(rows.length, upto - after);
+        const end = (Math.floor(after / replayPage) + 1) * replayPage;
+        const upto = Math.min(end, bound);
+        const key = upto === end && after === end - replayPage ? `${shape}:${upto}` : null;
+        const pending = key !== null && ahead?.key === key ? ahead.w : this.window(sub, key, after, upto, filter, replay);
+        ahead = undefined;
+        const w = await pending;
+        if (w === null || sub.sink.closed || this.closed) return;
+        const next = upto + replayPage;
+        if (replay && key !== null && next <= Math.max(start.latest, this.lastSeen)) {
+          const nextKey = `${shape}:${next}`;
+          ahead = { key: nextKey, w: this.window(sub, nextKey, upto, next, filter, replay) };
+          // Awaited on the next round; if the connection ends first, nobody does.
+          ahead.w.catch(() => {});
         }
-        if (sub.sink.closed || this.closed) return;
-        if (!sub.take(rows.map(toStreamEvent))) return;
+        if (!sub.takeWindow(w)) return;
         // Positions that are no event for this connection (filtered, or no event at all) are passed too.
-        sub.position = Math.max(sub.position, upto);
+        sub.passTo(upto);
         await sub.sink.drained();
+      }
+      sub.announce();
+      if (sub.replayOnly) {
+        sub.sink.end();
+        return;
       }
       // The hub reads only while someone listens: alone, this connection's position is where it resumes.
       if (this.live.size === 0) this.lastSeen = Math.max(this.lastSeen, sub.position);
+      sub.catchingUp = false;
+      sub.behind.length = 0;
       this.live.add(sub);
     } finally {
       this.attaching.delete(sub);
     }
+  }
+
+  /**
+   * The events of (after, upto] for a connection's filter: from another connection's read when it is a
+   * whole window (key) already read or being read, else read in the connection's turn (a replay) or at once.
+   * Null when the connection or the hub closed while it waited.
+   */
+  private async window(
+    sub: Subscriber,
+    key: string | null,
+    after: number,
+    upto: number,
+    filter: ReplayFilter,
+    replay: boolean,
+  ): Promise<ReplayWindow | null> {
+    const found = key === null ? undefined : this.windows.find(key);
+    if (found !== undefined) return found;
+    let turn = NO_TURN;
+    if (replay) {
+      const granted = await this.gate.turn(sub);
+      if (granted === null) return null;
+      turn = granted;
+    }
+    if (sub.sink.closed || this.closed) {
+      turn(0);
+      return null;
+    }
+    // Read meanwhile by another connection: the turn goes back unused.
+    const meanwhile = key === null ? undefined : this.windows.find(key);
+    if (meanwhile !== undefined) {
+      turn(0);
+      return meanwhile;
+    }
+    const read = async () => {
+      let rows: EventRow[] = [];
+      try {
+        // On the embedded database, behind intake's statements, one at a time with renders and retention.
+        rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
+      } finally {
+        const cost = replayCost(rows.length, upto - after);
+        if (turn === NO_TURN) this.gate.charge(cost);
+        else turn(cost);
+        this.opts.onReplayRead?.(rows.length, upto - after);
+      }
+      return new ReplayWindow(rows.map(toStreamEvent), sub.filter);
+    };
+    return key === null ? read() : this.windows.load(key, read);
   }
 
   detach(sub: Subscriber): void {
@@ -261,9 +542,18 @@ export class StreamHub {
     this.gate.cancel(sub);
   }
 
+  /** The ends of the kept log (GET /stream/info). */
+  async ends(): Promise<LogState> {
+    return inBackground(async () => {
+      const { oldest, newest } = await logEnds(this.opts.db);
+      return { oldest, newest, latest: await latestPosition(this.opts.db), prunedThrough: await prunedThrough(this.opts.db) };
+    });
+  }
+
   /** Stops reading; the connections are the route's to close. */
   async close(): Promise<void> {
     this.closed = true;
+    this.windows.clear();
     this.live.clear();
     this.gate.close();
     await this.reading?.catch(() => {});

@@ -33,6 +33,14 @@ const POLL_MS = 1000;
  * adds at most that to the latency other instances' streams see.
  */
 const NOTIFY_GAP_MS = 25;
+/**
+ * STREAM_REPLAY_ROWS_PER_SECOND when unset, per backend. Measured with bench/lib/stream-replay-cases.ts
+ * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s; docs/performance.md "Replay and
+ * fan-out"): pingd spends ~11 µs of CPU per replayed row on PostgreSQL (its server reads) and ~42 µs on the
+ * embedded database (its reads run in pingd's process, in the session intake uses). Windows are shared, so
+ * the budget bounds what the leaders of a crowd read, not what each of its clients costs.
+ */
+const REPLAY_ROWS_PER_SECOND = { postgres: 100_000, pglite: 30_000 } as const;
 /** Outcomes stamped per statement. */
 const STAMP_BATCH = 1000;
 
@@ -49,7 +57,7 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   });
   const dropped = new Counter({
     name: 'pingd_stream_disconnects_total',
-    help: 'Stream connections this server ended: slow (a consumer beyond STREAM_BUFFER_BYTES), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
+    help: 'Stream connections this server ended: slow (the slow-consumer rule: behind and reading below STREAM_SLOW_MIN_BYTES_PER_SECOND for STREAM_SLOW_WINDOW_MS), refused (beyond STREAM_MAX_CLIENTS: a 200 stream that ends with retry:).',
     labelNames: ['reason'] as const,
     registers: [app.metrics],
   });
@@ -61,20 +69,40 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     labelNames: ['what'] as const,
     registers: [app.metrics],
   });
+  const fellBehind = new Counter({
+    name: 'pingd_stream_fell_behind_total',
+    help: 'Live stream connections that had STREAM_BUFFER_BYTES waiting and went back to catching up from the database.',
+    registers: [app.metrics],
+  });
   replayRead.inc({ what: 'rows' }, 0);
   replayRead.inc({ what: 'positions' }, 0);
+  const replayRowsPerSecond = config.STREAM_REPLAY_ROWS_PER_SECOND ?? REPLAY_ROWS_PER_SECOND[app.db.kind];
   const hub = new StreamHub({
     db: app.db,
     rule: config.VERIFY_PINGS === 'require' ? 'require' : 'listed',
     replayPage: config.STREAM_REPLAY_PAGE,
     replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
-    replayRowsPerSecond: config.STREAM_REPLAY_ROWS_PER_SECOND,
+    replayRowsPerSecond: replayRowsPerSecond,
+    replayCacheBytes: config.STREAM_REPLAY_CACHE_BYTES,
+    slow: { floorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND, windowMs: config.STREAM_SLOW_WINDOW_MS },
+    onFellBehind: () => fellBehind.inc(),
+    onCut: () => dropped.inc({ reason: 'slow' }),
     onRead: (n) => eventsRead.inc(n),
     onReplayRead: (rows, positions) => {
       replayRead.inc({ what: 'rows' }, rows);
       replayRead.inc({ what: 'positions' }, positions);
     },
     onError: (err) => app.log.warn({ err: { message: err.message } }, 'stream read failed; retried on the next event or poll'),
+  });
+  let shared = 0;
+  new Counter({
+    name: 'pingd_stream_replay_shared_total',
+    help: "Replay windows a stream connection took from another connection's read (STREAM_REPLAY_CACHE_BYTES, or a read in flight) instead of reading them itself.",
+    registers: [app.metrics],
+    collect() {
+      this.inc(hub.sharedWindows - shared);
+      shared = hub.sharedWindows;
+    },
   });
   new Gauge({
     name: 'pingd_stream_clients',
@@ -149,18 +177,27 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     timer = setInterval(() => {
       stampSoon();
       hub.poke();
+      hub.tick();
     }, POLL_MS).unref();
   });
 
   await app.register(streamRoutes, {
     hub,
-    maxClients: config.STREAM_MAX_CLIENTS,
-    bufferBytes: config.STREAM_BUFFER_BYTES,
-    heartbeatMs: config.STREAM_HEARTBEAT_MS,
-    retryMs: config.STREAM_RETRY_MS,
+    settings: {
+      maxClients: config.STREAM_MAX_CLIENTS,
+      bufferBytes: config.STREAM_BUFFER_BYTES,
+      heartbeatMs: config.STREAM_HEARTBEAT_MS,
+      retryMs: config.STREAM_RETRY_MS,
+      cursorMs: config.STREAM_CURSOR_MS,
+      slowFloorBytesPerSecond: config.STREAM_SLOW_MIN_BYTES_PER_SECOND,
+      slowWindowMs: config.STREAM_SLOW_WINDOW_MS,
+      replayPage: config.STREAM_REPLAY_PAGE,
+      replayConcurrency: config.STREAM_REPLAY_CONCURRENCY,
+      replayRowsPerSecond,
+      retentionDays: config.RETENTION_DAYS,
+    },
     connections,
     isClosing: () => closing,
-    onOverflow: () => dropped.inc({ reason: 'slow' }),
     onRefused: () => dropped.inc({ reason: 'refused' }),
   });
   app.decorate('stream', hub);

@@ -68,10 +68,10 @@ export class ReplayGate {
     this.nextAt = Math.max(this.nextAt, this.now()) + (cost * 1000) / this.opts.rowsPerSecond;
   }
 
-  /** Gives up the owner's place in the queue (its connection closed). */
+  /** Gives up the owner's places in the queue (its connection closed; a replay may wait for two reads). */
   cancel(owner: object): void {
-    const i = this.queue.findIndex((w) => w.owner === owner);
-    if (i >= 0) this.queue.splice(i, 1)[0].grant(null);
+    for (let i = this.queue.findIndex((w) => w.owner === owner); i >= 0; i = this.queue.findIndex((w) => w.owner === owner))
+      this.queue.splice(i, 1)[0].grant(null);
   }
 
   close(): void {

@@ -1,37 +1,45 @@
-// Owns GET /stream: a request's resume point and filters checked (400 with the reason), the refusals that
-// ask a client to come back (the connection cap, the database away, shutdown: a 200 stream that ends at
-// once), the SSE response (@fastify/sse: Accept negotiation, headers, the keep-alive comment, the
+// Owns GET /stream: a request's resume point, filters and mode checked (400 with the reason), the refusals
+// that ask a client to come back (the connection cap, the database away, shutdown: a 200 stream that ends
+// at once), the SSE response (@fastify/sse: Accept negotiation, headers, the keep-alive comment, the
 // connection's lifecycle), its place among STREAM_MAX_CLIENTS from admission to close, and its handover
-// to the hub.
+// to the hub; and GET /stream/info, the stream's published limits.
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Type, type Static } from '@sinclair/typebox';
-import { parseStreamRequest, retryFrame } from './events.js';
+import { parseStreamRequest, retryFrame, type StreamQuery } from './events.js';
 import { Subscriber, type Start, type StreamHub } from './hub.js';
 import { ResponseSink } from './sink.js';
+import { StreamInfo, streamInfo, type StreamSettings } from './info.js';
 
 // The package's module.exports is the fastify-plugin-wrapped plugin (its `default` property is the bare,
 // encapsulated one, whose onRoute hook would not see our route); its typings describe the namespace.
 const fastifySse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 
+/**
+ * A parameter that may be repeated (`?host=a&host=b`; Fastify's query parser makes an array of it, and its
+ * validator, coercing to arrays, makes one of a single value too). The caps are events.ts FILTER_CAPS,
+ * refused there with their own message; the request line's size bounds the rest.
+ */
+const Many = Type.Optional(Type.Array(Type.String({ maxLength: 4096 })));
+/** Parameters not named here are kept (additionalProperties) for parseStreamRequest to refuse by name. */
 const Query = Type.Object({
   since: Type.Optional(Type.String({ maxLength: 64 })),
-  host: Type.Optional(Type.String({ maxLength: 300 })),
-  tag: Type.Optional(Type.String({ maxLength: 200 })),
-  types: Type.Optional(Type.String({ maxLength: 100 })),
+  host: Many,
+  tag: Many,
+  types: Many,
+  method: Many,
+  outcome: Many,
+  until: Type.Optional(Type.String({ maxLength: 16 })),
+  mode: Type.Optional(Type.String({ maxLength: 16 })),
 });
 type Query = Static<typeof Query>;
 
 export interface StreamRoutesOptions {
   hub: StreamHub;
-  maxClients: number;
-  bufferBytes: number;
-  heartbeatMs: number;
-  retryMs: number;
+  settings: StreamSettings;
   /** The open connections, ended on shutdown. */
   connections: Set<ResponseSink>;
   isClosing(): boolean;
-  onOverflow(): void;
   onRefused(): void;
 }
 
@@ -81,23 +89,28 @@ function refuse(reply: FastifyReply, reason: StreamRefusal, message: string, las
 }
 
 export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptions): Promise<void> {
-  const { hub } = opts;
+  const { hub, settings } = opts;
   // The plugin's own keep-alive comment, every STREAM_HEARTBEAT_MS (its 30 s default is longer than many
   // proxies' idle timeouts).
-  await app.register(fastifySse, { heartbeatInterval: opts.heartbeatMs });
+  await app.register(fastifySse, { heartbeatInterval: settings.heartbeatMs });
+
+  app.get('/stream/info', { schema: { response: { 200: StreamInfo } } }, async (_req, reply) => {
+    const ends = await hub.ends();
+    return reply.header('cache-control', 'no-store').send(streamInfo(settings, ends, { open: hub.size, replaying: hub.replaying }));
+  });
 
   app.get<{ Querystring: Query }>('/stream', { sse: 'only', schema: { querystring: Query } }, async (req, reply) => {
     const header = req.headers['last-event-id'];
     const lastEventId = (Array.isArray(header) ? header[0] : header)?.trim() || undefined;
-    const parsed = parseStreamRequest(req.query, lastEventId);
+    const parsed = parseStreamRequest(req.query as StreamQuery, lastEventId);
     if (!parsed.ok) return reject(reply, 400, parsed.message);
     if (opts.isClosing()) return refuse(reply, 'shutting_down', 'The server is shutting down; reconnect in a moment.', lastEventId);
     // The place is taken before anything here yields, and given back when the response closes, whichever
     // way: refused below, the client gone, cut off as too slow, ended on shutdown.
-    const place = hub.admit(opts.maxClients);
+    const place = hub.admit(settings.maxClients);
     if (place === null) {
       opts.onRefused();
-      return refuse(reply, 'max_clients', `This server already serves ${opts.maxClients} streams; reconnect later.`, lastEventId);
+      return refuse(reply, 'max_clients', `This server already serves ${settings.maxClients} streams; reconnect later.`, lastEventId);
     }
     reply.raw.once('close', place);
 
@@ -111,17 +124,28 @@ export async function streamRoutes(app: FastifyInstance, opts: StreamRoutesOptio
     }
     // The client went away while the stream started: nothing to serve (its close has given the place back).
     if (reply.raw.destroyed) return reply;
+    // A replay-only EventSource reconnects after the end like after any drop; once it has everything, 204
+    // (the one answer that stops an EventSource on purpose: HTML, "Server-sent events") ends it for good.
+    const from = parsed.from;
+    if (parsed.replayOnly && from?.at === 'position' && from.header && start.reset === undefined && start.from >= start.latest) {
+      place();
+      return reply.code(204).header('cache-control', 'no-store').send();
+    }
     reply.sse.keepAlive();
     // Events must leave as they happen: nothing here compresses or buffers the response.
     reply.sse.sendHeaders(200);
-    const sink = new ResponseSink(reply.raw, opts.bufferBytes, opts.onOverflow);
-    const sub = new Subscriber(parsed.filter, sink);
+    const sink = new ResponseSink(reply.raw, settings.bufferBytes);
+    const sub = new Subscriber(parsed.filter, sink, {
+      announce: parsed.from !== null,
+      replayOnly: parsed.replayOnly,
+      cursorMs: settings.cursorMs,
+    });
     opts.connections.add(sink);
     reply.sse.onClose(() => {
       hub.detach(sub);
       opts.connections.delete(sink);
     });
-    sink.write(retryFrame(opts.retryMs) + (start.reset ?? ''));
+    sink.write(retryFrame(settings.retryMs) + (start.reset ?? ''), true);
     try {
       await hub.attach(sub, start);
     } catch (err) {

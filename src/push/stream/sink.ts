@@ -1,17 +1,18 @@
 // Owns one stream connection's outgoing bytes: writes without waiting (live events are never held back for
-// one slow reader), a bound on what may wait unsent in this process, and cutting off a consumer that falls
-// beyond it so its memory is released instead of growing the process.
+// one slow reader), a bound on what may wait unsent in this process (beyond it a live connection falls
+// back to catching up from the database instead of growing the process), the count of bytes the client
+// has taken (the slow-consumer rule's read rate), and ending or cutting the response.
 import type { ServerResponse } from 'node:http';
 import type { Sink } from './hub.js';
 
 export class ResponseSink implements Sink {
   private done = false;
+  private written = 0;
 
   constructor(
     private readonly raw: ServerResponse,
-    /** STREAM_BUFFER_BYTES: the most that may wait in this process for one client. */
+    /** STREAM_BUFFER_BYTES: the most that may wait in this process for one live client. */
     private readonly limit: number,
-    private readonly onOverflow: () => void,
   ) {
     raw.once('close', () => {
       this.done = true;
@@ -22,18 +23,21 @@ export class ResponseSink implements Sink {
     return this.done || this.raw.destroyed || this.raw.writableEnded;
   }
 
-  write(text: string): boolean {
+  get waiting(): number {
+    return this.raw.writableLength;
+  }
+
+  get delivered(): number {
+    return this.written - this.raw.writableLength;
+  }
+
+  write(text: string | Buffer, paced = false): boolean {
     if (this.closed) return false;
+    const bytes = typeof text === 'string' ? Buffer.byteLength(text) : text.length;
     // One batch larger than the bound still goes to a client that has nothing waiting.
     const waiting = this.raw.writableLength;
-    if (waiting > 0 && waiting + Buffer.byteLength(text) > this.limit) {
-      // The client stopped reading (or reads slower than events arrive): disconnect it. It resumes with
-      // Last-Event-ID and gets what it missed from the database, at its own pace.
-      this.done = true;
-      this.onOverflow();
-      this.raw.destroy();
-      return false;
-    }
+    if (!paced && waiting > 0 && waiting + bytes > this.limit) return false;
+    this.written += bytes;
     this.raw.write(text);
     return true;
   }
@@ -51,10 +55,17 @@ export class ResponseSink implements Sink {
     });
   }
 
-  /** Ends the response (shutdown): the client reconnects, elsewhere or later, with Last-Event-ID. */
+  /** Ends the response (a replay-only stream done, shutdown): an EventSource reconnects with Last-Event-ID. */
   end(): void {
     if (this.closed) return;
     this.done = true;
     this.raw.end();
+  }
+
+  /** Drops the connection and what waits for it (a consumer that stopped reading): its memory is released. */
+  cut(): void {
+    if (this.closed) return;
+    this.done = true;
+    this.raw.destroy();
   }
 }

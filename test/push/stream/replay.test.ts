@@ -101,6 +101,8 @@ test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at on
   // clients resuming from 0 over 100k events took intake p50 from ~5 ms to 2.1–2.3 s on the embedded
   // database (its one session shared with intake) and held the pool on PostgreSQL.
   reads.most = 0;
+  reads.epoch++;
+  reads.rows = 0;
   const clients = await Promise.all(Array.from({ length: 30 }, () => stream('?since=0')));
   // Intake is served meanwhile.
   const live = [uniqueUrl('during'), uniqueUrl('during'), uniqueUrl('during')];
@@ -118,9 +120,13 @@ test('30 replays from ?since=0 run at most STREAM_REPLAY_CONCURRENCY reads at on
     );
   // The replays' reads, and one of the hub's own live reads.
   assert.ok(reads.most <= CONCURRENCY + 1, `${reads.most} stream reads ran at once with STREAM_REPLAY_CONCURRENCY=${CONCURRENCY}`);
+  // REGRESSION: each replay read every window itself, 30 replays of the same stretch 30 times the rows
+  // (and 30 times the JSON encoding). Whole windows are shared: the stored rows are read about once.
+  assert.ok(reads.rows < 2 * expected.length + 100, `30 replays of ${expected.length} events read ${reads.rows} rows`);
   const metrics = await t.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /pingd_stream_replays\{state="replaying"\} 0\n/);
   assert.match(metrics.body, /pingd_stream_replays\{state="waiting"\} 0\n/);
+  assert.match(metrics.body, /pingd_stream_replay_shared_total [1-9]\d*\n/);
 });
 
 test('a replay whose filter matches nothing reads no rows: the filter is in the query', async () => {
@@ -198,6 +204,10 @@ test('a replay whose client stops reading holds no turn: another replay finishes
       blocked++;
       return new Promise<void>(() => {});
     },
+    waiting: 1,
+    delivered: 0,
+    end: () => {},
+    cut: () => {},
     closed: false,
   };
   const parsed = parseStreamRequest({ since: '0' }, undefined);
@@ -206,7 +216,7 @@ test('a replay whose client stops reading holds no turn: another replay finishes
   for (let i = 0; i < CONCURRENCY + 1; i++) {
     const sub = new Subscriber(parsed.filter, stalled);
     held.push(sub);
-    void hub.attach(sub, await hub.start(0));
+    void hub.attach(sub, await hub.start({ at: 'position', pos: 0, header: false }));
   }
   await waitFor(() => blocked === CONCURRENCY + 1, {
     what: 'the stalled replays to wait for their clients',

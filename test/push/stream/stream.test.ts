@@ -138,31 +138,41 @@ test('?since= resumes like Last-Event-ID, and Last-Event-ID wins over it (an Eve
   b.close();
 });
 
-test('a resume point older than what retention kept gets `event: reset` first, then live events', async () => {
-  const urls = [uniqueUrl('reset')];
+test('a resume point older than what retention kept gets `event: reset` first, then every event still kept, `live`, then live events', async () => {
+  // REGRESSION: a pruned Last-Event-ID reset the stream to live, dropping every event still kept between
+  // the oldest retained one and now: a consumer away longer than the retention lost more than was pruned.
+  const urls = [uniqueUrl('reset'), uniqueUrl('reset'), uniqueUrl('reset')];
   await sendPings(urls);
-  const [id] = await idsOf(urls);
-  await t.app.db.query('update stream_horizon set pruned_through = $1', [id]);
+  const ids = await idsOf(urls);
+  await t.app.db.query('update stream_horizon set pruned_through = $1', [ids[0]]);
   try {
-    const c = await stream('', { 'last-event-id': String(id - 1) });
-    await c.waitFor(1);
-    const reset = c.events[0];
-    const latest = Number((await t.app.db.query<{ m: number }>('select max(id) as m from pings'))[0].m);
+    const c = await stream('', { 'last-event-id': String(ids[0] - 1) });
+    await c.waitUntil((x) => x.live.length === 1, 10_000, 'the end of the replay');
+    const [reset, ...replayed] = c.events;
     assert.equal(reset.event, 'reset');
-    assert.equal(reset.id, String(latest));
+    assert.equal(reset.id, String(ids[0]));
     assert.deepEqual(JSON.parse(reset.data), {
       reason: 'pruned',
-      lastEventId: id - 1,
-      continueAt: latest,
-      message: `Events after ${id - 1} are no longer all kept (retention deleted up to ${id}); continuing with new events.`,
+      lastEventId: ids[0] - 1,
+      continueAt: ids[0],
+      message: `Events ${ids[0]}–${ids[0]} were deleted by retention; continuing from the oldest event still kept.`,
     });
+    // What is kept after the horizon: the two later pings (and whatever other tests left after them).
+    assert.deepEqual(
+      dataOf(replayed)
+        .slice(0, 2)
+        .map((p) => p.url),
+      urls.slice(1),
+    );
     const next = [uniqueUrl('reset')];
     await sendPings(next);
-    await c.waitFor(2);
-    assert.deepEqual(
-      dataOf(c.events).map((p) => p.url),
-      next,
-    );
+    await c.waitUntil((x) => dataOf(x.events).some((p) => p.url === next[0]), 10_000, 'the live ping');
+    assert.equal(dataOf(c.events).at(-1).url, next[0]);
+    // ?since=0 means "everything still kept": no reset, the replay starts after the horizon.
+    const all = await stream('?since=0&until=live');
+    await all.waitUntil((x) => x.ended, 10_000, 'the replay to end');
+    assert.notEqual(all.events[0]?.event, 'reset');
+    assert.equal(all.events[0]?.id, String(ids[1]));
     c.close();
   } finally {
     await t.app.db.query('update stream_horizon set pruned_through = 0');
@@ -245,16 +255,32 @@ test('a client that has its headers gets every ping committed after, even while 
   c.close();
 });
 
+const SINCE =
+  'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept) or an RFC 3339 time such as 2026-11-23T02:10:04Z.';
+
 test('bad requests are refused with the reason (400), a client that refuses event streams with 406', async () => {
   const cases: [string, Record<string, string>, string][] = [
-    ['?since=abc', {}, 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).'],
-    ['?since=-1', {}, 'since must be the id of an event this stream sent (a decimal number; 0 = everything still kept).'],
+    ['?since=abc', {}, SINCE],
+    ['?since=-1', {}, SINCE],
+    ['?since=2026-11-23T02:10:04', {}, SINCE],
     ['', { 'last-event-id': 'x1' }, 'Last-Event-ID must be the id of an event this stream sent (a decimal number).'],
     ['?host=exa%20mple.com', {}, 'host must be a domain name such as example.com (it matches that host and its subdomains).'],
     ['?host=http://example.com/', {}, 'host must be a domain name such as example.com (it matches that host and its subdomains).'],
     ['?tag=', {}, 'tag must not be empty.'],
-    ['?types=ping,changes', {}, 'types must be a comma-separated list of ping, verified.'],
-    ['?types=', {}, 'types must be a comma-separated list of ping, verified.'],
+    ['?types=ping,changes', {}, 'types must be one or more of ping, verified.'],
+    ['?types=', {}, 'types must be one or more of ping, verified.'],
+    [`?${Array.from({ length: 101 }, (_, i) => `host=h${i}.example`).join('&')}`, {}, 'host may be given at most 100 times.'],
+    [`?${Array.from({ length: 21 }, (_, i) => `tag=t${i}`).join('&')}`, {}, 'tag may be given at most 20 times.'],
+    ['?method=weblogUpdates.ping', {}, 'method must be one or more of ping, extendedPing, pingSiteForm, rssPing.'],
+    [
+      '?outcome=ok',
+      {},
+      'outcome must be one or more of verified, unchanged, not_modified, unreachable, not_a_feed, gone, refused, too_large, too_complex.',
+    ],
+    ['?hosts=example.com', {}, 'Unknown parameter "hosts"; /stream takes since, host, tag, types, method, outcome, until, mode.'],
+    ['?since=0&until=now', {}, 'until must be live (the stored events, then the end).'],
+    ['?since=0&mode=history', {}, 'mode must be replay (the stored events, then the end) or live (the default).'],
+    ['?until=live', {}, 'A replay (until=live or mode=replay) needs since or Last-Event-ID.'],
   ];
   for (const [q, h, message] of cases) {
     const r = await t.app.inject({ method: 'GET', url: `/stream${q}`, headers: { accept: 'text/event-stream', ...h } });

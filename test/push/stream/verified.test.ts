@@ -87,6 +87,26 @@ test('VERIFY_PINGS=mark: every ping event at once, then a `verified` event with 
     replay.events.map((e) => JSON.parse(e.data).url),
     c.events.filter((e) => e.event === 'verified').map((e) => JSON.parse(e.data).url),
   );
+
+  // ?outcome= narrows the verified events and lets ping events through; with types=verified, only those.
+  const outcome = async (q: string) => {
+    const r = await openStream(`${t.url}/stream?since=0&until=live&${q}`);
+    conns.push(r);
+    await r.waitUntil((x) => x.ended, 15_000, 'the end of the replay');
+    assert.equal(r.live.length, 1);
+    return r.events.map((e) => `${e.event} ${JSON.parse(e.data).url}${e.event === 'verified' ? ` ${JSON.parse(e.data).outcome}` : ''}`);
+  };
+  assert.deepEqual(await outcome('outcome=not_a_feed&types=verified'), [`verified ${spam} not_a_feed`]);
+  assert.deepEqual(await outcome('outcome=verified&outcome=gone&types=verified'), [`verified ${good} verified`]);
+  const mixed = await outcome('outcome=not_a_feed');
+  assert.deepEqual(
+    mixed.filter((e) => e.startsWith('ping')),
+    [`ping ${good}`, `ping ${spam}`],
+  );
+  assert.deepEqual(
+    mixed.filter((e) => e.startsWith('verified')),
+    [`verified ${spam} not_a_feed`],
+  );
 });
 
 test('VERIFY_PINGS=require: a ping event only once its ping is verified; an unverified ping never gets one', async () => {
