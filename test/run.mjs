@@ -3,7 +3,7 @@
 // TEST_DATABASE_URL is set. node --test needs an explicit file list to find .ts tests (a glob finds none).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, readFileSync, cpSync, mkdtempSync } from 'node:fs';
+import { readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, readFileSync, cpSync, mkdtempSync, chmodSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { tmpdir } from 'node:os';
 
@@ -84,7 +84,8 @@ function migratedTemplate(bare) {
 // either backend: it runs once, on the embedded run. Reaching one: importing, through any chain of relative
 // imports (type-only ones aside), the database layer, pg or PGlite, or the test app; or starting processes
 // (a server the test spawns opens a database); or reading the backend from the environment.
-const REACHES_DATABASE = /(?<![.\w])(?:spawn|spawnSync|execFile|execFileSync|fork|exec)\(|TEST_DATABASE_URL|TEST_BACKEND|from 'pg'|@electric-sql\/pglite/;
+const REACHES_DATABASE =
+  /(?<![.\w])(?:spawn|spawnSync|execFile|execFileSync|fork|exec)\(|TEST_DATABASE_URL|TEST_BACKEND|from 'pg'|@electric-sql\/pglite/;
 function reachesDatabase(file, seen = new Set()) {
   if (seen.has(file)) return false;
   seen.add(file);
@@ -182,7 +183,10 @@ async function postgresTemplate(url) {
 function testTmpdir() {
   if (process.env.PINGD_TEST_TMPDIR === 'off') return undefined;
   try {
-    return mkdtempSync(join(process.env.PINGD_TEST_TMPDIR || '/dev/shm', 'pingd-tests-'));
+    const dir = mkdtempSync(join(process.env.PINGD_TEST_TMPDIR || '/dev/shm', 'pingd-tests-'));
+    // As /tmp is: tests that run a private PostgreSQL as its own user make their directories in here.
+    chmodSync(dir, 0o1777);
+    return dir;
   } catch {
     return undefined;
   }
