@@ -321,15 +321,7 @@ export const INCLUSIVE = [
 /** Summarises the profiles a profiled run left (window.json in each directory). */
 export function analyse(dirP: string, dirB: string | undefined): string {
   const read = (d: string) => JSON.parse(readFileSync(join(d, 'window.json'), 'utf8')) as { requests: number; profile: Profile };
-  const p = read(dirP);
-  const b = dirB ? read(dirB) : undefined;
-  return [
-    profileTable(dirP, perRequest(p.profile, p.requests), b ? perRequest(b.profile, b.requests) : undefined),
-    '',
-    '```',
-    summarize(p.profile, 30, INCLUSIVE),
-    '```',
-  ].join('\n');
+  return profileText(dirP, read(dirP), dirB ? read(dirB) : undefined);
 }
 
 /** Summarises the profiled window of a run, as the wrk scenario prints it. */

@@ -1,26 +1,10 @@
 // Owns starting the processes a benchmark profiles or runs compiled: pingd under tsx or compiled by tsc
 // (as the image runs it), and the baseline under --cpu-prof.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { ROOT, track, startPingd, compilePingd, type Child } from './servers.js';
+import { ROOT, track, wrap, startPingd, compilePingd, type Child } from './servers.js';
 
 const env = process.env;
-
-export function childOf(proc: ChildProcess, port: number): Child {
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    proc,
-    async stop() {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-      const code = await exited;
-      clearTimeout(t);
-      return code;
-    },
-  };
-}
 
 /**
  * The baseline (bench/baseline-server.ts) under --cpu-prof: startBaseline takes no node flags, and Node
@@ -60,7 +44,7 @@ export async function startProfiledBaseline(dir: string): Promise<Child> {
     });
     proc.once('exit', (code) => reject(new Error(`baseline exited with ${code}: ${err}`)));
   });
-  return childOf(proc, port);
+  return wrap(proc, port);
 }
 
 /** How pingd is started: under tsx from src/ (as the other scenarios do), or compiled by tsc (what ships). */

@@ -70,7 +70,8 @@ export function track(proc: ChildProcess): void {
   proc.once('exit', () => live.delete(proc));
 }
 
-function wrap(proc: ChildProcess, port: number): Child {
+/** A started process as a Child: tracked (killed with the bench), stopped gracefully, then killed after 30 s. */
+export function wrap(proc: ChildProcess, port: number): Child {
   track(proc);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   return {
