@@ -23,8 +23,16 @@ export interface LogDestination {
 
 export function logDestination(opts: { fd?: number; maxBytes: number }): LogDestination {
   let dropped = 0;
+  const fd = opts.fd ?? 1;
+  // stdout must be non-blocking, which Node makes a pipe only once process.stdout is first touched (libuv
+  // opens it as a stream). Left blocking, an asynchronous write to a pipe nobody reads parks a libuv pool
+  // thread inside write(2), and process.exit then waits for that thread for ever. Measured: the compiled
+  // server (`npm start`) with an unread stdout pipe was still running 8 s after SIGTERM with
+  // SHUTDOWN_TIMEOUT_MS=3000, 4 runs of 4, and exited after 3.5 s with this; under tsx, whose loader
+  // touches process.stdout, it always exited, which is why the tests run compiled.
+  if (fd === 1) void process.stdout;
   const stream = new SonicBoom({
-    fd: opts.fd ?? 1,
+    fd,
     sync: false,
     // A line is handed to the kernel as soon as the previous write completes; lines that arrive meanwhile
     // are written together. 1, not 0: sonic-boom's flush() answers at once, without writing, when it is 0.
