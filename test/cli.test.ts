@@ -4,12 +4,11 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { createTestDatabase } from './helpers/app.js';
+import { CLI } from './helpers/cli.js';
 
 const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
-  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  spawnSync(process.execPath, [...CLI, ...args], {
     env: { ...process.env, LOG_LEVEL: 'silent', ...env },
     encoding: 'utf8',
   });
@@ -50,15 +49,13 @@ test('usage errors exit 2, configuration errors 78, --help 0', () => {
 // What broke: `npm start` (bin/pingd.js) and the CLI ignored `.env`, which only Compose read.
 test('.env in the working directory configures the CLI and bin/pingd.js; the environment wins over it', async () => {
   const root = new URL('../', import.meta.url).pathname;
-  // From another directory `--import tsx` would not resolve: the loader by its path.
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   const cwd = mkdtempSync(join(tmpdir(), 'pingd-dotenv-'));
   const tdb = await createTestDatabase({ migrated: true });
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'silent', PORT: '8080' };
   for (const name of ['DATABASE_URL', 'DATA_DIR', 'RETENTION_DAYS']) delete env[name];
   const run = (entry: string[], args: string[]) =>
     spawnSync(process.execPath, [...entry, ...args], { cwd, env, encoding: 'utf8', timeout: 60_000 });
-  const src = ['--import', tsx, join(root, 'src/cli.ts')];
+  const src = [...CLI];
   try {
     const where = tdb.config.DATABASE_URL ? `DATABASE_URL=${tdb.config.DATABASE_URL}` : `DATA_DIR=${tdb.config.DATA_DIR}`;
     // PORT is set in the environment: the file's bad value is never read.

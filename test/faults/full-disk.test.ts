@@ -15,6 +15,7 @@ import { BACKEND, methodCall, readReply, startApp, uniqueUrl } from '../helpers/
 import { freePort } from './private-postgres.js';
 import type { Outcome } from './full-disk-engine.js';
 import { waitFor } from '../helpers/wait.js';
+import { CLI } from '../helpers/cli.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const TEMPLATE = process.env.PINGD_PGLITE_MIGRATED_TEMPLATE || process.env.PINGD_PGLITE_TEMPLATE || '';
@@ -66,7 +67,7 @@ async function fill(path: string, leaveBytes = 0): Promise<void> {
  * stdin, so the test frees the disk in between. The shell outlives the first pingd, and with it the tmpfs.
  */
 function namespaceWithPingd(mnt: string, sizeMb: number, port: number) {
-  const serve = `${JSON.stringify(process.execPath)} --import tsx src/cli.ts serve`;
+  const serve = `${[process.execPath, ...CLI].map((a) => JSON.stringify(a)).join(' ')} serve`;
   const script = [
     `mount -t tmpfs -o size=${sizeMb}m tmpfs "$MNT" || exit 90`,
     TEMPLATE ? `cp -r "$TEMPLATE" "$MNT/pgdata" || exit 91` : ':',

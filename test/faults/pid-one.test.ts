@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BACKEND, createTestDatabase, testConfig, methodCall, readReply, uniqueUrl } from '../helpers/app.js';
 import { freePort } from './private-postgres.js';
+import { CLI } from '../helpers/cli.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -22,7 +23,7 @@ interface PidOne {
 /** `pingd serve` as PID 1 of a PID namespace of its own; `--kill-child`: killing unshare kills it too. */
 async function serveAsPidOne(dataDir: string): Promise<PidOne> {
   const port = await freePort();
-  const child = spawn('unshare', ['-p', '-f', '--mount-proc', '--kill-child', process.execPath, '--import', 'tsx', 'src/cli.ts', 'serve'], {
+  const child = spawn('unshare', ['-p', '-f', '--mount-proc', '--kill-child', process.execPath, ...CLI, 'serve'], {
     cwd: ROOT,
     env: {
       ...process.env,

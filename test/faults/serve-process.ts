@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort } from './private-postgres.js';
 import { waitFor } from '../helpers/wait.js';
+import { CLI } from '../helpers/cli.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -15,7 +16,7 @@ export interface Server {
 /** Starts `pingd serve` with `env` on top of the test's environment; resolves once it answers HTTP. */
 export async function startServer(env: Record<string, string>): Promise<Server> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
+  const child = spawn(process.execPath, [...CLI, 'serve'], {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', RENDER_CRON: '0 0 1 1 *', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

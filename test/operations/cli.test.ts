@@ -11,6 +11,7 @@ import { main } from '../../src/cli.js';
 import { adminSocketPath } from '../../src/operations/admin/socket.js';
 import { existsSync, rmSync } from 'node:fs';
 import { BACKEND, createTestDatabase, startApp, uniqueUrl, type TestDatabase } from '../helpers/app.js';
+import { CLI } from '../helpers/cli.js';
 
 let tdb: TestDatabase;
 let env: Record<string, string>;
@@ -20,7 +21,7 @@ const old = uniqueUrl('old');
 const HOUR = 3_600_000;
 
 const cli = (args: string[], extra: Record<string, string> = {}) =>
-  spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  spawnSync(process.execPath, [...CLI, ...args], {
     env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra },
     encoding: 'utf8',
     timeout: 30_000,
@@ -227,7 +228,7 @@ test("prune exits 75 while another instance prunes; stats and prune exit 1 when 
       const r = await new Promise<{ status: number; stderr: string }>((resolve) =>
         execFile(
           process.execPath,
-          ['--import', 'tsx', 'src/cli.ts', 'stats'],
+          [...CLI, 'stats'],
           { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, encoding: 'utf8', timeout: 30_000 },
           (err, _out, stderr) => resolve({ status: err ? Number((err as { code?: unknown }).code) : 0, stderr }),
         ),

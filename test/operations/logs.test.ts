@@ -8,6 +8,7 @@ import { buildApp } from '../../src/app.js';
 import { redactUrl, safeConfig } from '../../src/server.js';
 import { describeConfig } from '../../src/platform/config.js';
 import { createTestDatabase, methodCall, testConfig, uniqueUrl, type TestDatabase } from '../helpers/app.js';
+import { CLI } from '../helpers/cli.js';
 
 const dbs: TestDatabase[] = [];
 after(async () => {
@@ -150,7 +151,7 @@ test("credentials in a list setting (RELAY_TARGETS) are masked in the logged con
 
 test('the real process: a start against an unreachable database fails with exit 1 and never prints the password', async () => {
   // (The startup line of a process that does start is checked in shutdown.test.ts.)
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
+  const r = spawnSync(process.execPath, [...CLI, 'serve'], {
     env: {
       ...process.env,
       LOG_LEVEL: 'info',

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import http from 'node:http';
 import { openDatabase } from '../../src/platform/db/database.js';
 import { BACKEND, createTestDatabase, methodCall, uniqueUrl } from '../helpers/app.js';
+import { CLI } from '../helpers/cli.js';
 
 const PASSWORD = 'shutdown-test-password';
 const TOTAL = 400;
@@ -47,7 +48,7 @@ test(
       u.password = PASSWORD; // trust authentication: accepted and ignored, but it must never reach the log
       return u.href;
     })();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
+    const child = spawn(process.execPath, [...CLI, 'serve'], {
       env: {
         ...process.env,
         LOG_LEVEL: 'info',

@@ -9,6 +9,7 @@ import http from 'node:http';
 import { freePort } from '../faults/private-postgres.js';
 import { createTestDatabase } from '../helpers/app.js';
 import { waitFor } from '../helpers/wait.js';
+import { CLI } from '../helpers/cli.js';
 
 const SHUTDOWN_TIMEOUT_MS = 3000;
 const PINGS = 800;
@@ -34,7 +35,7 @@ test(
   async (t) => {
     const tdb = await createTestDatabase();
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], {
+    const child = spawn(process.execPath, [...CLI, 'serve'], {
       env: {
         ...process.env,
         LOG_LEVEL: 'debug',

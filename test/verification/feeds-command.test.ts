@@ -8,6 +8,7 @@ import { pingAndSettle } from './helpers.js';
 import { parseArgs } from 'node:util';
 import { FEEDS_OPTIONS, feedsCommand } from '../../src/verification/feeds-command.js';
 import { EXIT, openDb } from '../../src/cli.js';
+import { CLI } from '../helpers/cli.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -33,7 +34,7 @@ test('pingd feeds show prints a feed or a weblog, reset clears gone; unknown is 
   }
   const env = { ...process.env, LOG_LEVEL: 'silent', DATABASE_URL: t.config.DATABASE_URL ?? '', DATA_DIR: t.config.DATA_DIR };
   const cli = (...args: string[]) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'feeds', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
+    spawnSync(process.execPath, [...CLI, 'feeds', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
   // The command in this process too (a process costs seconds): its output and exit code as the CLI returns them.
   const run = async (...args: string[]) => {
     const out: string[] = [];

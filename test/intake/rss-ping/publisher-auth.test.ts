@@ -13,6 +13,7 @@ import { MAX_LIVE_TOKENS } from '../../../src/intake/rss-ping/token-repository.j
 import { TOKEN_REQUESTS_PER_MIN } from '../../../src/intake/rss-ping/token-route.js';
 import { readRssPingReply, rssPing } from './helpers.js';
 import { findPayloadsBySite } from '../../helpers/rows.js';
+import { CLI } from '../../helpers/cli.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -108,7 +109,7 @@ test('publisher add generates and prints a password once, or takes one; list and
   assert.deepEqual([gone.code, gone.err], [1, 'pingd publisher: http://publisher-c.example.com/ is not registered.']);
   // The real command line, in its own process.
   const env = { ...process.env, DATABASE_URL: db.config.DATABASE_URL ?? '', DATA_DIR: db.config.DATA_DIR ?? '', LOG_LEVEL: 'silent' };
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'publisher', 'list', '--json'], { cwd: ROOT, env });
+  const { stdout } = await run(process.execPath, [...CLI, 'publisher', 'list', '--json'], { cwd: ROOT, env });
   assert.deepEqual(
     (JSON.parse(stdout) as { site_uri: string; live_tokens: number }[]).map((p) => [p.site_uri, p.live_tokens]),
     [

@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { BACKEND, createTestDatabase, testConfig, uniqueUrl, type TestDatabase } from '../../helpers/app.js';
 import { adminSocketPath } from '../../../src/operations/admin/socket.js';
 import { startServer, type Server } from '../../faults/serve-process.js';
+import { CLI } from '../../helpers/cli.js';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const SECRET = randomBytes(32).toString('hex');
@@ -25,7 +26,7 @@ let socket: string;
 /** `pingd <args>` as an operator types it, in a process of its own (async: the server may be this test's child). */
 function cli(args: string[], extra: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    const child = spawn(process.execPath, [...CLI, ...args], {
       cwd: ROOT,
       env: { ...process.env, LOG_LEVEL: 'silent', ...env, ...extra },
     });

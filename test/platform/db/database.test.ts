@@ -8,6 +8,7 @@ import { openDatabase, DatabaseError, inBackground } from '../../../src/platform
 import { BACKGROUND_MAX_WAIT_MS } from '../../../src/platform/db/pglite-thread.js';
 import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
 import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
+import { CLI } from '../../helpers/cli.js';
 
 async function open(cfg: ReturnType<typeof testConfig>) {
   return openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 5000 });
@@ -99,7 +100,7 @@ if (BACKEND === 'pglite')
       // Asynchronously: the lock's holder is this process, and its heartbeat must go on meanwhile (a
       // spawnSync blocked it, and the other process took the lock over as stale after 10 s).
       const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
+        const child = spawn(process.execPath, [...CLI, 'migrate'], {
           env: { ...process.env, DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR },
           stdio: ['ignore', 'ignore', 'pipe'],
         });

@@ -3,10 +3,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
+import { extname } from 'node:path';
 import { BudgetPool } from '../../../src/platform/work/budget-pool.js';
 
 type Task = { kind: 'spin'; ms: number } | { kind: 'allocate' } | { kind: 'echo'; value: string };
-const filename = fileURLToPath(new URL('../../helpers/budget-task.ts', import.meta.url));
+// The task module in this file's own language: .ts under tsx, .js in the suite's compiled copy.
+const filename = fileURLToPath(new URL(`../../helpers/budget-task${extname(import.meta.url)}`, import.meta.url));
 const pools: BudgetPool<Task, string>[] = [];
 const pool = (o: Partial<{ threads: number; budgetMs: number; maxWaiting: number; memoryMb: number }> = {}) => {
   const p = new BudgetPool<Task, string>({ filename, threads: 1, budgetMs: 10_000, maxWaiting: 4, memoryMb: 64, ...o });

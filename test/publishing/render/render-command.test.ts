@@ -10,6 +10,7 @@ import zlib from 'node:zlib';
 import { createTestDatabase, startApp, uniqueUrl, type TestDatabase } from '../../helpers/app.js';
 import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documents/archive.js';
 import { insertPings, strictParse } from '../helpers.js';
+import { CLI } from '../../helpers/cli.js';
 
 function cli(
   args: string[],
@@ -19,7 +20,7 @@ function cli(
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', ...args],
+      [...CLI, ...args],
       {
         env: {
           ...process.env,
