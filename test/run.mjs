@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs the whole suite: once on the embedded database (PGlite), then again on a real PostgreSQL when
 // TEST_DATABASE_URL is set. node --test needs an explicit file list to find .ts tests (a glob finds none).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, readFileSync, cpSync, mkdtempSync, chmodSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -82,7 +82,7 @@ function migratedTemplate(bare) {
 }
 
 // A test file whose code never reaches a database (parsers, decisions, renderers, docs) does the same work on
-// either backend: it runs once, on the embedded run. Reaching one: importing, through any chain of relative
+// either backend: it runs once (see filesFor). Reaching one: importing, through any chain of relative
 // imports (type-only ones aside), the database layer, pg or PGlite, or the test app; or starting processes
 // (a server the test spawns opens a database); or reading the backend from the environment.
 const REACHES_DATABASE =
@@ -112,7 +112,7 @@ function reachesDatabase(file, seen = new Set()) {
 
 // `node test/run.mjs --list`: the files each backend runs, and nothing else.
 if (process.argv.includes('--list')) {
-  for (const f of files) console.log(`${reachesDatabase(join(root, f)) ? 'both  ' : 'pglite'} ${f}`);
+  for (const f of files) console.log(`${reachesDatabase(join(root, f)) ? 'both' : 'once'} ${f}`);
   process.exit(0);
 }
 
@@ -200,16 +200,23 @@ const template = await pgliteTemplate();
 // CPU less. PINGD_TEST_MIRROR=off runs them from the checkout under tsx, as a developer's single file runs.
 const mirror = process.env.PINGD_TEST_MIRROR === 'off' ? undefined : await buildMirror(root, join(testTmp ?? tmpdir(), 'pingd-mirror'));
 const migrated = migratedTemplate(template);
-let passed = 0;
-let failed = 0;
-let failedRuns = 0;
-for (const [backend, extra] of backends) {
-  console.log(`\n=== test files on ${backend} ===`);
-  const pgTemplate = backend === 'postgres' ? await postgresTemplate(extra.TEST_DATABASE_URL) : undefined;
-  const runFiles = backend === 'postgres' ? files.filter((f) => reachesDatabase(join(root, f))) : files;
-  if (runFiles.length < files.length)
-    console.log(`(${files.length - runFiles.length} files never reach a database: they ran on pglite, not again here)`);
-  const r = spawnSync(
+// Both backends run at once, each with its own `node --test` (TEST_CONCURRENCY files at a time, default 3):
+// one after the other, 1.4 of the 2 cores were busy on average (processes waiting on leases, timers and
+// each other; each run's slow last files alone at the end), 1.7 at once (suite 535 -> 486 s). TEST_SERIAL_BACKENDS=1 runs
+// them one after the other. Each run's report is printed whole once it is done.
+// A file that never reaches a database runs once, in the PostgreSQL run when there is one, first: the
+// embedded run is the longer (~425 against ~235 CPU-s of test processes), and these files hold the
+// suite's longest (the hostile-text scans at 5 MiB: 77 s, 33 CPU-s), which must not start last.
+const onBoth = files.filter((f) => reachesDatabase(join(root, f)));
+const dbFree = files.filter((f) => !onBoth.includes(f));
+function filesFor(backend) {
+  if (backends.length === 1) return files;
+  return backend === 'postgres' ? [...dbFree, ...onBoth] : onBoth;
+}
+
+function runBackend(backend, extra, pgTemplate) {
+  const runFiles = filesFor(backend);
+  const child = spawn(
     process.execPath,
     [
       ...(mirror ? ['--enable-source-maps'] : ['--import', 'tsx']),
@@ -238,19 +245,42 @@ for (const [backend, extra] of backends) {
         ...(pgTemplate ? { PINGD_PG_TEMPLATE_DB: pgTemplate } : {}),
         LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
       },
-      encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
-      maxBuffer: 256 * 1024 * 1024,
     },
   );
-  process.stdout.write(r.stdout ?? '');
-  const pass = Number(/^ℹ pass (\d+)/m.exec(r.stdout ?? '')?.[1] ?? 0);
-  const fail = Number(/^ℹ fail (\d+)/m.exec(r.stdout ?? '')?.[1] ?? 0);
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+  return new Promise((resolve) =>
+    child.on('close', (status) => {
+      const once = backends.length > 1 && backend === 'postgres' ? dbFree.length : 0;
+      const header = `\n=== test files on ${backend} ===\n${once ? `(${once} of them never reach a database: they run here only)\n` : ''}`;
+      resolve({ backend, status, stdout: header + stdout });
+    }),
+  );
+}
+
+const pgTemplates = new Map();
+for (const [backend, extra] of backends)
+  if (backend === 'postgres') pgTemplates.set(backend, await postgresTemplate(extra.TEST_DATABASE_URL));
+const started = performance.now();
+const runs = [];
+for (const [backend, extra] of backends) {
+  const run = runBackend(backend, extra, pgTemplates.get(backend));
+  if (process.env.TEST_SERIAL_BACKENDS === '1') await run;
+  runs.push(run);
+}
+let passed = 0;
+let failed = 0;
+let failedRuns = 0;
+for (const r of await Promise.all(runs)) {
+  process.stdout.write(r.stdout);
+  const pass = Number(/^ℹ pass (\d+)/m.exec(r.stdout)?.[1] ?? 0);
+  const fail = Number(/^ℹ fail (\d+)/m.exec(r.stdout)?.[1] ?? 0);
   passed += pass;
   failed += fail;
   if (r.status !== 0) failedRuns++;
-  console.log(`=== ${backend}: ${pass} passed, ${fail} failed (exit ${r.status}) ===`);
-  if (backend === 'postgres') await dropStaleTestDatabases(extra.TEST_DATABASE_URL);
+  console.log(`=== ${r.backend}: ${pass} passed, ${fail} failed (exit ${r.status}) ===`);
 }
-console.log(`\n${passed} passed, ${failed} failed`);
+for (const [backend, extra] of backends) if (backend === 'postgres') await dropStaleTestDatabases(extra.TEST_DATABASE_URL);
+console.log(`\n${passed} passed, ${failed} failed in ${Math.round((performance.now() - started) / 1000)} s`);
 process.exit(failedRuns > 0 || failed > 0 || passed === 0 ? 1 : 0);

@@ -2,6 +2,8 @@
 // reader with the event loop held, so pings hung and, after a flood at LOG_LEVEL=debug, a SIGTERM'd process
 // ran for minutes past SHUTDOWN_TIMEOUT_MS. Here `pingd serve` logs at debug into a pipe this test never
 // reads: pings must still be answered, the dropped lines counted, and SIGTERM must end the process in time.
+// REGRESSION (compiled server): with stdout left a blocking pipe, a write parked in libuv's pool held
+// process.exit for ever; under tsx (whose loader opens stdout non-blocking) this test never saw it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
