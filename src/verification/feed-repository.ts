@@ -4,7 +4,7 @@
 // plain rows out.
 import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
-import type { Outcome } from './manners.js';
+import type { Outcome } from '../platform/outcomes.js';
 import type { FeedHints } from './feed-parser.js';
 
 export type { FeedHints };

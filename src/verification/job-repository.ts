@@ -4,7 +4,7 @@
 import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
 import type { QueueStats } from '../platform/queue/queue-gauge.js';
-import type { Outcome } from './manners.js';
+import type { Outcome } from '../platform/outcomes.js';
 
 export interface Job {
   pingId: number;

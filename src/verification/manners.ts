@@ -5,22 +5,7 @@
 // State document (301 vs 302 redirects, XML redirects, 410 Gone).
 import type { FetchErrorCode } from '../platform/fetch/safe-fetch.js';
 import { doublingBackoffMs } from '../platform/retry.js';
-
-/** too_large: the document is over FETCH_MAX_BYTES; too_complex: reading it took more than its time or memory budget. */
-export type Outcome =
-  'verified' | 'unchanged' | 'not_modified' | 'unreachable' | 'not_a_feed' | 'gone' | 'refused' | 'too_large' | 'too_complex';
-
-export const OUTCOMES: readonly Outcome[] = [
-  'verified',
-  'unchanged',
-  'not_modified',
-  'unreachable',
-  'not_a_feed',
-  'gone',
-  'refused',
-  'too_large',
-  'too_complex',
-];
+import type { Outcome } from '../platform/outcomes.js';
 
 /** What a failed fetch (no HTTP answer to judge) means for the ping. */
 export function outcomeOfFetchError(code: FetchErrorCode): Outcome {

@@ -7,7 +7,8 @@
 // XML redirect it was following), and has a bound on requests and time whatever path it takes.
 import type { Db, Queryable } from '../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
-import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget, type Outcome } from './manners.js';
+import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget } from './manners.js';
+import type { Outcome } from '../platform/outcomes.js';
 import { retryAfter } from '../platform/retry.js';
 import type { PublishedItem } from './document-task.js';
 import type { DocumentReader } from './documents.js';

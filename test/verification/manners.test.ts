@@ -10,11 +10,10 @@ import {
   isFailure,
   outcomeOfFetchError,
   outcomeOfStatus,
-  OUTCOMES,
   permanentTarget,
   statusClass,
-  type Outcome,
 } from '../../src/verification/manners.js';
+import { OUTCOMES, type Outcome } from '../../src/platform/outcomes.js';
 import { retryAfter } from '../../src/platform/retry.js';
 
 const MIN = 60_000;

@@ -3,27 +3,15 @@
 // with their refusals, and the published filter caps. Pure functions; the hub and the route do the I/O.
 import type { EventRow } from './event-repository.js';
 import type { PingMethod } from '../../intake/ping/validate.js';
+import { OUTCOMES } from '../../platform/outcomes.js';
 
 export type EventType = 'ping' | 'verified';
 export const EVENT_TYPES: readonly EventType[] = ['ping', 'verified'];
 
 /** The `method` a `ping` event carries (how the ping arrived), the values `?method=` takes. */
 export const STREAM_METHODS = ['ping', 'extendedPing', 'pingSiteForm', 'rssPing'] as const satisfies readonly PingMethod[];
-/**
- * The `outcome` a `verified` event carries, the values `?outcome=` takes. The verifier's own list (push may
- * not import verification's vocabulary: test/layout.test.ts); test/push/stream/events.test.ts keeps them equal.
- */
-export const STREAM_OUTCOMES = [
-  'verified',
-  'unchanged',
-  'not_modified',
-  'unreachable',
-  'not_a_feed',
-  'gone',
-  'refused',
-  'too_large',
-  'too_complex',
-] as const;
+/** The `outcome` a `verified` event carries, the values `?outcome=` takes: the verifier's own list. */
+export const STREAM_OUTCOMES = OUTCOMES;
 
 /**
  * How many values one request may name per filter. A host filter is one substring test per host per row

@@ -15,7 +15,7 @@ import {
   type StreamRequest,
   type StreamRequestOk,
 } from '../../../src/push/stream/events.js';
-import { OUTCOMES } from '../../../src/verification/manners.js';
+import { OUTCOMES } from '../../../src/platform/outcomes.js';
 import type { EventRow } from '../../../src/push/stream/event-repository.js';
 
 const row = (over: Partial<EventRow> = {}): EventRow => ({
@@ -91,7 +91,8 @@ test('filters: method narrows ping events, outcome narrows verified events; each
 });
 
 test('the lists the stream publishes are the ones intake and verification use', () => {
-  assert.deepEqual([...STREAM_OUTCOMES], [...OUTCOMES]);
+  // One list since the outcomes moved to platform/: the stream had a copy kept equal by this test.
+  assert.equal(STREAM_OUTCOMES, OUTCOMES);
 });
 
 const ok = (r: StreamRequest): StreamRequestOk => {
