@@ -41,9 +41,13 @@ const START_ALLOWANCE_MS = 5000;
 
 /**
  * The parent's Node flags a task thread starts with: the TypeScript loader (tests, `npm run dev`: tsx's
- * `--import`), and not what was preloaded for the main thread only (a profiler, a benchmark's statement
- * counter). Measured: a benchmark's `--import counter.ts` ran in each thread before tsx was ready, the
- * thread failed to start, and piscina's unhandled 'error' event ended the server.
+ * `--import`) and source maps, and nothing else. Not what was preloaded for the main thread only (a
+ * profiler, a benchmark's statement counter: measured, a benchmark's `--import counter.ts` ran in each
+ * thread before tsx was ready, the thread failed to start, and piscina's unhandled 'error' event ended the
+ * server). Not V8's flags either: a Worker given one (`--max-old-space-size`, `--liftoff-only`,
+ * `--interrupt-budget`) refuses to start (ERR_WORKER_INVALID_EXEC_ARGV), so `node --max-old-space-size=512
+ * bin/pingd.js serve` left every verification waiting on threads that never came; they are process-wide
+ * and reach the thread anyway.
  */
 export function threadExecArgv(argv: readonly string[] = process.execArgv): string[] {
   const out: string[] = [];
@@ -61,8 +65,7 @@ export function threadExecArgv(argv: readonly string[] = process.execArgv): stri
       if (/tsx/.test(value)) out.push(a, value);
       continue;
     }
-    if (/^--(?:cpu-prof|heap-prof|inspect|prof)/.test(a)) continue;
-    out.push(a);
+    if (a === '--enable-source-maps') out.push(a);
   }
   return out;
 }

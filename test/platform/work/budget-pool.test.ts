@@ -4,6 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { extname } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { BudgetPool } from '../../../src/platform/work/budget-pool.js';
 
 type Task = { kind: 'spin'; ms: number } | { kind: 'allocate' } | { kind: 'echo'; value: string };
@@ -81,9 +82,25 @@ test("threads get the TypeScript loader but not the main thread's other preloads
       'dotenv/config',
       '--cpu-prof',
       '--cpu-prof-dir=/tmp',
-      '--max-old-space-size=512',
-      '--liftoff-only',
+      '--enable-source-maps',
     ]),
-    ['--import', 'tsx', '--import=file:///x/node_modules/tsx/dist/esm/index.mjs', '--max-old-space-size=512', '--liftoff-only'],
+    ['--import', 'tsx', '--import=file:///x/node_modules/tsx/dist/esm/index.mjs', '--enable-source-maps'],
   );
+});
+
+// REGRESSION: V8 flags were handed on to the threads, which refused to start (ERR_WORKER_INVALID_EXEC_ARGV):
+// `node --max-old-space-size=512 bin/pingd.js serve` left every verification waiting for a thread.
+test('a server started with V8 flags still gets its task threads: they are left out of the threads\' flags', async () => {
+  const { threadExecArgv } = await import('../../../src/platform/work/budget-pool.js');
+  const flags = ['--max-old-space-size=512', '--liftoff-only', '--interrupt-budget=1000000', '--stack-size=2000'];
+  assert.deepEqual(threadExecArgv(flags), []);
+  // The same pool as the server's, in a process started with those flags: its task answers.
+  const script = `
+    const { BudgetPool } = await import(${JSON.stringify(new URL('../../../src/platform/work/budget-pool' + extname(import.meta.url), import.meta.url).href)});
+    const p = new BudgetPool({ filename: ${JSON.stringify(filename)}, threads: 1, budgetMs: 20000, maxWaiting: 1, memoryMb: 64 });
+    console.log(JSON.stringify(await p.run({ kind: 'echo', value: 'started' })));
+    await p.close();`;
+  const r = spawnSync(process.execPath, [...process.execArgv, ...flags, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { kind: 'ok', value: 'started' });
 });
