@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Runs the whole suite: once on the embedded database (PGlite), then again on a real PostgreSQL when
-// TEST_DATABASE_URL is set. node --test needs an explicit file list to find .ts tests (a glob finds none).
+// Runs the whole suite: on the embedded database (PGlite) and, when TEST_DATABASE_URL is set, on a real
+// PostgreSQL at the same time, from a compiled copy of the checkout (mirror.mjs). node --test gets an
+// explicit file list (with .ts files, a glob finds none).
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, readFileSync, cpSync, mkdtempSync, chmodSync } from 'node:fs';
@@ -198,12 +199,15 @@ process.on('exit', () => testTmp && rmSync(testTmp, { recursive: true, force: tr
 const template = await pgliteTemplate();
 // The compiled copy the files run from (test/mirror.mjs): without a loader, a test process costs ~0.75 s of
 // CPU less. PINGD_TEST_MIRROR=off runs them from the checkout under tsx, as a developer's single file runs.
-const mirror = process.env.PINGD_TEST_MIRROR === 'off' ? undefined : await buildMirror(root, join(testTmp ?? tmpdir(), 'pingd-mirror'));
+// In this run's own directory: two checkouts' runs at once must not replace each other's copy.
+const mirrorHome = testTmp ?? mkdtempSync(join(tmpdir(), 'pingd-mirror-'));
+if (!testTmp) process.on('exit', () => rmSync(mirrorHome, { recursive: true, force: true }));
+const mirror = process.env.PINGD_TEST_MIRROR === 'off' ? undefined : await buildMirror(root, join(mirrorHome, 'pingd-mirror'));
 const migrated = migratedTemplate(template);
 // Both backends run at once, each with its own `node --test` (TEST_CONCURRENCY files at a time, default 3):
 // one after the other, 1.4 of the 2 cores were busy on average (processes waiting on leases, timers and
-// each other; each run's slow last files alone at the end), 1.7 at once (suite 535 -> 486 s). TEST_SERIAL_BACKENDS=1 runs
-// them one after the other. Each run's report is printed whole once it is done.
+// each other; each run's slow last files alone at the end), 1.7 at once (suite 535 -> 486 s).
+// TEST_SERIAL_BACKENDS=1 runs them one after the other. Each run's report is printed whole once it is done.
 // A file that never reaches a database runs once, in the PostgreSQL run when there is one, first: the
 // embedded run is the longer (~425 against ~235 CPU-s of test processes), and these files hold the
 // suite's longest (the hostile-text scans at 5 MiB: 77 s, 33 CPU-s), which must not start last.
