@@ -1,11 +1,11 @@
-// Owns the suite's compiled copy of the checkout: src/ and test/ transpiled to JavaScript once per run, so
-// test processes run without a module loader. Under `--import tsx` every process paid ~0.75 s more CPU to
-// load the app (1.4 s against 0.65 s, measured: the loader's hooks thread and its resolution of each
-// module, not the transpiling), and the suite starts some 450 test processes, the embedded database's
-// threads and the servers they spawn.
+// Owns the suite's compiled copy of the checkout: src/, test/, bench/ and scripts/ transpiled to JavaScript
+// once per run, so test processes run without a module loader. Under `--import tsx` every process paid
+// ~0.75 s more CPU to load the app (1.4 s against 0.65 s, measured: the loader's hooks thread and its
+// resolution of each module, not the transpiling), and a run starts some 300 test processes, about 100
+// servers and commands, and the embedded database's threads.
 //
 // The copy sits where it keeps every path the same depth as in the checkout (`new URL('../../', …)` is the
-// root in both): a directory whose src/ and test/ hold the transpiled .js beside a link to each .ts and to
+// root in both): a directory whose transpiled folders hold each .js beside a link to its .ts and to
 // every other file (fixtures, assets, helpers in .mjs), and whose other entries (node_modules, migrations,
 // docs, package.json, …) are links to the checkout's. Node follows a link to the file's real path, so a
 // test that runs a .ts (a command under tsx, a worker registering tsx) runs the checkout's own.
