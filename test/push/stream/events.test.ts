@@ -91,8 +91,10 @@ test('filters: method narrows ping events, outcome narrows verified events; each
 });
 
 test('the lists the stream publishes are the ones intake and verification use', () => {
-  // One list since the outcomes moved to platform/: the stream had a copy kept equal by this test.
-  assert.equal(STREAM_OUTCOMES, OUTCOMES);
+  // Every outcome verification can decide is one ?outcome= takes and /stream/info lists; nothing else is.
+  assert.deepEqual([...STREAM_OUTCOMES], [...OUTCOMES]);
+  for (const o of OUTCOMES) assert.deepEqual(ok(parseStreamRequest({ outcome: o }, undefined)).filter.outcomes, new Set([o]), o);
+  assert.match(refused(parseStreamRequest({ outcome: 'fetched' }, undefined)), /outcome/);
 });
 
 const ok = (r: StreamRequest): StreamRequestOk => {
