@@ -2,6 +2,7 @@
 // length of 140 for code, prettier's printWidth (`npm run format`); comments, strings and URLs may run longer.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import regexp from 'eslint-plugin-regexp';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'src/web/assets/vendor/**', 'data/**', 'coverage/**'] },
@@ -16,6 +17,14 @@ export default tseslint.config(
       // Matching control characters is the point where it is done: XML 1.0 forbids them in documents.
       'no-control-regex': 'off',
     },
+  },
+  // Every pattern in src/ may meet a stranger's bytes (headers, query strings, form fields, XML-RPC values,
+  // fetched feeds): none may backtrack or move super-linearly. `/^Bearer\s+(.+?)\s*$/i` took 313 ms of
+  // event loop for one 16 KB Authorization header (issue 43); test/hostile/headers.test.ts pumps each input.
+  {
+    files: ['src/**/*.ts'],
+    plugins: { regexp },
+    rules: { 'regexp/no-super-linear-backtracking': 'error', 'regexp/no-super-linear-move': 'error' },
   },
   // Tests and benchmarks read JSON answers whose shape the assertions check.
   { files: ['test/**', 'bench/**'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },

@@ -1,10 +1,10 @@
 // Owns who may use the operator API: a request that came in over the server's admin socket (pingd.sock in
 // DATA_DIR, whose file permissions are the authorization), or one over HTTP with `Authorization: Bearer
 // <ADMIN_TOKEN>`, compared in constant time. One rule for /api/admin/* and every other operator-only route.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_STATUS } from './errors.js';
+import { bearerCheck } from './bearer.js';
 
 /**
  * Requests the admin socket's server handed to the app. Marked by that server rather than read off the
@@ -24,21 +24,18 @@ export const ADMIN_REFUSALS = {
   denied: 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".',
 } as const;
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest();
-
 /**
  * The onRequest hook of an operator-only route: passes a request over the admin socket or with the right
- * bearer token, answers anything else 401 `{"error":"ADMIN_UNAUTHORIZED","message":…}`. Both sides are
- * hashed first, so the comparison takes the same time whatever the length or content of a guess.
+ * bearer token (platform/bearer.ts: linear, constant-time), answers anything else 401
+ * `{"error":"ADMIN_UNAUTHORIZED","message":…}`.
  */
 export function adminOnly(token: string | undefined): (req: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
-  const expected = token ? sha256(token) : undefined;
+  const authorised = token ? bearerCheck(token) : undefined;
   return async function adminOnly(req, reply) {
     if (overAdminSocket.has(req.raw)) return undefined;
     let message: string = ADMIN_REFUSALS.off;
-    if (expected) {
-      const m = /^Bearer\s+(.+?)\s*$/i.exec(req.headers.authorization ?? '');
-      if (m !== null && timingSafeEqual(sha256(m[1]), expected)) return undefined;
+    if (authorised) {
+      if (authorised(req.headers.authorization)) return undefined;
       message = ADMIN_REFUSALS.denied;
     }
     return reply

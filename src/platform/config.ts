@@ -5,6 +5,7 @@ import { parseCidrList, type CidrRange } from './net/ip.js';
 import cron from 'node-cron';
 import { PingdError } from './errors.js';
 import { redactUrl } from './redact.js';
+import { trimEndChar } from './text/trim.js';
 
 export class ConfigError extends PingdError<'CONFIG_INVALID'> {
   constructor(message: string) {
@@ -144,7 +145,7 @@ const publicUrl: Parser<string | undefined> = (raw, name) => {
     throw new ConfigError(
       `${name} must be a plain origin with an optional path (no query, fragment or credentials), got ${JSON.stringify(raw)}`,
     );
-  return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+  return `${u.origin}${trimEndChar(u.pathname, '/')}`;
 };
 
 /**

@@ -183,7 +183,7 @@ export function parseBlocklist(text: string): { list: Blocklist; problems: Block
       problems.push({ line: i + 1, message: `more than ${MAX_RULES} rules; the rest of the file is ignored` });
       break;
     }
-    const m = /^(host|url|name|client):\s*(.*)$/i.exec(line);
+    const m = /^(host|url|name|client):(.*)$/i.exec(line);
     const kind = (m ? m[1].toLowerCase() : 'host') as RuleKind;
     const value = m ? m[2].trim() : line;
     const bad = (message: string) => problems.push({ line: i + 1, message: `${message}: ${JSON.stringify(line.slice(0, 200))}` });

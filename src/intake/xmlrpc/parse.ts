@@ -8,6 +8,7 @@ import { fastParseMethodCall } from './fast-parse.js';
 import type { MethodCall, XmlRpcValue } from './values.js';
 import { PingdError } from '../../platform/errors.js';
 import { UNTRUSTED_XML } from '../../platform/xml/parser-options.js';
+import { trimEndChar } from '../../platform/text/trim.js';
 
 export type { MethodCall, XmlRpcValue };
 
@@ -89,7 +90,7 @@ export function parseMethodCallText(text: string): MethodCall {
       FAULT.PARSE_ERROR,
       /nested/i.test(m)
         ? `Parse error: elements nested deeper than ${MAX_ELEMENT_DEPTH} levels.`
-        : `Parse error: ${m.slice(0, 200).replace(/\.+$/, '')}.`,
+        : `Parse error: ${trimEndChar(m.slice(0, 200), '.')}.`,
     );
   }
   const call = doc.methodCall as Record<string, unknown> | undefined;

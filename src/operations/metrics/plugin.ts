@@ -3,9 +3,9 @@
 // optionally behind METRICS_TOKEN) is served from here. Intake's metrics are in intake-metrics.ts.
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
-import { timingSafeEqual, createHash } from 'node:crypto';
 import { Registry, Counter, collectDefaultMetrics } from 'prom-client';
 import { PlainHistogram } from '../../platform/plain-metrics.js';
+import { bearerCheck } from '../../platform/bearer.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -143,14 +143,9 @@ async function metricsPlugin(app: FastifyInstance, opts: MetricsOptions): Promis
   everyRoute(app, 'onResponse', onResponse);
 
   // Optional bearer token: the exposition names routes and counts, not secrets, but operators who
-  // publish the port may not want it readable. Compared by hash so the time taken reveals nothing.
+  // publish the port may not want it readable. The same check as the operator API's (platform/bearer.ts).
   const token = app.config.METRICS_TOKEN;
-  const tokenHash = token ? createHash('sha256').update(token).digest() : undefined;
-  const authorised = (header: string | undefined): boolean => {
-    if (!tokenHash) return true;
-    const m = /^Bearer\s+(.+?)\s*$/i.exec(header ?? '');
-    return m !== null && timingSafeEqual(createHash('sha256').update(m[1]).digest(), tokenHash);
-  };
+  const authorised = token ? bearerCheck(token) : () => true;
 
   const exposition = new PacedRender(() => registry.metrics(), METRICS_MIN_GAP_MS);
   app.get('/metrics', async (req, reply) => {

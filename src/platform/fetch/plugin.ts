@@ -7,6 +7,7 @@ import { Counter } from 'prom-client';
 import { SafeFetcher } from './safe-fetch.js';
 import { userAgent } from './user-agent.js';
 import type { Config } from '../config.js';
+import { trimEndChar } from '../text/trim.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -25,7 +26,7 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   // The aggregator-behaviour guide: a page a sysadmin can read before deciding to block us. The operator's
   // (FETCH_CONTACT_URL), else this server's own home page (PUBLIC_URL): package.json names no project page,
   // and the bare product token it fell back to promised a link it did not send.
-  const contact = config.FETCH_CONTACT_URL ?? (config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}/` : undefined);
+  const contact = config.FETCH_CONTACT_URL ?? (config.PUBLIC_URL ? `${trimEndChar(config.PUBLIC_URL, '/')}/` : undefined);
   if (!contact && config.VERIFY_PINGS !== 'off') {
     app.log.warn(
       `outbound requests say only User-Agent: ${userAgent()}: set FETCH_CONTACT_URL (or PUBLIC_URL) to a page about this server, so the hosts it fetches from can tell who asks`,

@@ -4,6 +4,7 @@
 // address, because ipaddr.js on its own also accepts IPv4 shorthand (1.2.3, 0x7f.1, octal 010.0.0.1).
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { beforeChar } from '../text/trim.js';
 
 export interface IpAddress {
   family: 4 | 6;
@@ -85,7 +86,7 @@ export function inRange(ip: IpAddress, r: CidrRange): boolean {
 
 /** The eight 16-bit groups of an IPv6 address (a zone id is dropped) as lower-case hex without leading zeros, or undefined if it is not one. */
 export function expandIPv6(addr: string): string[] | undefined {
-  const a = addr.replace(/%.*$/, '');
+  const a = beforeChar(addr, '%');
   return isIP(a) === 6 ? v6Parts(a).map((g) => g.toString(16)) : undefined;
 }
 
@@ -113,7 +114,7 @@ export function canonicalAddress(text: string | null | undefined): string | null
   if (isCanonicalIPv4(text)) return text;
   let s = text.trim();
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1);
-  s = s.replace(/%.*$/, '');
+  s = beforeChar(s, '%');
   if (!isIP(s)) return null;
   return ipaddr.process(s).toString();
 }

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../../platform/config.js';
+import { trimEndChar } from '../../platform/text/trim.js';
 
 export interface RelayTarget {
   url: string;
@@ -19,7 +20,7 @@ export const DEFAULT_TARGET_CONCURRENCY = 2;
 /** A URL as compared for sameness: lower-case origin, default port dropped, path without trailing slashes. */
 export function normalTarget(raw: string): string {
   const u = new URL(raw);
-  return `${u.origin}${u.pathname.replace(/\/+$/, '')}${u.search}`.toLowerCase();
+  return `${u.origin}${trimEndChar(u.pathname, '/')}${u.search}`.toLowerCase();
 }
 
 /** Whether `target` is one of pingd's own XML-RPC endpoints under PUBLIC_URL (/, /RPC2, /rpc2). */
