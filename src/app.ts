@@ -3,7 +3,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
 import { loadConfig, type Config, type TrustProxy } from './platform/config.js';
-import dbPlugin from './platform/db/plugin.js';
+import dbPlugin, { prepareDatabase } from './platform/db/plugin.js';
 import metricsPlugin, { everyRoute } from './operations/metrics/plugin.js';
 import type { LogDestination } from './platform/log-destination.js';
 import intakeMetricsPlugin from './operations/metrics/intake-metrics.js';
@@ -63,8 +63,8 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // does): pino's child() serialises the bindings, ~5 µs of a 304 (bench/results/evidence/2026-11-23-wrk.md).
     childLoggerFactory: (logger, bindings, opts) => new LazyChildLogger(logger, bindings, opts),
     trustProxy: proxyTrust(config.TRUST_PROXY),
-    // Opening the embedded database (its thread, initdb on a new directory, migrations) can take more than
-    // avvio's default 10 s on a loaded machine; a failed open still fails the start.
+    // Each plugin's own set-up (reading state, starting timers) on a starved machine. Opening and migrating
+    // the database is not a plugin's start (prepareDatabase, below) and no timeout bounds it.
     pluginTimeout: 60_000,
     bodyLimit: config.BODY_LIMIT,
     // Slow clients are cut off instead of holding a socket forever.
@@ -106,7 +106,10 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     // own 404 answer, no handler given).
     // Fastify's types list only preValidation/preHandler here; four-oh-four.js takes every lifecycle hook.
     app.setNotFoundHandler({ onRequest: setRequestIdHeader, onResponse: app.httpLatencyHook } as never, undefined as never);
-    await app.register(dbPlugin, { config, skipMigrations: opts.skipMigrations });
+    // Outside any plugin, so that no plugin timeout bounds it: a first start or a long migration takes what
+    // it takes, and says so as it goes (platform/db/plugin.ts).
+    const db = await prepareDatabase(config, app.log, { skipMigrations: opts.skipMigrations });
+    await app.register(dbPlugin, { db });
     await app.register(healthPlugin);
     await app.register(fetchPlugin, { config });
     // Intake: the shared path, its screens and metrics, then the protocols that feed it.

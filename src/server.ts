@@ -6,6 +6,7 @@ import { buildApp } from './app.js';
 import { redactedConfig, type Config } from './platform/config.js';
 import { logDestination } from './platform/log-destination.js';
 import { redactUrl } from './platform/redact.js';
+import { dotEnvRead } from './platform/dotenv.js';
 import { assertPortFree } from './platform/http-server.js';
 
 /** Longest the last log lines may take to reach stdout's reader on the way out (the reader may be gone). */
@@ -41,11 +42,19 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
   // log shipper) costs dropped lines, never a blocked event loop (which would also stop the shutdown bound).
   const logs = logDestination({ maxBytes: config.LOG_BUFFER_BYTES });
   const exit = (code: number) => void logs.flushWithin(LAST_LINES_MS).then(() => process.exit(code));
-  // Before the slow work (a first start creates the embedded database: 10–20 s): a port already taken is
+  // Before the slow work (a first start creates the embedded database: seconds, more on a small machine): a port already taken is
   // said at once, naming the setting, not after the database was made.
   await assertPortFree(config.PORT, config.HOST);
   const app = await buildApp({ config, skipMigrations: opts.skipMigrations, logDestination: logs });
   app.log.info({ config: safeConfig(config), pid: process.pid, node: process.version }, 'starting');
+  const env = dotEnvRead();
+  if (env) {
+    app.log.info(
+      { envFile: env.path, taken: env.taken, overridden: env.overridden },
+      `read ${env.taken.length} setting${env.taken.length === 1 ? '' : 's'} from ${env.path}` +
+        (env.overridden.length ? ` (${env.overridden.length} more it names were set in the environment, which wins)` : ''),
+    );
+  }
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
