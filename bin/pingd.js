@@ -10,8 +10,9 @@ if (!existsSync(compiled)) {
   console.error('pingd: dist/cli.js is missing; run `npm run build` (npm install does it) first.');
   process.exit(70);
 }
-// Settings from `.env` in the working directory, as Compose reads them; the environment wins (Node >= 20.12).
-if (existsSync('.env')) process.loadEnvFile('.env');
-const { main } = await import(pathToFileURL(compiled).href);
+// Settings from `.env` in the working directory, as Compose reads them; the environment wins. Read before
+// main() loads the configuration; `serve` logs which file it read and what it took.
+const { main, loadDotEnv } = await import(pathToFileURL(compiled).href);
+loadDotEnv();
 const code = await main(process.argv.slice(2));
 if (code >= 0) process.exitCode = code;

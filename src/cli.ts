@@ -1,10 +1,10 @@
 // Owns the `pingd` command line: parses a subcommand and its flags, runs it (in the running server, through
 // its admin socket, when one holds the embedded database), returns an exit code (0 ok, 1 failure, 2 usage
 // error, 75 busy: try again later, 78 configuration error) that scripts can rely on.
-import { existsSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './platform/config.js';
 import { openDatabase } from './platform/db/database.js';
 import { MIGRATION_TIMEOUT_MS } from './platform/db/migrate.js';
+import { loadDotEnv } from './platform/dotenv.js';
 import { DB_COMMANDS, EXIT, parseInvocation, runInvocation, type Command, type CommandOutput } from './operations/admin/commands.js';
 import { runOnServer } from './operations/admin/socket-client.js';
 
@@ -78,10 +78,7 @@ export async function main(argv: string[]): Promise<number> {
   return runInvocation(inv, config, { ...consoleOutput, openDb });
 }
 
-/** `.env` in the working directory, for what the environment does not set already (Compose reads it itself). */
-export function loadDotEnv(): void {
-  if (existsSync('.env')) process.loadEnvFile('.env');
-}
+export { loadDotEnv };
 
 // Run directly (`node --import tsx src/cli.ts …`); bin/pingd.js imports main() instead.
 if (import.meta.url === `file://${process.argv[1]}`) {

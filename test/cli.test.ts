@@ -1,11 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createTestDatabase } from './helpers/app.js';
 import { CLI } from './helpers/cli.js';
+import { waitFor } from './helpers/wait.js';
+import { freePort } from './faults/private-postgres.js';
 
 const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
   spawnSync(process.execPath, [...CLI, ...args], {
@@ -72,6 +74,44 @@ test('.env in the working directory configures the CLI and bin/pingd.js; the env
       assert.equal(bad.stderr, 'pingd: configuration error: RETENTION_DAYS must be an integer, got "soon"\n');
     }
   } finally {
+    rmSync(cwd, { recursive: true, force: true });
+    await tdb.drop();
+  }
+});
+
+// What the issue asked: the start-up log said nothing of the .env it read, so an operator could not tell
+// whether the file in the working directory was the one that configured the server.
+test('serve names the .env it read and what it took in the start-up log', async () => {
+  const root = new URL('../', import.meta.url).pathname;
+  const cwd = mkdtempSync(join(tmpdir(), 'pingd-dotenv-serve-'));
+  const tdb = await createTestDatabase({ migrated: true });
+  const port = await freePort();
+  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', PORT: String(port), HOST: '127.0.0.1' };
+  for (const name of ['DATABASE_URL', 'DATA_DIR', 'RETENTION_DAYS']) delete env[name];
+  const where = tdb.config.DATABASE_URL ? `DATABASE_URL=${tdb.config.DATABASE_URL}` : `DATA_DIR=${tdb.config.DATA_DIR}`;
+  // Two settings taken; PORT is set in the environment, which wins.
+  writeFileSync(join(cwd, '.env'), `# pingd settings\n${where}\nRETENTION_DAYS=7\nPORT=1\n`);
+  const child = spawn(process.execPath, [join(root, 'bin/pingd.js'), 'serve'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const exited = new Promise((r) => child.once('exit', r));
+  try {
+    const line = await waitFor(
+      () => {
+        if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${out}`);
+        return out.split('\n').find((l) => l.includes('"envFile"'));
+      },
+      { what: () => `the .env line in the log: ${out}`, timeoutMs: 60_000 },
+    );
+    const entry = JSON.parse(line);
+    assert.equal(entry.msg, `read 2 settings from ${join(cwd, '.env')} (1 more it names were set in the environment, which wins)`);
+    assert.deepEqual(
+      [entry.envFile, entry.taken, entry.overridden],
+      [join(cwd, '.env'), [where.split('=')[0], 'RETENTION_DAYS'], ['PORT']],
+    );
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
     rmSync(cwd, { recursive: true, force: true });
     await tdb.drop();
   }
