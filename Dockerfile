@@ -2,7 +2,7 @@
 # dependencies only in a small one, as the unprivileged `node` user. See docs/guides/deployment.md.
 
 # Node LTS on Alpine (musl): every dependency is plain JavaScript or WebAssembly (PGlite), nothing native.
-ARG NODE_IMAGE=node:22-alpine
+ARG NODE_IMAGE=node:24-alpine
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
@@ -20,7 +20,7 @@ FROM ${NODE_IMAGE}
 # 128 KiB and more (compressed chunks on their way to the database) are mapped and unmapped one by one, where
 # glibc otherwise raises that threshold as such blocks are freed and keeps them in its heaps (soak at 200
 # pings/s on the embedded database: 324 -> 302 MB peak, 266-292 MB sampled). musl (the alpine images) has no
-# arenas and ignores both; they take effect on a glibc base (--build-arg NODE_IMAGE=node:22-bookworm-slim)
+# arenas and ignores both; they take effect on a glibc base (--build-arg NODE_IMAGE=node:24-bookworm-slim)
 # and with `npm start`.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \

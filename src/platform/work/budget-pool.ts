@@ -45,7 +45,7 @@ const START_ALLOWANCE_MS = 5000;
  * profiler, a benchmark's statement counter: measured, a benchmark's `--import counter.ts` ran in each
  * thread before tsx was ready, the thread failed to start, and piscina's unhandled 'error' event ended the
  * server). Not V8's flags either: a Worker given one (`--max-old-space-size`, `--liftoff-only`,
- * `--interrupt-budget`) refuses to start (ERR_WORKER_INVALID_EXEC_ARGV), so `node --max-old-space-size=512
+ * `--max-semi-space-size`) refuses to start (ERR_WORKER_INVALID_EXEC_ARGV), so `node --max-old-space-size=512
  * bin/pingd.js serve` left every verification waiting on threads that never came; they are process-wide
  * and reach the thread anyway.
  */

@@ -92,7 +92,7 @@ test("threads get the TypeScript loader but not the main thread's other preloads
 // `node --max-old-space-size=512 bin/pingd.js serve` left every verification waiting for a thread.
 test('a server started with V8 flags still gets its task threads: they are left out of the threads\' flags', async () => {
   const { threadExecArgv } = await import('../../../src/platform/work/budget-pool.js');
-  const flags = ['--max-old-space-size=512', '--liftoff-only', '--interrupt-budget=1000000', '--stack-size=2000'];
+  const flags = ['--max-old-space-size=512', '--liftoff-only', '--max-semi-space-size=32', '--stack-size=2000'];
   assert.deepEqual(threadExecArgv(flags), []);
   // The same pool as the server's, in a process started with those flags: its task answers.
   const script = `
