@@ -199,7 +199,7 @@ test('usage errors exit 2 with the usage; --help exits 0 for prune and stats', a
   assert.match(real.stderr, /--days must be a whole number/);
 });
 
-test("prune exits 75 while another instance prunes; stats and prune exit 1 when the database is unavailable or held without a server's socket", async () => {
+test("prune exits 75 while another instance prunes, stats 75 while the embedded database is held without a server's socket; stats and prune exit 1 when the database is unavailable", async () => {
   if (BACKEND === 'postgres') {
     const other = new pg.Client({ connectionString: tdb.config.DATABASE_URL });
     await other.connect();
@@ -233,7 +233,7 @@ test("prune exits 75 while another instance prunes; stats and prune exit 1 when 
           (err, _out, stderr) => resolve({ status: err ? Number((err as { code?: unknown }).code) : 0, stderr }),
         ),
       );
-      assert.equal(r.status, 1);
+      assert.equal(r.status, 75);
       assert.match(
         r.stderr,
         new RegExp(

@@ -8,7 +8,9 @@ export const MAX_NAME_LENGTH = 1024;
 export const MAX_TAGS = 50;
 export const MAX_TAG_LENGTH = 100;
 
-export type PingMethod = 'ping' | 'extendedPing' | 'pingSiteForm' | 'rssPing' | 'websub' | 'rssCloud';
+/** Every way a ping arrives, as the `method` of a stored ping and of pingd_pings_total. */
+export const PING_METHODS = ['ping', 'extendedPing', 'pingSiteForm', 'rssPing', 'websub', 'rssCloud'] as const;
+export type PingMethod = (typeof PING_METHODS)[number];
 
 /** A ping as a protocol adapter hands it over, before validation. */
 export interface RawPing {

@@ -3,7 +3,7 @@
 // (src/cli.ts) runs them on a database it opens; the operator API (routes.ts) on the server's own.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Config } from '../../platform/config.js';
-import type { Db } from '../../platform/db/database.js';
+import { DatabaseError, type Db } from '../../platform/db/database.js';
 import { migrate } from '../../platform/db/migrate.js';
 import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from '../retention/prune-command.js';
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from '../stats/stats-command.js';
@@ -144,12 +144,15 @@ export function parseInvocation(argv: readonly string[], commands: Record<string
   return { name, command, args: parsed as CommandArgs };
 }
 
-/** Runs a parsed command; a failure it throws is reported on `ctx.err` and exits 1. */
+/**
+ * Runs a parsed command; a failure it throws is reported on `ctx.err` and exits 1, or 75 (busy: try again
+ * later) when the embedded database is held by another process, as the exit codes promise.
+ */
 export async function runInvocation(inv: Invocation, config: Config, ctx: CommandContext): Promise<number> {
   try {
     return await inv.command.run(inv.args, config, ctx);
   } catch (err) {
     ctx.err(`pingd ${inv.name}: ${(err as Error).message}`);
-    return EXIT.FAILURE;
+    return err instanceof DatabaseError && err.code === 'DB_LOCKED' ? EXIT.BUSY : EXIT.FAILURE;
   }
 }

@@ -5,11 +5,16 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Gauge, Histogram } from 'prom-client';
 import { PlainCounter } from '../../platform/plain-metrics.js';
+import { PING_METHODS } from '../../intake/ping/validate.js';
 
 async function intakeMetricsPlugin(app: FastifyInstance): Promise<void> {
   const registry = app.metrics;
   // Counted on every ping: plain numbers (platform/plain-metrics.ts), not prom-client's per-call label hashing.
   const pings = new PlainCounter('pingd_pings_total', 'Pings received, by method and outcome (accepted, or the refusal reason).', registry);
+  // The accepted series exist from the start, at 0: a fresh server's scrape already shows the counter (an
+  // alert on its rate, or `grep '^pingd_pings_total'`, found nothing until the first ping). Refusals
+  // appear as they happen: one series per method and reason at 0 would be 100 lines of noise.
+  for (const method of PING_METHODS) pings.add(`${method} accepted`, { method, outcome: 'accepted' });
   const batchSize = new Histogram({
     name: 'pingd_commit_batch_size',
     help: 'Pings per group commit.',

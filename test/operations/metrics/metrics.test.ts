@@ -52,6 +52,19 @@ test('GET /metrics needs the bearer token when METRICS_TOKEN is set', async () =
   await ok.body?.cancel();
 });
 
+test('a fresh server already exposes pingd_pings_total: the accepted series of every method at 0 (the documented grep found nothing before the first ping)', async () => {
+  const text = await (await fetch(`${base}/metrics`, { headers: auth })).text();
+  const lines = text.split('\n').filter((l) => l.startsWith('pingd_pings_total'));
+  assert.deepEqual(lines, [
+    'pingd_pings_total{method="ping",outcome="accepted"} 0',
+    'pingd_pings_total{method="extendedPing",outcome="accepted"} 0',
+    'pingd_pings_total{method="pingSiteForm",outcome="accepted"} 0',
+    'pingd_pings_total{method="rssPing",outcome="accepted"} 0',
+    'pingd_pings_total{method="websub",outcome="accepted"} 0',
+    'pingd_pings_total{method="rssCloud",outcome="accepted"} 0',
+  ]);
+});
+
 test('after traffic, /metrics counts pings by method and outcome and times every route', async () => {
   const before = await (await fetch(`${base}/metrics`, { headers: auth })).text();
   const accepted = sample(before, 'pingd_pings_total{method="ping",outcome="accepted"}') ?? 0;

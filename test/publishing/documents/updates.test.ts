@@ -130,6 +130,9 @@ test('updates.xml lists the payload items of the last hour, newest first, with s
   assert.equal(res.headers['content-type'], 'application/rss+xml; charset=utf-8');
   const doc = parseRss(res.raw);
   assert.equal(doc.channel.title, 'RSS Ping updates');
+  // The site's home page (RSS 2.0: "the URL to the HTML website corresponding to the channel"), absolute:
+  // http://localhost:PORT/ without PUBLIC_URL. docs/reference/documents.md said the feed's own path.
+  assert.equal(doc.channel.link, `http://localhost:${t.config.PORT}/`);
   assert.deepEqual(
     doc.items.map((i) => [i.title, i.auth]),
     [
