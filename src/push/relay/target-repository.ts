@@ -100,6 +100,8 @@ export interface TargetStatus {
   openUntil: Date | null;
   pingOnly: boolean;
   lastError: string | null;
+  /** When lastError happened: an error before lastSuccessAt is a previous one, not the last attempt's. */
+  lastErrorAt: Date | null;
   lastAttemptAt: Date | null;
   lastSuccessAt: Date | null;
   /** Set when a server started without the target (its waiting jobs were dead-lettered then). */
@@ -123,12 +125,13 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       is_open: boolean;
       ping_only: boolean;
       last_error: string | null;
+      last_error_at: Date | null;
       last_attempt_at: Date | null;
       last_success_at: Date | null;
       unconfigured_at: Date | null;
     }>(
       `select t.url, t.delivered, t.refused, t.failed, t.failures, t.open_until, coalesce(t.open_until > now(), false) as is_open, t.ping_only,
-              t.last_error, t.last_attempt_at, t.last_success_at, t.unconfigured_at,
+              t.last_error, t.last_error_at, t.last_attempt_at, t.last_success_at, t.unconfigured_at,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'dead')::int as dead,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'pending')::int as pending,
               (select min(created_at) from relay_jobs j where j.target = t.url and j.state = 'pending') as oldest,
@@ -150,6 +153,7 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       openUntil: r.open_until ? new Date(r.open_until) : null,
       pingOnly: r.ping_only,
       lastError: r.last_error,
+      lastErrorAt: r.last_error_at ? new Date(r.last_error_at) : null,
       lastAttemptAt: r.last_attempt_at ? new Date(r.last_attempt_at) : null,
       lastSuccessAt: r.last_success_at ? new Date(r.last_success_at) : null,
       unconfiguredAt: r.unconfigured_at ? new Date(r.unconfigured_at) : null,
