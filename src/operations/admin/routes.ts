@@ -83,7 +83,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRouteOptions)
             io.err(databaseLine(opts.config));
             return opts.openDb(c, purpose);
           };
-          return runInvocation(inv, opts.config, { ...io, openDb });
+          return runInvocation(inv, opts.config, { ...io, openDb, inServer: true });
         }),
       );
       // The command's name only: its arguments may hold a publisher's password.

@@ -13,6 +13,7 @@ import { RENDER_LOCK } from '../../../src/publishing/render/renderer.js';
 import { loadConfig } from '../../../src/platform/config.js';
 import { safeConfig } from '../../../src/server.js';
 import { databaseLine } from '../../../src/platform/db/which-database.js';
+import { PUBLISHER_REFUSALS } from '../../../src/intake/rss-ping/publisher-command.js';
 
 const TOKEN = 'admin-test-token-0123456789abcdef';
 const NEEDS_TOKEN = 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".';
@@ -115,6 +116,18 @@ test('POST /api/admin/cli runs a command in the server and answers its exit code
     stdout: '',
     stderr: `${databaseLine(t.config)}\npingd relay retry: no target "http://unknown.example/" (see pingd relay status for the URLs)\n`,
   });
+  // What broke: run in a server without RSSPING_SECRET, `publisher add` said "RSSPING_SECRET is not set" to
+  // an operator who had set it in the shell the command came from.
+  assert.equal(t.config.RSSPING_SECRET, undefined);
+  assert.deepEqual((await cli(t, ['publisher', 'add', 'http://publisher.example/'])).json(), {
+    code: 78,
+    stdout: '',
+    stderr: `${PUBLISHER_REFUSALS.serverNoSecret}\n`,
+  });
+  assert.equal(
+    PUBLISHER_REFUSALS.serverNoSecret,
+    'pingd publisher: the running server has no RSSPING_SECRET: set it in its environment and restart it (publisher passwords are encrypted with it; see docs/reference/rss-ping.md). The command ran in the server, so the RSSPING_SECRET of this shell is not used.',
+  );
   // The command closes the database it was given; the server's stays open.
   assert.equal((await cli(t, ['stats'])).json().code, 0);
   assert.equal((await t.app.inject({ url: '/readyz' })).statusCode, 200);
