@@ -7,6 +7,7 @@ import { MIGRATION_TIMEOUT_MS } from './platform/db/migrate.js';
 import { loadDotEnv } from './platform/dotenv.js';
 import { DB_COMMANDS, EXIT, parseInvocation, runInvocation, type Command, type CommandOutput } from './operations/admin/commands.js';
 import { runOnServer } from './operations/admin/socket-client.js';
+import { databaseLine, unservedWarning } from './platform/db/which-database.js';
 
 export { EXIT };
 
@@ -75,7 +76,17 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.FAILURE;
     }
   }
-  return runInvocation(inv, config, { ...consoleOutput, openDb });
+  // Said on stderr (stdout stays a script's): which database the command opened, and a warning for an
+  // embedded directory no server has run on (a shell without the server's DATABASE_URL).
+  return runInvocation(inv, config, {
+    ...consoleOutput,
+    openDb: (c, purpose) => {
+      consoleOutput.err(databaseLine(c));
+      const warning = unservedWarning(c);
+      if (warning) consoleOutput.err(warning);
+      return openDb(c, purpose);
+    },
+  });
 }
 
 export { loadDotEnv };

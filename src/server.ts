@@ -8,6 +8,7 @@ import { logDestination } from './platform/log-destination.js';
 import { redactUrl } from './platform/redact.js';
 import { dotEnvRead } from './platform/dotenv.js';
 import { assertPortFree } from './platform/http-server.js';
+import { markServed } from './platform/db/which-database.js';
 
 /** Longest the last log lines may take to reach stdout's reader on the way out (the reader may be gone). */
 const LAST_LINES_MS = 1000;
@@ -110,6 +111,14 @@ export async function serve(config: Config, opts: { skipMigrations?: boolean } =
       },
       `listening on ${where}${all ? ' (all interfaces)' : ''}`,
     );
+    // Commands warn about an embedded directory without this mark: no server ever ran there.
+    if (!config.DATABASE_URL) {
+      try {
+        markServed(config.DATA_DIR);
+      } catch (err) {
+        app.log.warn({ err: { message: (err as Error).message } }, 'could not mark the data directory as served');
+      }
+    }
   } catch (err) {
     // Port in use, no permission: close the database (and its lock) before reporting the failure.
     await app.close().catch(() => undefined);

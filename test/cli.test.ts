@@ -4,10 +4,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { createTestDatabase } from './helpers/app.js';
+import { BACKEND, createTestDatabase } from './helpers/app.js';
 import { CLI } from './helpers/cli.js';
 import { waitFor } from './helpers/wait.js';
 import { freePort } from './faults/private-postgres.js';
+import { describeDatabase } from '../src/platform/db/which-database.js';
 
 const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
   spawnSync(process.execPath, [...CLI, ...args], {
@@ -115,4 +116,39 @@ test('serve names the .env it read and what it took in the start-up log', async 
     rmSync(cwd, { recursive: true, force: true });
     await tdb.drop();
   }
+});
+
+// What broke: with the server on PostgreSQL, `npx pingd stats` in a shell without DATABASE_URL opened the
+// checkout's embedded ./data and printed its numbers, exit 0. Every command now names its database on
+// stderr (stdout stays the script's), and warns about an embedded directory no server has run on.
+test('a command says which database it opened on stderr, and warns about an embedded directory no server ran on', async () => {
+  const tdb = await createTestDatabase({ migrated: true });
+  try {
+    const env = { DATABASE_URL: tdb.config.DATABASE_URL ?? '', DATA_DIR: tdb.config.DATA_DIR ?? './data' };
+    const r = cli(['stats', '--json'], env);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).totals.pingsAccepted, 0, 'stdout is the JSON alone');
+    if (BACKEND === 'pglite') {
+      const dir = tdb.config.DATA_DIR!;
+      assert.equal(
+        r.stderr,
+        `pingd: database: embedded ${dir}\npingd: warning: no pingd server has ever run on the embedded database in ${dir}; if your server uses PostgreSQL or another directory, set DATABASE_URL or DATA_DIR as it has them\n`,
+      );
+    } else {
+      const u = new URL(tdb.config.DATABASE_URL!);
+      assert.equal(r.stderr, `pingd: database: postgres ${u.hostname}:${u.port || 5432}${u.pathname}\n`);
+    }
+  } finally {
+    await tdb.drop();
+  }
+  // Never the user, the password or the options.
+  assert.equal(
+    describeDatabase({ DATABASE_URL: 'postgres://pingd:hunter2@db.internal:6432/pings?sslpassword=x', DATA_DIR: '' }),
+    'postgres db.internal:6432/pings',
+  );
+  assert.equal(
+    describeDatabase({ DATABASE_URL: 'postgresql:///pingd?host=/var/run/postgresql', DATA_DIR: '' }),
+    'postgres /var/run/postgresql:5432/pingd',
+  );
+  assert.equal(describeDatabase({ DATABASE_URL: undefined, DATA_DIR: 'data' }), `embedded ${process.cwd()}/data`);
 });

@@ -22,4 +22,9 @@ export interface CommandDeps<Code extends keyof ExitCodes = keyof ExitCodes> {
   /** Writes one line to the command's error output, as console.error would. */
   err(text: string): void;
   EXIT: Pick<ExitCodes, Code>;
+  /**
+   * The command runs in a running server (through its admin socket or the operator API), with the server's
+   * configuration: a setting it lacks is the server's to set, not the operator's shell's.
+   */
+  inServer?: boolean;
 }

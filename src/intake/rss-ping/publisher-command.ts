@@ -29,6 +29,14 @@ Exit codes: 0 done, 1 failure (e.g. already registered, not found), 2 usage erro
 export const MIN_PASSWORD_LENGTH = 12;
 export const MAX_PASSWORD_LENGTH = 1024;
 
+/** `publisher add` without the key (tests compare them whole). */
+export const PUBLISHER_REFUSALS = {
+  noSecret:
+    'pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see docs/reference/rss-ping.md).',
+  serverNoSecret:
+    'pingd publisher: the running server has no RSSPING_SECRET: set it in its environment and restart it (publisher passwords are encrypted with it; see docs/reference/rss-ping.md). The command ran in the server, so the RSSPING_SECRET of this shell is not used.',
+} as const;
+
 const usage = (msg: string) => `pingd publisher: ${msg}\nUsage: ${PUBLISHER_USAGE}`;
 
 export async function publisherCommand(
@@ -63,9 +71,8 @@ export async function publisherCommand(
   const given = values.password as string | undefined;
   if (sub === 'add') {
     if (!config.RSSPING_SECRET) {
-      deps.err(
-        'pingd publisher: RSSPING_SECRET is not set; publisher passwords are encrypted with it (e.g. RSSPING_SECRET=$(openssl rand -hex 32); see docs/reference/rss-ping.md).',
-      );
+      // In a server the operator's own RSSPING_SECRET does not count: they set it and were told it was not.
+      deps.err(deps.inServer ? PUBLISHER_REFUSALS.serverNoSecret : PUBLISHER_REFUSALS.noSecret);
       return EXIT.CONFIG;
     }
     if (given !== undefined && (given.length < MIN_PASSWORD_LENGTH || given.length > MAX_PASSWORD_LENGTH)) {

@@ -27,6 +27,8 @@ export interface CommandContext extends CommandOutput {
    * migrations on (on PostgreSQL: one connection without the usual statement timeout).
    */
   openDb(config: Config, purpose?: 'migrate'): Promise<Db>;
+  /** The command runs in a running server (its admin socket, the operator API): the configuration is the server's. */
+  inServer?: boolean;
 }
 
 export interface CommandArgs {
@@ -41,7 +43,7 @@ export interface Command {
   run(args: CommandArgs, config: Config, ctx: CommandContext): Promise<number>;
 }
 
-const deps = (ctx: CommandContext) => ({ openDb: (c: Config) => ctx.openDb(c), out: ctx.out, err: ctx.err, EXIT });
+const deps = (ctx: CommandContext) => ({ openDb: (c: Config) => ctx.openDb(c), out: ctx.out, err: ctx.err, EXIT, inServer: ctx.inServer });
 
 export const DB_COMMANDS: Record<string, Command> = {
   migrate: {

@@ -10,6 +10,7 @@ import { ApiError } from '../../platform/http-schema.js';
 import { inBackground } from '../../platform/db/database.js';
 import { PageQuery, sendSubscriptions, SubscriptionList } from '../../push/websub/routes.js';
 import { DB_COMMANDS, parseInvocation, runInvocation, type CommandContext } from './commands.js';
+import { databaseLine } from '../../platform/db/which-database.js';
 
 /** The answers' messages (tests compare them whole). */
 export const ADMIN_ANSWERS = {
@@ -76,7 +77,13 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRouteOptions)
       const code = await opts.slot.run(() =>
         inBackground(async () => {
           const inv = parseInvocation(argv, DB_COMMANDS, io);
-          return typeof inv === 'number' ? inv : runInvocation(inv, opts.config, { ...io, openDb: opts.openDb });
+          if (typeof inv === 'number') return inv;
+          // The server's database, said as the command line says its own (the caller's DATA_DIR may be relative).
+          const openDb: CommandContext['openDb'] = (c, purpose) => {
+            io.err(databaseLine(opts.config));
+            return opts.openDb(c, purpose);
+          };
+          return runInvocation(inv, opts.config, { ...io, openDb, inServer: true });
         }),
       );
       // The command's name only: its arguments may hold a publisher's password.

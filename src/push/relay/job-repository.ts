@@ -366,6 +366,7 @@ update relay_targets r set
                     when r.failures + a.failed >= $15 then greatest(r.open_until, a.open_until, now() + make_interval(secs => $16::float8))
                     else greatest(r.open_until, a.open_until) end,
   last_error = coalesce(a.last_error, r.last_error),
+  last_error_at = case when a.last_error is not null then now() else r.last_error_at end,
   last_attempt_at = now(),
   last_success_at = case when a.delivered + a.refused > 0 then now() else r.last_success_at end,
   ping_only = r.ping_only or a.ping_only

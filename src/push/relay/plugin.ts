@@ -1,6 +1,7 @@
 // Owns the relay as a Fastify resource (`app.relay`): the targets from RELAY_TARGETS / RELAY_FILE, this
 // instance's deriver (woken by accepted pings) and worker over the outbox (stopped on close before the
-// database, its last outcomes written), and the relay's metrics. With no targets it does nothing at all.
+// database, its last outcomes written), and the relay's metrics. At start it dead-letters the jobs left
+// waiting for targets it does not have (with no targets, that is all it does).
 import { redactUrl } from '../../platform/redact.js';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
@@ -11,7 +12,7 @@ import { QueueWorker } from '../../platform/queue/worker.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
 import { claimRelayJobs, ensureCursor, relayQueueStats, type RelayJob, type RelayRule } from './job-repository.js';
-import { reconcileQueues, syncTargets } from './target-repository.js';
+import { reconcileQueues, settleUnconfigured, syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
 import { loadTargets, type RelayTarget } from './targets.js';
@@ -77,8 +78,22 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   const shown = (url: string): string => labels.get(url) ?? (labels.set(url, redactUrl(url)), labels.get(url)!);
   const timing: RelayTiming = { ...DEFAULT_RELAY_TIMING };
   for (const url of self) app.log.warn({ target: redactUrl(url) }, 'relay: a target is this server itself (PUBLIC_URL); it is left out');
+  // Decided by this instance's own targets, at its start: the jobs of a target it does not have would
+  // otherwise wait for ever (no instance claims a target it does not know), counted in the queue's depth and
+  // oldest age. An instance still running with the target keeps relaying its new pings until it restarts.
+  const settle = async () => {
+    for (const { target, n } of await settleUnconfigured(
+      app.db,
+      targets.map((t) => t.url),
+    ))
+      app.log.warn(
+        { target: shown(target), jobs: n },
+        `relay: target ${shown(target)} is not configured (not in RELAY_TARGETS / RELAY_FILE): its ${n} waiting jobs are dead letters now`,
+      );
+  };
   if (targets.length === 0) {
     app.decorate('relay', { targets, relay: undefined, worker: undefined, timing });
+    app.addHook('onReady', settle);
     return;
   }
   if (config.RELAY_ONLY_VERIFIED && config.VERIFY_PINGS === 'off')
@@ -215,6 +230,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
       targets.map((t) => ({ url: t.url, gapMs: Math.max(1, Math.round(60_000 / t.ratePerMin)) })),
     );
     await ensureCursor(app.db, rule);
+    await settle();
     await reconcileQueues(
       app.db,
       targets.map((t) => t.url),

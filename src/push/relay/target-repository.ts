@@ -1,17 +1,22 @@
 // Owns the SQL of the relay's targets and its operator commands: making the configured targets' rows
-// exist with their spacing (and their queue counts true), the per-target status (`pingd relay status`),
+// exist with their spacing (and their queue counts true), settling the waiting jobs of targets no longer
+// configured, the per-target status (`pingd relay status`),
 // putting dead letters back in the queue (`pingd relay retry`), and deleting finished jobs for retention.
 // Plain values in, plain rows out.
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 
-/** Creates the targets' rows (or updates their spacing): `gapMs` = 60000 / the target's rate per minute. */
+/**
+ * Creates the targets' rows (or updates their spacing): `gapMs` = 60000 / the target's rate per minute. A
+ * target configured again loses its "not configured" mark.
+ */
 export async function syncTargets(q: Queryable, targets: readonly { url: string; gapMs: number }[]): Promise<void> {
   if (targets.length === 0) return;
   await withContext('registering relay targets', () =>
     q.query(
       `insert into relay_targets (url, gap_ms) select * from unnest($1::text[], $2::int[])
-       on conflict (url) do update set gap_ms = excluded.gap_ms where relay_targets.gap_ms <> excluded.gap_ms`,
+       on conflict (url) do update set gap_ms = excluded.gap_ms, unconfigured_at = null
+        where relay_targets.gap_ms <> excluded.gap_ms or relay_targets.unconfigured_at is not null`,
       [targets.map((t) => t.url), targets.map((t) => t.gapMs)],
     ),
   );
@@ -39,6 +44,42 @@ export async function reconcileQueues(db: Db, targets: readonly string[]): Promi
   );
 }
 
+/** The error a job of a target no longer configured is dead-lettered with (`pingd relay status` shows it). */
+export const NOT_CONFIGURED_ERROR = 'NOT_CONFIGURED: a server started without this target in RELAY_TARGETS / RELAY_FILE';
+
+/**
+ * Settles the waiting jobs of every target not in `configured` (this instance's targets at start) as dead
+ * letters, and marks those targets not configured (since the first start that found them missing). Jobs
+ * being sent by an instance that still has the target are settled too: its outcome finds them no longer
+ * pending and leaves them dead. Under the cursor's lock, so no derivation adds jobs meanwhile; counted as
+ * settled, so each queue's count (queued - dropped - settled) stays true. Returns the jobs settled per target.
+ */
+export async function settleUnconfigured(db: Db, configured: readonly string[]): Promise<{ target: string; n: number }[]> {
+  return withContext('settling the jobs of relay targets no longer configured', () =>
+    db.transaction(async (tx) => {
+      await tx.query('select 1 from relay_cursor where id = 1 for update');
+      const rows = await tx.query<{ target: string; n: number }>(
+        `with gone as (
+           update relay_jobs j set state = 'dead', finished_at = now(), leased_until = null, last_error = $2
+            where j.state = 'pending' and not (j.target = any($1::text[]))
+           returning j.target
+         ),
+         n as (select target, count(*)::bigint as n from gone group by target),
+         -- Run whether or not the query reads it (PostgreSQL runs every data-modifying WITH once).
+         marked as (
+           update relay_targets t set settled = t.settled + coalesce((select n.n from n where n.target = t.url), 0),
+                  unconfigured_at = coalesce(t.unconfigured_at, now())
+            where not (t.url = any($1::text[]))
+           returning 1
+         )
+         select target, n::int as n from n order by target`,
+        [configured, NOT_CONFIGURED_ERROR],
+      );
+      return rows.map((r) => ({ target: r.target, n: Number(r.n) }));
+    }),
+  );
+}
+
 export interface TargetStatus {
   url: string;
   delivered: number;
@@ -59,8 +100,12 @@ export interface TargetStatus {
   openUntil: Date | null;
   pingOnly: boolean;
   lastError: string | null;
+  /** When lastError happened: an error before lastSuccessAt is a previous one, not the last attempt's. */
+  lastErrorAt: Date | null;
   lastAttemptAt: Date | null;
   lastSuccessAt: Date | null;
+  /** Set when a server started without the target (its waiting jobs were dead-lettered then). */
+  unconfiguredAt: Date | null;
 }
 
 export async function targetStatus(q: Queryable, breakerAfter: number): Promise<TargetStatus[]> {
@@ -80,11 +125,13 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       is_open: boolean;
       ping_only: boolean;
       last_error: string | null;
+      last_error_at: Date | null;
       last_attempt_at: Date | null;
       last_success_at: Date | null;
+      unconfigured_at: Date | null;
     }>(
       `select t.url, t.delivered, t.refused, t.failed, t.failures, t.open_until, coalesce(t.open_until > now(), false) as is_open, t.ping_only,
-              t.last_error, t.last_attempt_at, t.last_success_at,
+              t.last_error, t.last_error_at, t.last_attempt_at, t.last_success_at, t.unconfigured_at,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'dead')::int as dead,
               (select count(*) from relay_jobs j where j.target = t.url and j.state = 'pending')::int as pending,
               (select min(created_at) from relay_jobs j where j.target = t.url and j.state = 'pending') as oldest,
@@ -106,8 +153,10 @@ export async function targetStatus(q: Queryable, breakerAfter: number): Promise<
       openUntil: r.open_until ? new Date(r.open_until) : null,
       pingOnly: r.ping_only,
       lastError: r.last_error,
+      lastErrorAt: r.last_error_at ? new Date(r.last_error_at) : null,
       lastAttemptAt: r.last_attempt_at ? new Date(r.last_attempt_at) : null,
       lastSuccessAt: r.last_success_at ? new Date(r.last_success_at) : null,
+      unconfiguredAt: r.unconfigured_at ? new Date(r.unconfigured_at) : null,
     }));
   });
 }
@@ -149,12 +198,15 @@ export async function retryDead(q: Queryable, target: string): Promise<number> {
   });
 }
 
-/** Whether `target` has a row (it was configured at some point). */
-export async function targetKnown(q: Queryable, target: string): Promise<boolean> {
-  return withContext(
-    `looking up relay target ${target}`,
-    async () => (await q.query('select 1 from relay_targets where url = $1', [target])).length > 0,
-  );
+/**
+ * Whether `target` has a row (it was configured at some point): undefined if not, else when a server
+ * started without it (null: configured).
+ */
+export async function targetKnown(q: Queryable, target: string): Promise<{ unconfiguredAt: Date | null } | undefined> {
+  return withContext(`looking up relay target ${target}`, async () => {
+    const [r] = await q.query<{ unconfigured_at: Date | null }>('select unconfigured_at from relay_targets where url = $1', [target]);
+    return r ? { unconfiguredAt: r.unconfigured_at ? new Date(r.unconfigured_at) : null } : undefined;
+  });
 }
 
 /**

@@ -3,12 +3,14 @@
 // process": the data directory has one owner. Now the command runs in the server, through its admin socket
 // (DATA_DIR/pingd.sock); on PostgreSQL it connects to the database itself, as before. With no server the
 // commands open the database themselves, and a socket a crashed server left behind is passed over.
+// Every command says on stderr which database it used: through the socket, the server's.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { BACKEND, createTestDatabase, testConfig, uniqueUrl, type TestDatabase } from '../../helpers/app.js';
+import { resolve } from 'node:path';
 import { adminSocketPath } from '../../../src/operations/admin/socket.js';
 import { startServer, type Server } from '../../faults/serve-process.js';
 import { CLI } from '../../helpers/cli.js';
@@ -22,6 +24,8 @@ let tdb: TestDatabase;
 let server: Server | undefined;
 let env: Record<string, string>;
 let socket: string;
+/** The line every command prints first on stderr: this test's database. */
+let dbLine: string;
 
 /** `pingd <args>` as an operator types it, in a process of its own (async: the server may be this test's child). */
 function cli(args: string[], extra: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
@@ -53,6 +57,10 @@ before(async () => {
   const cfg = testConfig(tdb);
   env = cfg.DATABASE_URL ? { DATABASE_URL: cfg.DATABASE_URL } : { DATABASE_URL: '', DATA_DIR: cfg.DATA_DIR };
   socket = adminSocketPath(cfg.DATA_DIR);
+  const u = cfg.DATABASE_URL ? new URL(cfg.DATABASE_URL) : undefined;
+  dbLine = u
+    ? `pingd: database: postgres ${u.hostname}:${u.port || 5432}${u.pathname}\n`
+    : `pingd: database: embedded ${resolve(cfg.DATA_DIR)}\n`;
   // A crash left its socket: the server replaces it at start.
   if (BACKEND === 'pglite') staleSocket(socket);
   server = await startServer({ ...env, RSSPING_SECRET: SECRET, VERIFY_PINGS: 'off' });
@@ -85,8 +93,10 @@ test(
     const s = JSON.parse(stats.stdout);
     assert.deepEqual([s.totals.weblogs, s.totals.pingsAccepted, s.top[0].url], [1, 1, blog]);
 
+    // Through the socket the line is the server's; no warning: a server runs on it.
     const relay = await cli(['relay', 'status']);
-    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: dbLine });
+    assert.equal(stats.stderr, dbLine);
 
     const feeds = await cli(['feeds', 'show', blog]);
     assert.equal(feeds.status, 0, feeds.stderr);
@@ -128,7 +138,8 @@ test(
     const stats = await cli(['stats', '--json']);
     assert.equal(stats.status, 0, stats.stderr);
     assert.equal(JSON.parse(stats.stdout).totals.pingsAccepted, 1);
+    // Opened here, on a directory a server ran on (it left its mark): the line, and no warning.
     const relay = await cli(['relay', 'status']);
-    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+    assert.deepEqual(relay, { status: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: dbLine });
   },
 );

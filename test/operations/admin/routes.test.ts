@@ -12,6 +12,8 @@ import { adminSocketPath } from '../../../src/operations/admin/socket.js';
 import { RENDER_LOCK } from '../../../src/publishing/render/renderer.js';
 import { loadConfig } from '../../../src/platform/config.js';
 import { safeConfig } from '../../../src/server.js';
+import { databaseLine } from '../../../src/platform/db/which-database.js';
+import { PUBLISHER_REFUSALS } from '../../../src/intake/rss-ping/publisher-command.js';
 
 const TOKEN = 'admin-test-token-0123456789abcdef';
 const NEEDS_TOKEN = 'This needs ADMIN_TOKEN: send "Authorization: Bearer <token>".';
@@ -55,7 +57,11 @@ test('the operator routes answer 401 without the token or with a wrong one, 200 
     assert.equal(ok.statusCode, 200, `${r.method} ${r.url}: ${ok.body}`);
     assert.equal(ok.headers['cache-control'], 'no-store');
     if (r.url === '/api/admin/cli')
-      assert.deepEqual(ok.json(), { code: 0, stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n', stderr: '' });
+      assert.deepEqual(ok.json(), {
+        code: 0,
+        stdout: 'no relay targets yet (set RELAY_TARGETS or RELAY_FILE)\n',
+        stderr: `${databaseLine(t.config)}\n`,
+      });
     else assert.deepEqual(ok.json(), { next: null, subscriptions: [] });
   }
   // Loopback is no authorization: a real connection from 127.0.0.1 needs the token too.
@@ -108,8 +114,20 @@ test('POST /api/admin/cli runs a command in the server and answers its exit code
   assert.deepEqual(failed, {
     code: 1,
     stdout: '',
-    stderr: 'pingd relay retry: no target "http://unknown.example/" (see pingd relay status for the URLs)\n',
+    stderr: `${databaseLine(t.config)}\npingd relay retry: no target "http://unknown.example/" (see pingd relay status for the URLs)\n`,
   });
+  // What broke: run in a server without RSSPING_SECRET, `publisher add` said "RSSPING_SECRET is not set" to
+  // an operator who had set it in the shell the command came from.
+  assert.equal(t.config.RSSPING_SECRET, undefined);
+  assert.deepEqual((await cli(t, ['publisher', 'add', 'http://publisher.example/'])).json(), {
+    code: 78,
+    stdout: '',
+    stderr: `${PUBLISHER_REFUSALS.serverNoSecret}\n`,
+  });
+  assert.equal(
+    PUBLISHER_REFUSALS.serverNoSecret,
+    'pingd publisher: the running server has no RSSPING_SECRET: set it in its environment and restart it (publisher passwords are encrypted with it; see docs/reference/rss-ping.md). The command ran in the server, so the RSSPING_SECRET of this shell is not used.',
+  );
   // The command closes the database it was given; the server's stays open.
   assert.equal((await cli(t, ['stats'])).json().code, 0);
   assert.equal((await t.app.inject({ url: '/readyz' })).statusCode, 200);

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
-import { relayCommand } from '../../../src/push/relay/relay-command.js';
+import { formatStatus, relayCommand } from '../../../src/push/relay/relay-command.js';
 import { borrowed } from '../../../src/platform/db/borrow.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { prune } from '../../../src/operations/retention/prune.js';
@@ -64,8 +64,37 @@ test('a relay that keeps failing becomes a dead letter, shown by status and sent
   await target.until((calls) => calls.filter((c) => c.params[1] === url).length === 3);
   await waitFor(async () => (await targetStatus(t.app.db, 100))[0].delivered >= 1, { timeoutMs: 5000, what: 'delivered' });
   assert.equal((await targetStatus(t.app.db, 100))[0].dead, 0);
+  // The fault came before the delivery: shown as the previous error, with its time, not as the last one.
+  const later = await cli('status');
+  assert.match(later.out, /\n {2}last {6}attempt \S+, success \S+, previous error at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: XMLRPC_FAULT/);
+  assert.doesNotMatch(later.out, /, error: /);
   assert.equal((await cli('retry', 'http://unknown.example/')).code, 1);
   assert.equal((await cli('frobnicate')).code, 2);
+});
+
+test("status shows the last error as the last attempt's only when no success came after it", () => {
+  const row = {
+    url: 'http://t.example/RPC2',
+    ...{ delivered: 1, refused: 0, failed: 1, dead: 0, pending: 0, oldestPendingAt: null, dropped: 0, suppressed: 0 },
+    ...{ breaker: 'closed' as const, failures: 0, openUntil: null, pingOnly: false, unconfiguredAt: null },
+    lastError: 'FETCH_TIMEOUT: no complete answer within 5000 ms',
+    lastAttemptAt: new Date('2026-11-28T05:00:00Z'),
+  };
+  const last = (r: Parameters<typeof formatStatus>[0][number]) => formatStatus([r]).split('\n').at(-1);
+  const failedLast = { ...row, lastErrorAt: new Date('2026-11-28T05:00:00Z'), lastSuccessAt: new Date('2026-11-28T04:00:00Z') };
+  assert.equal(
+    last(failedLast),
+    '  last      attempt 2026-11-28T05:00:00Z, success 2026-11-28T04:00:00Z, error: FETCH_TIMEOUT: no complete answer within 5000 ms',
+  );
+  const succeededLast = { ...row, lastErrorAt: new Date('2026-11-28T04:00:00Z'), lastSuccessAt: new Date('2026-11-28T05:00:00Z') };
+  assert.equal(
+    last(succeededLast),
+    '  last      attempt 2026-11-28T05:00:00Z, success 2026-11-28T05:00:00Z, previous error at 2026-11-28T04:00:00Z: FETCH_TIMEOUT: no complete answer within 5000 ms',
+  );
+  assert.equal(
+    last({ ...row, lastErrorAt: null, lastSuccessAt: null }),
+    '  last      attempt 2026-11-28T05:00:00Z, success -, previous error: FETCH_TIMEOUT: no complete answer within 5000 ms',
+  );
 });
 
 test('the breaker opens after failures in a row and shows in status', async () => {
