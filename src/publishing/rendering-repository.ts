@@ -279,12 +279,28 @@ export async function deltasOf(q: Queryable, renderingId: number): Promise<Map<n
  * keeps the raw pings of later hours whatever their age, so an archive is never rendered from a pruned hour.
  */
 export const ARCHIVES_CLOSED_WATERMARK = 'archives_closed_before';
+/**
+ * Moved whenever the operator removes or restores a weblog: a renderer (in any instance) that sees it move
+ * drops the windows and the hour it keeps, which only ever add what new pings bring.
+ */
+export const WEBLOG_REMOVALS_WATERMARK = 'weblog_removals_changed';
 
 export async function getWatermark(q: Queryable, name: string): Promise<number | null> {
   return store(`reading watermark ${name}`, async () => {
     const [r] = await q.query<{ us: number }>(`select ${US('at')} as us from publish_watermarks where name = $1`, [name]);
     return r ? Number(r.us) : null;
   });
+}
+
+/** Moves watermark `name` to the database's clock, and always forward: readers compare it for a change. */
+export async function touchWatermark(q: Queryable, name: string): Promise<void> {
+  await store(`moving watermark ${name}`, () =>
+    q.query(
+      `insert into publish_watermarks (name, at) values ($1, clock_timestamp())
+       on conflict (name) do update set at = greatest(clock_timestamp(), publish_watermarks.at + interval '1 microsecond')`,
+      [name],
+    ),
+  );
 }
 
 export async function setWatermark(q: Queryable, name: string, us: number): Promise<void> {

@@ -5,12 +5,16 @@ import type { Queryable } from '../platform/db/database.js';
 import { newestFirstPages, type After } from '../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../platform/db/sql-time.js';
 import { withContext } from '../platform/errors.js';
+import { notRemovedId } from '../intake/abuse/removal-repository.js';
+
+// The items of a weblog the operator removed are left out, as its pings are (removal-repository.ts).
+const listed = notRemovedId('feed_items.weblog_id');
 
 export async function itemWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
   return withContext('reading the found-items window', async () => {
     const [r] = await q.query<{ n: number; max_us: number | null; max_id: number | null }>(
       `select count(*)::bigint as n, ${US('max(received_at)')} as max_us, max(id) as max_id
-         from feed_items where received_at > ${TS(1)} and received_at <= ${TS(2)}`,
+         from feed_items where received_at > ${TS(1)} and received_at <= ${TS(2)} and ${listed}`,
       [fromUs, toUs],
     );
     return { n: Number(r.n), maxUs: Number(r.max_us ?? 0), maxId: Number(r.max_id ?? 0) };
@@ -35,6 +39,7 @@ const itemPage = newestFirstPages<ItemWindowRow>(
   'feed_items',
   'received_at',
   'id',
+  listed,
 );
 
 /** One page of the items found in (fromUs, toUs], newest first, after the keyset `after`. */

@@ -11,7 +11,8 @@ import { weblogView } from '../verification/feed-repository.js';
 import { latestPings } from './weblog-repository.js';
 import { feedSubscribers } from '../push/websub/subscription-repository.js';
 import { resourceSubscribers } from '../push/rsscloud/subscription-repository.js';
-import { appearances, pingRows, utc, type ListedDocument } from './weblog-model.js';
+import { appearances, pingRows, removedText, utc, type ListedDocument } from './weblog-model.js';
+import { removedAt } from '../intake/abuse/removal-repository.js';
 import type { RecentRefusals } from './recent-refusals.js';
 
 const LATEST_PINGS = 20;
@@ -78,6 +79,7 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
       });
     }
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
+    const removed = await removedAt(app.db, w.id);
     const f = w.feed;
     const websub = f ? await feedSubscribers(app.db, f.id) : null;
     // rssCloud: how many subscribe to the feed and how the last notifications went (never who they are).
@@ -90,6 +92,7 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         name: w.name,
         rssUrl: w.rssUrl,
         pingCount: w.pingCount,
+        removed: removed && removedText(removed),
         lastPingAt: w.lastPingAt.toISOString(),
         lastPingText: `${utc(w.lastPingAt)} UTC`,
         feed: f
@@ -121,8 +124,8 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
               }
             : null,
       },
-      appears: appearances(w, listing, Date.now(), listedOnlyVerified),
-      pings: pingRows(pings, refusals, listedOnlyVerified),
+      appears: appearances(w, listing, Date.now(), listedOnlyVerified, removed !== null),
+      pings: pingRows(pings, refusals, listedOnlyVerified, removed !== null),
     });
   });
 

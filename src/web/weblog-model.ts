@@ -42,11 +42,23 @@ function acceptedOutcome(p: WeblogPing, listedOnlyVerified: boolean): string {
   return `accepted, ${p.verification.replace(/_/g, ' ')}${p.httpStatus ? ` (HTTP ${p.httpStatus})` : ''}`;
 }
 
-export function pingRows(pings: readonly WeblogPing[], refusals: readonly RefusalSeen[], listedOnlyVerified: boolean): PingRow[] {
+/** What the page says of a weblog the operator removed from the lists (`pingd weblogs remove`). */
+export const removedText = (at: Date): string =>
+  `Removed by the operator at ${utc(at)} UTC: its pings arrived and are kept, but this server lists it in no document (changes.xml, shortChanges.xml, the hourly archives, updates.xml), its later pings included.`;
+/** "Where it appears" for each document, once removed. */
+export const REMOVED_APPEARANCE = 'not listed: removed by the operator';
+
+/** `removed`: the operator removed the weblog, so no archive lists its pings. */
+export function pingRows(
+  pings: readonly WeblogPing[],
+  refusals: readonly RefusalSeen[],
+  listedOnlyVerified: boolean,
+  removed = false,
+): PingRow[] {
   const rows: (PingRow & { ms: number })[] = [];
   for (const p of pings) {
     const ms = p.receivedAt.getTime();
-    const listed = !listedOnlyVerified || p.verification === 'verified';
+    const listed = !removed && (!listedOnlyVerified || p.verification === 'verified');
     rows.push({
       ms,
       at: p.receivedAt.toISOString(),
@@ -77,11 +89,14 @@ export function appearances(
   docs: readonly ListedDocument[],
   now: number,
   listedOnlyVerified: boolean,
+  removed = false,
 ): { path: string; name: string; text: string }[] {
   const age = (now - w.lastPingAt.getTime()) / 1000;
   return docs.map((d) => {
     let text: string;
-    if (listedOnlyVerified && w.verification?.outcome !== 'verified') text = 'listed once a verification finds something new in its feed';
+    if (removed) text = REMOVED_APPEARANCE;
+    else if (listedOnlyVerified && w.verification?.outcome !== 'verified')
+      text = 'listed once a verification finds something new in its feed';
     else if (age < d.windowSec)
       text = `listed (pinged ${Math.max(0, Math.round(age))} s ago; the list covers the last ${d.windowSec >= 3600 ? `${d.windowSec / 3600} hour` : `${d.windowSec / 60} minutes`}, and is refreshed every few seconds)`;
     else

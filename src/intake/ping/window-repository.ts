@@ -6,6 +6,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
+import { notRemovedId } from '../abuse/removal-repository.js';
 
 export type { After };
 
@@ -41,17 +42,18 @@ export interface WindowStats {
 /**
  * Reads of the weblogs whose time in `timeCol` falls in (fromUs, toUs]: how many and the latest, and keyset
  * pages newest first. `last_ping_at` is intake's (every accepted ping); verification lists by its own
- * column of the same table.
+ * column of the same table. Weblogs the operator removed are left out (removal-repository.ts).
  */
 export function weblogWindow(timeCol: 'last_ping_at' | 'last_verified_at') {
+  const listed = notRemovedId('weblogs.id');
   // Only what a <weblog/> element shows: every column more is parsed for each row of every render.
-  const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url', 'weblogs', timeCol, 'id');
+  const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url', 'weblogs', timeCol, 'id', listed);
   return {
     stats: (q: Queryable, fromUs: number, toUs: number): Promise<WindowStats> =>
       withContext(`reading the weblog window (${timeCol})`, async () => {
         const [r] = await q.query<{ n: number; max_us: number | null }>(
           `select count(*)::bigint as n, ${US(`max(${timeCol})`)} as max_us
-             from weblogs where ${timeCol} > ${TS(1)} and ${timeCol} <= ${TS(2)}`,
+             from weblogs where ${timeCol} > ${TS(1)} and ${timeCol} <= ${TS(2)} and ${listed}`,
           [fromUs, toUs],
         );
         return { n: Number(r.n), maxUs: Number(r.max_us ?? 0) };
@@ -96,14 +98,15 @@ export interface WeblogChanges {
 
 // One statement, so the weblogs are read in the snapshot the pings were: every change to a weblog's listed
 // columns (name, url, rss_url, last_ping_at) is made by intake's batch statement together with a ping row,
-// so "the weblogs of the pings after id N" is everything that changed since N. The pings' primary key
+// so "the weblogs of the pings after id N" is everything that changed since N. A removed weblog's pings
+// count as read but bring no row: it is not listed (removing one makes the renderer read its windows anew). The pings' primary key
 // (id, received_at) gives each partition an index to start from.
 const WEBLOGS_PINGED_AFTER = `
 with d as materialized (select id, weblog_id from pings where id > $1 order by id limit $2),
 s as (select max(id) as last_id, count(*)::int as n from d),
 c as (select distinct weblog_id from d)
 select s.last_id, s.n, w.id, w.name, w.url, w.rss_url, ${US('w.last_ping_at')} as at_us
-  from s left join (c join weblogs w on w.id = c.weblog_id) on true`;
+  from s left join (c join weblogs w on w.id = c.weblog_id and ${notRemovedId('w.id')}) on true`;
 
 /**
  * The weblogs touched by the (at most `limit`) pings after id `afterId`. Ping ids become visible in id
@@ -142,13 +145,13 @@ function pingRows(rows: PingPageRow[]): PingPageRow[] {
 /**
  * The pings received in [startUs, endUs) with an id above `afterId`, in id order, at most `limit`: what came
  * into an hour since a reader last looked (ids become visible in id order: EVENT_ORDER_LOCK). The time
- * bounds let the partitioned table skip every day but the hour's.
+ * bounds let the partitioned table skip every day but the hour's. A removed weblog's pings are not returned.
  */
 export async function hourPingsAfter(q: Queryable, startUs: number, endUs: number, afterId: number, limit: number): Promise<PingPageRow[]> {
   return withContext('reading the pings of an hour since the last render', async () => {
     const rows = await q.query<PingPageRow>(
       `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
-        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id > $3
+        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id > $3 and ${notRemovedId('pings.weblog_id')}
         order by id limit $4`,
       [startUs, endUs, afterId, limit],
     );
@@ -162,12 +165,13 @@ export interface HourStats {
 }
 
 /**
- * Reads of the pings received in [startUs, endUs), optionally only those matching `filter` (an SQL condition
+ * Reads of the pings received in [startUs, endUs), optionally only those matching `only` (an SQL condition
  * on `pings` that may name the window's bounds as $1 and $2, both timestamps in µs as `tsParam` reads them;
- * verification passes "its outcome is verified"): how many with the highest id (which bounds
- * the pages of one rendering), and pages oldest first by (received_at, id).
+ * verification passes "its outcome is verified"), never those of a weblog the operator removed: how many
+ * with the highest id (which bounds the pages of one rendering), and pages oldest first by (received_at, id).
  */
-export function hourWindow(filter = 'true') {
+export function hourWindow(only = 'true') {
+  const filter = `${only} and ${notRemovedId('pings.weblog_id')}`;
   return {
     stats: (q: Queryable, startUs: number, endUs: number): Promise<HourStats> =>
       withContext('reading an hour of pings', async () => {

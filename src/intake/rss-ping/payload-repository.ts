@@ -5,6 +5,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
+import { notRemovedUrl } from '../abuse/removal-repository.js';
 
 export type AuthLevel = 'none' | 'pingserver_side' | 'publisher_side';
 
@@ -72,13 +73,15 @@ export async function insertPayload(q: Queryable, pingId: number, receivedAt: Da
 }
 
 // updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
-// publishing layer hands it over, newest first with a keyset on (received_at, ping_id).
+// publishing layer hands it over, newest first with a keyset on (received_at, ping_id). A weblog the
+// operator removed is left out; a payload carries its weblog's URL (site_url), not its id.
+const listed = notRemovedUrl('rssping_payloads.site_url');
 
 export async function payloadWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
   return withContext('reading the rss_ping payload window', async () => {
     const [r] = await q.query<{ n: number; max_us: number | null; max_id: number | null }>(
       `select count(*)::bigint as n, ${US('max(received_at)')} as max_us, max(ping_id) as max_id
-         from rssping_payloads where received_at > ${TS(1)} and received_at <= ${TS(2)}`,
+         from rssping_payloads where received_at > ${TS(1)} and received_at <= ${TS(2)} and ${listed}`,
       [fromUs, toUs],
     );
     return { n: Number(r.n), maxUs: Number(r.max_us ?? 0), maxId: Number(r.max_id ?? 0) };
@@ -104,6 +107,7 @@ const payloadPage = newestFirstPages<PayloadWindowRow>(
   'rssping_payloads',
   'received_at',
   'ping_id',
+  listed,
 );
 
 /** One page of the payloads received in (fromUs, toUs], newest first, after the keyset `after`. */

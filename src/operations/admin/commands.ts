@@ -9,6 +9,7 @@ import { PRUNE_OPTIONS, PRUNE_USAGE, pruneCommand } from '../retention/prune-com
 import { STATS_OPTIONS, STATS_USAGE, statsCommand } from '../stats/stats-command.js';
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from '../../intake/rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from '../../publishing/render/render-command.js';
+import { WEBLOGS_OPTIONS, WEBLOGS_USAGE, weblogsCommand } from '../../publishing/render/weblogs-command.js';
 import { FEEDS_OPTIONS, FEEDS_USAGE, feedsCommand } from '../../verification/feeds-command.js';
 import { RELAY_OPTIONS, RELAY_USAGE, relayCommand } from '../../push/relay/relay-command.js';
 
@@ -83,6 +84,12 @@ export const DB_COMMANDS: Record<string, Command> = {
     usage: RENDER_USAGE,
     options: RENDER_OPTIONS,
     run: ({ values }, config, ctx) => renderCommand(values, config, deps(ctx)),
+  },
+  weblogs: {
+    summary: 'Remove an accepted weblog from changes.xml, the archives and /updates.xml (its pings stay stored), or restore it.',
+    usage: WEBLOGS_USAGE,
+    options: WEBLOGS_OPTIONS,
+    run: ({ values, positionals }, config, ctx) => weblogsCommand(values, positionals, config, deps(ctx)),
   },
   feeds: {
     summary: 'Show what verification knows of a feed or weblog, or reset a gone or backed-off feed.',

@@ -117,6 +117,8 @@ export interface KeptHour {
 export interface OpenHourCache {
   /** The hour's pings received before `toUs`; null when it holds more than the cache keeps. */
   hour(q: Queryable, startMs: number, toUs: number, pageRows: number): Promise<KeptHour | null>;
+  /** Drops what is kept (the listed pings changed without a new ping: a weblog removed or restored). */
+  forget(): void;
 }
 
 /** An hour's pings up to a render time: how many (the rendering's fingerprint), and the document for `updated`. */

@@ -73,6 +73,7 @@ export function weblogUpdatesDocument(
       const { n } = await reads.weblogStats(q, w.fromUs, w.toUs);
       return { head, pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n, distinct: true };
     },
+    forget: () => cache?.forget(),
   };
 }
 

@@ -67,6 +67,11 @@ export interface LiveDocument {
   fingerprint(q: Queryable, w: RenderWindow, shared: TickShared): Promise<string>;
   /** The document itself; pages are read lazily, so memory stays flat. */
   source(q: Queryable, w: RenderWindow, shared: TickShared): Promise<RenderSource>;
+  /**
+   * Drops whatever the document keeps between renders (a weblog was removed or restored: what its reads
+   * list changed without a new ping); the next render reads its window anew.
+   */
+  forget?(): void;
 }
 
 /**

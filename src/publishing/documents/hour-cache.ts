@@ -81,6 +81,13 @@ export class HourCache implements OpenHourCache {
     private readonly max = HOUR_CACHE_MAX,
   ) {}
 
+  /** Drops what is kept: the next render reads the hour in full (see WindowCache.forget). */
+  forget(): void {
+    this.hourMs = null;
+    this.kept = null;
+    this.tooBig = false;
+  }
+
   /**
    * The pings of the hour starting at `startMs` received before `toUs`, oldest first, up to date with every
    * ping committed before this call; null when the hour holds more than the cache keeps (the caller reads it

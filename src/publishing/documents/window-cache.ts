@@ -107,6 +107,14 @@ export class WindowCache {
   }
 
   /**
+   * Drops what is kept: the next render reads its window in full. Following pings only adds; a weblog the
+   * operator removed (or restored) changes what the reads list without a ping, so it must be read again.
+   */
+  forget(): void {
+    this.kept = null;
+  }
+
+  /**
    * The weblogs of window `w`, newest first, up to date with every ping committed before this call; null
    * when the window holds more weblogs than the cache keeps (the caller reads it in full).
    */

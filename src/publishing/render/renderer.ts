@@ -10,7 +10,7 @@ import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, hourStart } from '../documents/
 import { HourCache } from '../documents/hour-cache.js';
 import type { TickShared } from '../documents/document.js';
 import type { DocumentRegistry } from '../documents/registry.js';
-import { pruneRenderings } from '../rendering-repository.js';
+import { getWatermark, pruneRenderings, WEBLOG_REMOVALS_WATERMARK } from '../rendering-repository.js';
 import { closeLimitUs, renderTime } from './render-time.js';
 import type { RenderOutcome, RenderReport } from './store-rendering.js';
 import { renderLive, type LiveOptions } from './live.js';
@@ -68,6 +68,8 @@ export class Renderer {
   private analyzedAt = -Infinity;
   /** The hours' reads: the listing, and the open hour's pings when every accepted ping is listed (hour-cache.ts). */
   private readonly hours: HourReads;
+  /** The weblog removals watermark as last read (undefined: not yet); when it moves, what is kept is dropped. */
+  private removalsSeen: number | null | undefined = undefined;
 
   constructor(
     readonly documents: DocumentRegistry,
@@ -101,6 +103,7 @@ export class Renderer {
   async renderHour(hourMs: number, opts: { now?: Date } = {}): Promise<RenderReport | 'identical' | null> {
     return this.serialised(async () => {
       const r = await this.opts.db.withTryAdvisoryLock(RENDER_LOCK, async (q) => {
+        await this.noticeRemovals(q);
         const clock = await readClock(q);
         const t = renderTime(clock, opts.now);
         const start = hourStart(hourMs);
@@ -128,6 +131,21 @@ export class Renderer {
     await this.chain.catch(() => undefined);
   }
 
+  /**
+   * Drops the kept windows and open hour when a weblog was removed or restored since the last render (by
+   * `pingd weblogs`, in this instance or another sharing the database): they follow new pings only, so they
+   * would list a removed weblog again. One read of one row per render, under the render lock.
+   */
+  private async noticeRemovals(q: Queryable): Promise<void> {
+    const at = await getWatermark(q, WEBLOG_REMOVALS_WATERMARK);
+    if (at === this.removalsSeen) return;
+    if (this.removalsSeen !== undefined) {
+      for (const doc of this.documents.list()) doc.forget?.();
+      this.hours.openHour?.forget();
+    }
+    this.removalsSeen = at;
+  }
+
   // Rendering is background work: on the embedded database intake's statements go first (inBackground).
   private serialised<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.chain.then(async () => {
@@ -144,6 +162,7 @@ export class Renderer {
 
   private async renderDue(q: Queryable, opts: TickOptions): Promise<TickReport> {
     const report: TickReport = { rendered: [], unchanged: [], closedHours: 0, failed: [] };
+    await this.noticeRemovals(q);
     const clock = await readClock(q);
     const t = renderTime(clock, opts.now);
     if (this.opts.db.kind === 'pglite' && performance.now() - this.analyzedAt > ANALYZE_EVERY_MS) {
