@@ -1,4 +1,4 @@
-// Owns the SQL of weblogs the operator removed from the published lists (migrations/021_weblog_removals.sql):
+// Owns the SQL of weblogs the operator removed from the published lists (migrations/023_weblog_removals.sql):
 // marking and unmarking one, what is known of it, the hours its pings fall in, and the condition every
 // listing read adds so that a removed weblog's pings, earlier and later, are listed nowhere. A marker, not a
 // deletion: the pings stay stored and acknowledged.
