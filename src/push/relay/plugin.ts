@@ -93,7 +93,16 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   };
   if (targets.length === 0) {
     app.decorate('relay', { targets, relay: undefined, worker: undefined, timing });
-    app.addHook('onReady', settle);
+    // Best effort without targets: a server that relays nothing must still start with its database away
+    // or its migrations pending (serve --no-migrate); the next start settles what is left.
+    app.addHook('onReady', async () => {
+      await settle().catch((err: unknown) =>
+        app.log.warn(
+          { err: { message: (err as Error).message } },
+          'relay: the jobs of targets no longer configured are settled at the next start',
+        ),
+      );
+    });
     return;
   }
   if (config.RELAY_ONLY_VERIFIED && config.VERIFY_PINGS === 'off')

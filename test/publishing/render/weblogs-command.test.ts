@@ -11,6 +11,14 @@ import { HOUR_MS, archivePath, hourStart } from '../../../src/publishing/documen
 import { utc } from '../../../src/web/weblog-model.js';
 import { insertPings } from '../helpers.js';
 import { CLI } from '../../helpers/cli.js';
+import { databaseLine, unservedWarning } from '../../../src/platform/db/which-database.js';
+
+/** What a command that opens the database says first on stderr (platform/db/which-database.ts). */
+function opened(where: { DATABASE_URL?: string; DATA_DIR?: string }): string {
+  const w = { DATABASE_URL: where.DATABASE_URL, DATA_DIR: where.DATA_DIR ?? './data' };
+  const warning = unservedWarning(w);
+  return `${databaseLine(w)}\n${warning ? `${warning}\n` : ''}`;
+}
 
 const TOKEN = 'admin-test-token-0123456789abcdef';
 
@@ -75,7 +83,7 @@ test('pingd weblogs remove: the spammer leaves changes.xml, shortChanges.xml and
         'rendered /changes.xml, /shortChanges.xml, /updates.xml\n' +
         `rendered ${archivePath(s.earlier)} (closed)\n` +
         `rendered ${archivePath(s.current)}\n`,
-      stderr: '',
+      stderr: opened(db.config),
     });
 
     const t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 }, db);
@@ -103,7 +111,7 @@ test('pingd weblogs remove: the spammer leaves changes.xml, shortChanges.xml and
     assert.deepEqual(await cli(['weblogs', 'remove', 'http://never-pinged.example.com/'], db), {
       status: 1,
       stdout: '',
-      stderr: 'pingd weblogs: pingd has no ping from http://never-pinged.example.com/\n',
+      stderr: `${opened(db.config)}pingd weblogs: pingd has no ping from http://never-pinged.example.com/\n`,
     });
     assert.deepEqual(await cli(['weblogs', 'remove'], db), {
       status: 2,
@@ -118,7 +126,7 @@ test('pingd weblogs remove: the spammer leaves changes.xml, shortChanges.xml and
     assert.deepEqual(await cli(['weblogs', 'restore', s.y], db), {
       status: 0,
       stdout: `${s.y} is not removed: nothing to restore\n`,
-      stderr: '',
+      stderr: opened(db.config),
     });
 
     const restored = await cli(['weblogs', 'restore', s.x], db);
@@ -129,7 +137,7 @@ test('pingd weblogs remove: the spammer leaves changes.xml, shortChanges.xml and
         'rendered /changes.xml, /shortChanges.xml, /updates.xml\n' +
         `rendered ${archivePath(s.earlier)} (closed)\n` +
         `rendered ${archivePath(s.current)}\n`,
-      stderr: '',
+      stderr: opened(db.config),
     });
     const back = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 }, db);
     try {
@@ -165,7 +173,7 @@ test('POST /api/admin/cli weblogs remove: the server renders without the spammer
         'rendered /changes.xml, /shortChanges.xml, /updates.xml\n' +
         `rendered ${archivePath(s.earlier)} (closed)\n` +
         `rendered ${archivePath(s.current)}\n`,
-      stderr: '',
+      stderr: `${databaseLine(t.config)}\n`,
     });
     await assertOnly(t, s.docs, [s.y], 'after the removal');
 
