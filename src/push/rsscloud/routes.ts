@@ -5,6 +5,7 @@
 // reason in `msg`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
+import { strictFormParse } from '../../platform/http-form.js';
 import { Type } from '@sinclair/typebox';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { intakeRoute } from '../../intake/ping/plugin.js';
@@ -38,7 +39,7 @@ function answer(req: FastifyRequest, reply: FastifyReply, element: Element, stat
 export async function rsscloudRoutes(app: FastifyInstance, opts: RsscloudRouteOptions): Promise<void> {
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    await scope.register(formbody, { bodyLimit: FORM_LIMIT });
+    await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
     scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
       const element: Element = req.url.startsWith('/rsscloud/pleaseNotify') ? 'notifyResult' : 'result';
       const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;

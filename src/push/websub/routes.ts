@@ -7,6 +7,7 @@
 // /api/admin/websub/subscriptions).
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import formbody from '@fastify/formbody';
+import { strictFormParse } from '../../platform/http-form.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { inBackground, type Db } from '../../platform/db/database.js';
 import { adminOnly } from '../../platform/admin-auth.js';
@@ -105,7 +106,7 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
   // Form bodies here only: the pitfalls guide's note on WebSub, and no other route's parsers change.
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    await scope.register(formbody, { bodyLimit: FORM_LIMIT });
+    await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
     scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
       const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
       if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
