@@ -8,6 +8,8 @@ import { createInterface } from 'node:readline';
 import type { AddressInfo } from 'node:net';
 import type { TestApp } from '../../helpers/app.js';
 import { waitFor } from '../../helpers/wait.js';
+import { relayCommand } from '../../../src/push/relay/relay-command.js';
+import { borrowed } from '../../../src/platform/db/borrow.js';
 
 const SCRIPT = new URL('../../fixtures/relay/xmlrpc_target.py', import.meta.url).pathname;
 
@@ -159,4 +161,16 @@ export async function relayIdle(apps: TestApp | TestApp[], ms = 15_000): Promise
     },
     { timeoutMs: ms, what: () => `the relay to be idle (no job pending, none in hand): ${JSON.stringify(seen)}` },
   );
+}
+
+/** Runs `pingd relay …` on the app's database; returns the exit code and what it printed. */
+export async function relayCli(t: TestApp, ...positionals: string[]): Promise<{ code: number; out: string }> {
+  const lines: string[] = [];
+  const code = await relayCommand({}, positionals, t.config, {
+    openDb: async () => borrowed(t.app.db),
+    EXIT: { OK: 0, FAILURE: 1, USAGE: 2 },
+    out: (s) => void lines.push(s),
+    err: (s) => void lines.push(s),
+  });
+  return { code, out: lines.join('\n') };
 }

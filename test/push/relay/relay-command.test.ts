@@ -5,11 +5,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
-import { formatStatus, relayCommand } from '../../../src/push/relay/relay-command.js';
-import { borrowed } from '../../../src/platform/db/borrow.js';
+import { formatStatus } from '../../../src/push/relay/relay-command.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { prune } from '../../../src/operations/retention/prune.js';
-import { httpPing, startTarget, type Target } from './helpers.js';
+import { httpPing, relayCli, startTarget, type Target } from './helpers.js';
 import { waitFor } from '../../helpers/wait.js';
 
 let target: Target;
@@ -34,16 +33,7 @@ after(async () => {
 });
 
 /** Runs `pingd relay …` on the app's database; returns the exit code and what it printed. */
-async function cli(...positionals: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const code = await relayCommand({}, positionals, t.config, {
-    openDb: async () => borrowed(t.app.db),
-    EXIT: { OK: 0, FAILURE: 1, USAGE: 2 },
-    out: (s) => void lines.push(s),
-    err: (s) => void lines.push(s),
-  });
-  return { code, out: lines.join('\n') };
-}
+const cli = (...positionals: string[]) => relayCli(t, ...positionals);
 
 test('a relay that keeps failing becomes a dead letter, shown by status and sent again by retry', async () => {
   await target.set({ fault_all: true });

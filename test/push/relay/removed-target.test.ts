@@ -4,10 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BACKEND, createTestDatabase, startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
-import { borrowed } from '../../../src/platform/db/borrow.js';
-import { notConfiguredRefusal, relayCommand } from '../../../src/push/relay/relay-command.js';
+import { notConfiguredRefusal } from '../../../src/push/relay/relay-command.js';
 import { NOT_CONFIGURED_ERROR } from '../../../src/push/relay/target-repository.js';
-import { derivedAll, httpPing } from './helpers.js';
+import { derivedAll, httpPing, relayCli } from './helpers.js';
 import { waitFor } from '../../helpers/wait.js';
 
 // Nothing listens on either, and the address policy refuses loopback (FETCH_ALLOW_ADDRESSES unset): every
@@ -15,16 +14,7 @@ import { waitFor } from '../../helpers/wait.js';
 const A = 'http://127.0.0.46:9/RPC2';
 const B = 'http://127.0.0.47:9/RPC2';
 
-async function cli(t: TestApp, ...positionals: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const code = await relayCommand({}, positionals, t.config, {
-    openDb: async () => borrowed(t.app.db),
-    EXIT: { OK: 0, FAILURE: 1, USAGE: 2 },
-    out: (s) => void lines.push(s),
-    err: (s) => void lines.push(s),
-  });
-  return { code, out: lines.join('\n') };
-}
+const cli = relayCli;
 
 type Jobs = { target: string; state: string; last_error: string | null }[];
 const jobs = (t: TestApp) =>
