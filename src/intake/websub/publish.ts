@@ -11,8 +11,19 @@ import type { ExtraWrite } from '../ping/ping-batcher.js';
 import { normalizeUrl, PingValidationError, type RawPing } from '../ping/validate.js';
 import { topicSites, type TopicSite } from './topic-repository.js';
 
-/** Topics one publish may name (the query parameters' repeat bound, http-schema.ts MAX_REPEATS). */
-export const MAX_PUBLISH_TOPICS = 20;
+/**
+ * URLs one publish may name: a bound on parsing only (the form is at most 16 KiB anyway). What a publish
+ * costs is bounded by MAX_PUBLISH_WEBLOGS: WordPress's WebSub plugin (4.0.0) names every feed of the post,
+ * 2 x (2 + tags + categories), and PubSubHubbub's Python publisher batches 100 URLs a request; a bound of
+ * 20 URLs refused a post with 9 tags and categories whole, and the plugin does not retry.
+ */
+export const MAX_PUBLISH_URLS = 200;
+
+/**
+ * Weblogs one publish may name: each is a ping (a commit, a verification fetch). Topics of one weblog are
+ * one ping, and the others cost a check only when someone subscribes to them (queueTopicChecks).
+ */
+export const MAX_PUBLISH_WEBLOGS = 10;
 
 /** The spellings publishers use: 0.4's hub.url, WebSub's hub.topic, and PHP-style repeated `[]` fields. */
 const TOPIC_FIELDS = ['hub.url', 'hub.url[]', 'hub.topic', 'hub.topic[]'] as const;
@@ -29,7 +40,7 @@ export function readPublishForm(form: Record<string, unknown>): PublishForm {
   }
   const named = raw.map((s) => s.trim()).filter((s) => s !== '');
   if (named.length === 0) return { ok: false, reason: 'hub.url (or hub.topic) is required to publish' };
-  if (named.length > MAX_PUBLISH_TOPICS) return { ok: false, reason: `at most ${MAX_PUBLISH_TOPICS} topics may be published at once` };
+  if (named.length > MAX_PUBLISH_URLS) return { ok: false, reason: `at most ${MAX_PUBLISH_URLS} topics may be published at once` };
   const topics: string[] = [];
   for (const s of named) {
     let t: string;
@@ -117,6 +128,12 @@ export async function publishTopics(
   // commit then refuses the pings as unavailable, or takes them).
   const sites = await topicSites(db, topics).catch(() => new Map<string, TopicSite>());
   const groups = groupByWeblog(topics, sites, client);
+  if (groups.length > MAX_PUBLISH_WEBLOGS) {
+    return {
+      status: 400,
+      body: `at most ${MAX_PUBLISH_WEBLOGS} weblogs may be published at once (each is a ping); these topics name ${groups.length}`,
+    };
+  }
   const admitted = [];
   for (const g of groups) {
     const a = pings.admit(g.raw);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { waitFor } from '../../helpers/wait.js';
-import { MAX_PUBLISH_TOPICS } from '../../../src/intake/websub/publish.js';
+import { MAX_PUBLISH_URLS, MAX_PUBLISH_WEBLOGS } from '../../../src/intake/websub/publish.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pingd-publish-'));
 const blocklistPath = join(dir, 'blocklist.txt');
@@ -120,10 +120,16 @@ const refusals: [string, string, number, string][] = [
     'The topic must not contain a user name or password.',
   ],
   [
-    `${MAX_PUBLISH_TOPICS + 1} topics`,
-    `hub.mode=publish${Array.from({ length: MAX_PUBLISH_TOPICS + 1 }, (_, i) => `&hub.url=https://t${i}.example/f`).join('')}`,
+    `${MAX_PUBLISH_URLS + 1} topics`,
+    `hub.mode=publish${Array.from({ length: MAX_PUBLISH_URLS + 1 }, (_, i) => `&hub.url=https://t.example/${i}`).join('')}`,
     400,
-    `at most ${MAX_PUBLISH_TOPICS} topics may be published at once`,
+    `at most ${MAX_PUBLISH_URLS} topics may be published at once`,
+  ],
+  [
+    `topics of ${MAX_PUBLISH_WEBLOGS + 1} weblogs`,
+    `hub.mode=publish${Array.from({ length: MAX_PUBLISH_WEBLOGS + 1 }, (_, i) => `&hub.url=https://t${i}.example/f`).join('')}`,
+    400,
+    `at most ${MAX_PUBLISH_WEBLOGS} weblogs may be published at once (each is a ping); these topics name ${MAX_PUBLISH_WEBLOGS + 1}`,
   ],
   ['a blocked host', 'hub.mode=publish&hub.url=https://www.spam.example/feed', 403, ''],
 ];

@@ -230,6 +230,53 @@ test("a publish naming two feeds of one weblog (WordPress's RSS and Atom): one p
   assert.equal((body.match(/<entry>/g) ?? []).length, 1);
 });
 
+// What broke: WordPress's WebSub plugin (4.0.0, Publisher::get_feed_urls_by_post_id) publishes, for each
+// feed type (rss2, atom), the blog's feed, each tag's and category's feed and the author's: a post with 8
+// tags and 1 category sends 22 `hub.url`, rawurlencoded, and pingd answered 400 "at most 20 topics may be
+// published at once": no ping stored, nothing delivered, and the plugin does not retry.
+test("WordPress's publish of a post with 8 tags and 1 category (22 URLs, its exact bytes): one ping, and a tag feed's subscriber gets the new entry", async () => {
+  const tags = ['travel', 'food', 'lisbon', 'porto', 'wine', 'trains', 'photos', 'notes'];
+  const tagFeed = (slug: string, type: string) => `${blog.origin}/tag/${slug}/feed/${type === 'atom' ? 'atom/' : ''}`;
+  const wordpressFeeds: string[] = [];
+  for (const type of ['rss2', 'atom']) {
+    wordpressFeeds.push(`${blog.origin}/feed/${type === 'atom' ? 'atom/' : ''}`);
+    for (const slug of tags) wordpressFeeds.push(tagFeed(slug, type));
+    wordpressFeeds.push(`${blog.origin}/category/journeys/feed/${type === 'atom' ? 'atom/' : ''}`);
+    wordpressFeeds.push(`${blog.origin}/author/ana/feed/${type === 'atom' ? 'atom/' : ''}`);
+  }
+  assert.equal(wordpressFeeds.length, 22);
+  for (const path of ['/feed/', '/tag/lisbon/feed/']) {
+    blog.route(path, (_req, res) => {
+      res.writeHead(200, { 'content-type': RSS_TYPE });
+      res.end(feed());
+    });
+  }
+  const lisbon = tagFeed('lisbon', 'rss2');
+  assert.equal((await subscribe(t, { 'hub.callback': `${sub.origin}/lisbon`, 'hub.mode': 'subscribe', 'hub.topic': lisbon })).status, 202);
+  await waitForHub(t, async () => (await ourSubs('/lisbon')).length === 1, 'the tag feed subscription');
+  items = ['wp', ...items];
+  const [before] = await t.app.db.query<{ n: number }>("select count(*)::int as n from pings where method = 'websub'");
+  // PHP's rawurlencode: RFC 3986 unreserved characters kept, everything else %XX (encodeURIComponent
+  // differs only in !'()*, which these URLs do not hold).
+  const body = `hub.mode=publish${wordpressFeeds.map((u) => `&hub.url=${encodeURIComponent(u)}`).join('')}`;
+  const r = await t.app.inject({
+    method: 'POST',
+    url: '/websub',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      'user-agent': `WordPress/6.8.1; ${blog.origin}; PubSubHubbub/WebSub`,
+    },
+    payload: body,
+  });
+  assert.equal(r.statusCode, 204, r.body);
+  const [afterCount] = await t.app.db.query<{ n: number }>("select count(*)::int as n from pings where method = 'websub'");
+  assert.equal(afterCount.n - before.n, 1, 'the 22 topics of one weblog are one ping');
+  await waitForHub(t, () => sub.postsTo('/lisbon').length === 1, 'the tag feed delivered');
+  const delivered = sub.postsTo('/lisbon')[0].body.toString('utf8');
+  assert.match(delivered, /<title>Post wp &lt;b&gt;<\/title>/);
+  assert.equal((delivered.match(/<item>/g) ?? []).length, 1);
+});
+
 test("a JSON Feed topic: the delivery is JSON holding only the new item, with the topic's own Content-Type (websub.rocks 106)", async () => {
   let ids = ['j1'];
   blog.route('/feed.json', (_req, res) => {
