@@ -34,6 +34,7 @@ import { runWrkBench } from './wrk.js';
 import { runSoak } from './soak.js';
 import { runScale } from './scale.js';
 import { runMulti } from './multi.js';
+import { runSpam } from './spam.js';
 import type { DirectOptions } from './lib/run-direct.js';
 
 async function environment(): Promise<string> {
@@ -72,6 +73,7 @@ export const SCENARIOS: { ids: string[]; module: string; what: string; by?: stri
   { ids: ['hardening'], module: 'bench/hardening.ts', what: 'hostile clients, hostile feeds and bounded fan-out: intake meanwhile' },
   { ids: ['web'], module: 'bench/web.ts', what: 'intake with /status open in Chromium; /api/stats and /weblog on 1M pings' },
   { ids: ['wrk'], module: 'bench/wrk.ts', what: 'the HTTP ratios with wrk, as deployed and stopped, optional profiles (only when named)' },
+  { ids: ['spam'], module: 'bench/spam.ts', what: 'the spam score on a synthetic labelled corpus: precision, recall, µs per family' },
   { ids: [], by: '--soak', module: 'bench/soak.ts', what: 'sustained intake with the renderer on, document age over time' },
   { ids: [], by: '--scale', module: 'bench/scale.ts', what: 'a month of pings (100M on PostgreSQL) against an empty database' },
   { ids: [], by: '--multi', module: 'bench/multi.ts', what: 'three instances on one PostgreSQL behind a round-robin proxy' },
@@ -105,6 +107,9 @@ async function main(): Promise<number> {
     for (const f of alone) okAll = (await ALONE[f]({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })) && okAll;
     return okAll ? 0 : 1;
   }
+  // The spam scenario alone needs no database: not even the environment line's PostgreSQL check.
+  if (OPTS.scenarios?.every((s) => s === 'spam'))
+    return (await runSpam({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })) ? 0 : 1;
   const started = new Date();
   const loadAtStart = loadavg()[0];
   const envLine = await environment();
@@ -137,10 +142,14 @@ async function main(): Promise<number> {
     OPTS.scenarios?.includes('wrk')
       ? runWrkBench({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })
       : Promise.resolve(true);
-  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk')) {
+  // `spam` (bench/spam.ts) likewise; pure CPU, no server or database.
+  const spam = () =>
+    wanted('spam') ? runSpam({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true);
+  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk' || s === 'spam')) {
     const hardened = await hardening();
     const webOk = await web();
-    return (await wrkBench()) && webOk && hardened ? 0 : 1;
+    const spamOk = await spam();
+    return (await wrkBench()) && webOk && hardened && spamOk ? 0 : 1;
   }
   const baseline = await startBaseline();
   const feedHosts = wanted('ping') || wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
@@ -214,6 +223,7 @@ async function main(): Promise<number> {
   if (!(await hardening())) ok = false;
   if (!(await web())) ok = false;
   if (!(await wrkBench())) ok = false;
+  if (!(await spam())) ok = false;
   return ok ? 0 : 1;
 }
 

@@ -12,7 +12,7 @@ export const RESULTS_DIR = join('bench', 'results');
 export const HISTORY = join(RESULTS_DIR, 'history.jsonl');
 
 export interface RunRecord {
-  /** The page's name: intake, documents, renders, ping-hosts, hardening, feeds, fanout, web, wrk, soak, scale, multi, stream, verify, web-audit. */
+  /** The page's name: intake, documents, renders, ping-hosts, hardening, feeds, fanout, web, wrk, soak, scale, multi, stream, verify, web-audit, spam. */
   scenario: string;
   /** What the page is about, for its title. */
   title: string;
