@@ -160,7 +160,7 @@ export async function runSpam(_o: DirectOptions): Promise<boolean> {
           .join(', ')} |`,
     ),
     '',
-    '**Proposed changes, tuning split only** (bench/spam/evaluate.ts PROPOSALS; src/spam/ unchanged):',
+    '**Proposed changes, tuning split only** (bench/spam/evaluate.ts PROPOSALS, each beside src/spam/ as committed):',
     '',
     '| proposal (tuning) | precision @ 0.5 | recall @ 0.5 | precision @ 0.55 | recall @ 0.55 | honest held after a new item @ 0.5 | what |',
     '| --- | ---: | ---: | ---: | ---: | ---: | --- |',

@@ -33,16 +33,14 @@ export interface EvidenceIndex {
   carriers: Map<string, { t: number; w: number; site: string }[]>;
 }
 
-/** The evidence, and one alternative reading of it measured as a proposal (not in WeblogEvidence). */
-export interface CorpusEvidence extends WeblogEvidence {
-  /**
-   * duplicateItemWeblogs over only the recent items whose link leaves the weblog's own site: a blog's own
-   * permalinks copied by scrapers are not its duplicates, nor is a title it happens to share ("Hello
-   * world!"); a scraper that keeps the original's links is still caught. (Which one showed an item first
-   * does not tell the original: pingd sees a scraper that pings hourly before a blog that pings daily.)
-   */
-  offSiteDuplicateWeblogs: number;
-}
+/**
+ * The evidence as pingd would hold it. Its duplicate count reads only items whose link leaves the weblog's
+ * own site: a blog's permalinks copied by scrapers are not its duplicates, nor is a title it happens to
+ * share ("Hello world!"); a scraper that keeps the original's links is still caught. (Which one showed an
+ * item first does not tell the original: pingd sees a scraper that pings hourly before a blog that pings
+ * daily.)
+ */
+export type CorpusEvidence = WeblogEvidence;
 
 /** The index of the first element with t >= from (the array sorted by t). */
 function lowerBound(xs: { t: number }[], from: number): number {
@@ -145,12 +143,13 @@ export function evidenceAt(ix: EvidenceIndex, wi: number, pingIndex?: number): C
   // Recent items: what the latest successful fetch showed.
   const lastFetched = [...vs].reverse().find((v) => v.shown.length > 0);
   const recent = lastFetched?.shown ?? [];
-  // duplicateItemWeblogs: for each recent item, the distinct weblogs of other registrable domains whose
-  // verification had shown an item of the same title or the same link by now (stored items by title and by
-  // link); the most over the recent items.
+  // duplicateItemWeblogs: for each recent item that links off the weblog's own site, the distinct weblogs of
+  // other registrable domains whose verification had shown an item of the same title or the same link by
+  // now (stored items by title and by link); the most over those items. A blog's own permalinks do not
+  // count: a blog its scrapers copy is not one of them.
   let duplicateItemWeblogs = 0;
-  let offSiteDuplicateWeblogs = 0;
   for (const i of recent) {
+    if (ix.site(w.items[i].link) === own) continue;
     const others = new Set<number>();
     for (const key of [`t:${w.items[i].title}`, `l:${w.items[i].link}`])
       for (const c of ix.carriers.get(key) ?? []) {
@@ -158,7 +157,6 @@ export function evidenceAt(ix: EvidenceIndex, wi: number, pingIndex?: number): C
         if (c.w !== wi && c.site !== own) others.add(c.w);
       }
     duplicateItemWeblogs = Math.max(duplicateItemWeblogs, others.size);
-    if (ix.site(w.items[i].link) !== own) offSiteDuplicateWeblogs = Math.max(offSiteDuplicateWeblogs, others.size);
   }
   // oneTargetLinkShare: of the recent items' links, the largest share with one siteOf() other than its own.
   const targets = new Map<string, number>();
@@ -183,6 +181,5 @@ export function evidenceAt(ix: EvidenceIndex, wi: number, pingIndex?: number): C
     registeredPublisher: w.registeredPublisher,
     // namesPingd: a fetched feed named pingd as hub or cloud: known only once a fetch succeeded.
     namesPingd: w.namesPingd && recent.length > 0,
-    offSiteDuplicateWeblogs,
   };
 }

@@ -1,6 +1,7 @@
 // Owns the rhythm family of spam signals: how a weblog pings. Software that pings for a farm does it on a
 // timer, for many hosts at once, from one address; people publish irregularly.
 import type { Reason, WeblogEvidence } from './verdict.js';
+import { hostParts } from './domains.js';
 
 /** How many of a weblog's most recent pings rhythm reads. */
 export const RHYTHM_PINGS = 20;
@@ -32,7 +33,9 @@ export function rhythmReasons(e: WeblogEvidence): Reason[] {
       text: `${e.siblingsLastHour} other weblogs of the same domain pinged within the hour`,
     });
   }
-  if (e.domainsFromAddressLastHour >= 20) {
+  // Not on a blog platform: WordPress.com and Blogger ping for thousands of blogs from a few addresses (on
+  // the corpus this held 13 platform blogs and 11 new ones; tuning split precision 93.3% -> 93.7%).
+  if (e.domainsFromAddressLastHour >= 20 && !hostParts(e.url)?.platform) {
     reasons.push({
       family: 'rhythm',
       code: 'rhythm.address_burst',

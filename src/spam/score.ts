@@ -11,6 +11,7 @@ export const DEFAULT_SPAM_THRESHOLD = 0.5;
 
 /** Every family's reasons and the score they add up to. */
 export function scoreWeblog(e: WeblogEvidence): SpamVerdict {
-  const reasons = [...urlReasons(e), ...rhythmReasons(e), ...contentReasons(e), ...trustReasons(e)];
+  const rhythm = rhythmReasons(e);
+  const reasons = [...urlReasons(e), ...rhythm, ...contentReasons(e), ...trustReasons(e, rhythm.length > 0)];
   return { score: scoreOf(reasons), reasons };
 }

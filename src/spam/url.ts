@@ -1,6 +1,8 @@
 // Owns the URL family of spam signals: what a weblog's URL and name say before anything is fetched. Splog
 // hosts are keyword phrases glued or hyphenated into a name (Salvetti & Nicolov: URL n-grams alone gave 93%
-// precision at 51% recall), on cheap TLDs, often with digits. Costs a few microseconds: intake can afford it.
+// precision at 51% recall), on cheap TLDs, often with digits. Costs tens of microseconds, nearly all of it the
+// word segmentation (bench/spam: 69 µs per call over the corpus's hosts and names, 11 µs over short ones):
+// once per weblog, not per ping.
 import WordsNinja from 'wordsninja';
 import type { Reason, WeblogEvidence } from './verdict.js';
 import { hostParts } from './domains.js';

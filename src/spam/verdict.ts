@@ -36,7 +36,11 @@ export interface WeblogEvidence {
   domainsFromAddressLastHour: number;
   /** Settled verifications, newest first (at most CONTENT_VERIFICATIONS). */
   verifications: VerificationSeen[];
-  /** For the weblog's recent items: the most other weblogs (of other registrable domains) carrying the same title or link. */
+  /**
+   * For the weblog's recent items that link off its own site (a scraper's link to what it copied; a blog's
+   * own permalinks do not count, so a blog its scrapers copy is not one of them): the most other weblogs,
+   * of other registrable domains, carrying the same title or link.
+   */
   duplicateItemWeblogs: number;
   /** Of its recent items' links, the share pointing to one registrable domain other than its own (0..1); 0 without items. */
   oneTargetLinkShare: number;
