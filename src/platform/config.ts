@@ -319,7 +319,7 @@ const SPEC = {
   VERIFY_PARSE_BUDGET_MS: {
     default: '2000',
     parse: int(50, 60000),
-    doc: 'Longest one fetched document may take to read on its thread; beyond it the thread is ended and the outcome is too_complex',
+    doc: 'CPU time one fetched document may take to read on its thread (wall time: ten times this); beyond it the thread is ended and the outcome is too_complex',
   },
   VERIFY_PARSE_MEMORY_MB: {
     default: '256',

@@ -1,6 +1,6 @@
 // Owns running CPU-heavy pure functions off the event loop: a piscina pool of worker threads, each task
-// under a time budget after which its thread is terminated (synchronous code cannot be interrupted any
-// other way), a memory limit per thread, and a bound on tasks waiting for a thread. What a task does is
+// under a budget of CPU time after which its thread is terminated (synchronous code cannot be interrupted
+// any other way), a memory limit per thread, and a bound on tasks waiting for a thread. What a task does is
 // the caller's (a module whose default export takes the task and returns its result).
 //
 // Why: a fetched document is written by a stranger, and parsing one is synchronous. A 4.8 MB feed of
@@ -9,6 +9,7 @@
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import { threadCpuMs } from './thread-cpu.js';
 
 export type BudgetResult<R> =
   | { kind: 'ok'; value: R }
@@ -21,7 +22,10 @@ export interface BudgetPoolOptions {
   /** The task module (its default export); `.ts` under tsx, `.js` once compiled: see moduleBeside. */
   filename: string;
   threads: number;
-  /** Longest one task may run on its thread. */
+  /**
+   * CPU time one task may use on its thread (wall time where the thread's CPU cannot be read, off Linux).
+   * Wall time alone is bounded too, at WALL_FACTOR times this.
+   */
   budgetMs: number;
   /** Tasks that may wait for a free thread; more are answered `busy` at once. */
   maxWaiting: number;
@@ -38,6 +42,13 @@ export interface BudgetPoolOptions {
  * not the document's cost (measured: 60–120 ms compiled, 0.4–1.5 s under tsx on a loaded machine).
  */
 const START_ALLOWANCE_MS = 5000;
+
+/**
+ * How long past its budget in wall time a task may run while its CPU time is still under it: a thread
+ * starved of cores gets ten times its budget to spend it, and a thread that waits without spending CPU
+ * (which a pure task never does) is still ended.
+ */
+export const WALL_FACTOR = 10;
 
 /**
  * The parent's Node flags a task thread starts with: the TypeScript loader (tests, `npm run dev`: tsx's
@@ -86,7 +97,9 @@ export class BudgetPool<T, R> {
 
   constructor(private readonly opts: BudgetPoolOptions) {
     this.pool = new Piscina({
-      filename: opts.filename,
+      // Every task starts through budget-entry, which tells the CPU clock which thread runs it.
+      filename: moduleBeside(import.meta.url, 'budget-entry'),
+      workerData: { taskModule: opts.filename },
       minThreads: 0,
       maxThreads: opts.threads,
       concurrentTasksPerWorker: 1,
@@ -118,9 +131,20 @@ export class BudgetPool<T, R> {
     // A thread has to start for this task: its start-up is not the task's time.
     const cold = this.pool.threads.length < this.running;
     const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), this.opts.budgetMs + (cold ? START_ALLOWANCE_MS : 0));
+    // [thread id, its CPU ms at the task's start], written by budget-entry on the thread.
+    const clock = new Int32Array(new SharedArrayBuffer(8));
+    const budget = this.opts.budgetMs;
+    const wallCap = performance.now() + budget * WALL_FACTOR + (cold ? START_ALLOWANCE_MS : 0);
+    // At the budget in wall time, then as often as the CPU left could run out: ended once it has.
+    const check = (): void => {
+      const now = threadCpuMs(Atomics.load(clock, 0));
+      const used = now === null ? null : now - Atomics.load(clock, 1);
+      if (used === null || used >= budget || performance.now() >= wallCap) ac.abort();
+      else timer = setTimeout(check, Math.max(10, budget - used));
+    };
+    let timer = setTimeout(check, budget + (cold ? START_ALLOWANCE_MS : 0));
     try {
-      return { kind: 'ok', value: (await this.pool.run(task, { signal: ac.signal })) as R };
+      return { kind: 'ok', value: (await this.pool.run({ task, clock }, { signal: ac.signal })) as R };
     } catch (err) {
       if (ac.signal.aborted) {
         this.overBudget.time++;
