@@ -3,7 +3,7 @@
 // that the integration computes the same thing. A verifier is assumed to fetch the feed after every ping
 // and settle at the ping's time (pingd's verification settles within seconds; its per-host politeness and
 // VERIFY_FEED_INTERVAL would skip some fetches, which makes content evidence sparser, not different).
-import { siteOf } from '../../src/spam/domains.js';
+import { itemSite, siteOf } from '../../src/spam/domains.js';
 import { RHYTHM_PINGS } from '../../src/spam/rhythm.js';
 import { CONTENT_VERIFICATIONS } from '../../src/spam/content.js';
 import type { VerificationSeen, WeblogEvidence } from '../../src/spam/verdict.js';
@@ -149,7 +149,7 @@ export function evidenceAt(ix: EvidenceIndex, wi: number, pingIndex?: number): C
   // count: a blog its scrapers copy is not one of them.
   let duplicateItemWeblogs = 0;
   for (const i of recent) {
-    if (ix.site(w.items[i].link) === own) continue;
+    if (itemSite(w.items[i].link, own) === own) continue;
     const others = new Set<number>();
     for (const key of [`t:${w.items[i].title}`, `l:${w.items[i].link}`])
       for (const c of ix.carriers.get(key) ?? []) {
@@ -158,11 +158,12 @@ export function evidenceAt(ix: EvidenceIndex, wi: number, pingIndex?: number): C
       }
     duplicateItemWeblogs = Math.max(duplicateItemWeblogs, others.size);
   }
-  // oneTargetLinkShare: of the recent items' links, the largest share with one siteOf() other than its own.
+  // oneTargetLinkShare: of the recent items' links, the largest share with one site other than its own
+  // (itemSite: a link through a feed proxy is its own).
   const targets = new Map<string, number>();
   for (const i of recent) {
-    const s = ix.site(w.items[i].link);
-    if (s !== own) targets.set(s, (targets.get(s) ?? 0) + 1);
+    const s = itemSite(w.items[i].link, own);
+    if (s !== null && s !== own) targets.set(s, (targets.get(s) ?? 0) + 1);
   }
   const oneTargetLinkShare = recent.length ? Math.max(0, ...targets.values()) / recent.length : 0;
   // verifiedNewItems: the new items of every verification so far (items stored by weblog).

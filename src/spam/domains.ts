@@ -62,3 +62,26 @@ export function siteOf(url: string): string | null {
   const h = hostParts(url);
   return h === null ? null : (h.site ?? h.hostname);
 }
+
+/**
+ * Feed proxies that rewrite every item's link through their own host (FeedBurner's feedproxy.google.com
+ * and the like): a link through one is the weblog's own permalink, not a link to another site. Without
+ * this an honest FeedBurner feed looked like a link farm (every item to one other site) and, once
+ * scrapers copied its titles, like a scraper (bench/spam: 5 of the honest weblogs held on the tuning split).
+ */
+const FEED_PROXIES = new Set([
+  'feedproxy.google.com',
+  'feeds.feedburner.com',
+  'feedburner.com',
+  'feedblitz.com',
+  'feedpress.me',
+  'feeds.feedblitz.com',
+]);
+
+/** The site an item's link belongs to: the weblog's own (`ownSite`) for a link through a feed proxy. */
+export function itemSite(link: string, ownSite: string | null): string | null {
+  const h = hostParts(link);
+  if (h === null) return null;
+  if (FEED_PROXIES.has(h.hostname)) return ownSite;
+  return h.site ?? h.hostname;
+}

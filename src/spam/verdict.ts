@@ -38,11 +38,15 @@ export interface WeblogEvidence {
   verifications: VerificationSeen[];
   /**
    * For the weblog's recent items that link off its own site (a scraper's link to what it copied; a blog's
-   * own permalinks do not count, so a blog its scrapers copy is not one of them): the most other weblogs,
-   * of other registrable domains, carrying the same title or link.
+   * own permalinks, also through a feed proxy (domains.ts itemSite), do not count, so a blog its scrapers
+   * copy is not one of them): the most other weblogs, of other registrable domains, carrying the same title
+   * or link.
    */
   duplicateItemWeblogs: number;
-  /** Of its recent items' links, the share pointing to one registrable domain other than its own (0..1); 0 without items. */
+  /**
+   * Of its recent items' links, the share pointing to one registrable domain other than its own (0..1; a
+   * link through a feed proxy is its own: itemSite); 0 without items.
+   */
   oneTargetLinkShare: number;
   /** Items verification ever found new on this weblog's feed. */
   verifiedNewItems: number;
