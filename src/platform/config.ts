@@ -33,6 +33,13 @@ const bool: Parser<boolean> = (raw, name) => {
 
 const str: Parser<string> = (raw) => raw;
 
+const fraction: Parser<number> = (raw, name) => {
+  const n = Number(raw.trim());
+  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1)
+    throw new ConfigError(`${name} must be a number from 0 to 1, got ${JSON.stringify(raw)}`);
+  return n;
+};
+
 const optionalStr: Parser<string | undefined> = (raw) => (raw.trim() === '' ? undefined : raw.trim());
 
 const optionalInt =
@@ -309,6 +316,17 @@ const SPEC = {
     default: 'mark',
     parse: oneOf('off', 'mark', 'require'),
     doc: 'off: never fetch; mark: fetch pinged feeds, publish new items, list every ping; require: list a ping only once its feed showed something new',
+  },
+  SPAM_FILTER: {
+    default: 'mark',
+    parse: oneOf('off', 'mark', 'hold'),
+    doc: 'off: score nothing; mark: score each new weblog and show it (/weblog, pingd spam), hide nothing; hold: also keep weblogs scored above SPAM_THRESHOLD (or pinned deny) out of the documents, the stream, WebSub, rssCloud and the relay',
+  },
+  SPAM_THRESHOLD: {
+    // DEFAULT_SPAM_THRESHOLD of src/spam/score.ts (the platform imports no job; test/spam/hold.test.ts checks they agree).
+    default: '0.5',
+    parse: fraction,
+    doc: 'Spam score (0 a blog, 1 a splog) above which SPAM_FILTER=hold holds a weblog',
   },
   VERIFY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Verifications running at once in this instance' },
   VERIFY_PARSE_THREADS: {

@@ -11,6 +11,9 @@ import { publishMetrics } from './metrics.js';
 import { Reader } from './read/reader.js';
 import { documentRoutes } from './read/routes.js';
 import { Renderer } from './render/renderer.js';
+import { applyHoldRule } from '../spam/spam-repository.js';
+import { pendingMigrations } from '../platform/db/migrate.js';
+import { touchWatermark, WEBLOG_REMOVALS_WATERMARK } from './rendering-repository.js';
 import { cadenceSeconds, scheduleRenders } from './render/schedule.js';
 
 /** What other layers may know of publishing's output: when a document changed, and its current bytes. */
@@ -44,6 +47,15 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
   const metrics = publishMetrics(app.metrics, () => reader.cachedBytes);
   const documents = publishedDocuments(listingFor(config.VERIFY_PINGS), documentBase(config.PUBLIC_URL, config.PORT));
   const listeners: ((path: string) => void)[] = [];
+  // Weblogs scored before may be held or released by this start's SPAM_FILTER and SPAM_THRESHOLD: their
+  // `held` is set anew and, when one changed, every renderer drops the windows it keeps (one statement over
+  // weblog_spam, at start only). Instances sharing a database must share both settings.
+  // A server started with migrations pending (it answers /readyz 503) has nothing scored yet.
+  if ((await pendingMigrations(app.db)).length === 0)
+    await app.db.transaction(async (tx) => {
+      if ((await applyHoldRule(tx, { hold: config.SPAM_FILTER === 'hold', threshold: config.SPAM_THRESHOLD })) > 0)
+        await touchWatermark(tx, WEBLOG_REMOVALS_WATERMARK);
+    });
   const renderer = new Renderer(documents, {
     db: app.db,
     log: app.log,

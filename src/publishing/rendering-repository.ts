@@ -280,7 +280,8 @@ export async function deltasOf(q: Queryable, renderingId: number): Promise<Map<n
  */
 export const ARCHIVES_CLOSED_WATERMARK = 'archives_closed_before';
 /**
- * Moved whenever the operator removes or restores a weblog: a renderer (in any instance) that sees it move
+ * Moved whenever the operator removes or restores a weblog, or a weblog is held as spam or released after it
+ * was listed (`pingd spam allow|deny|clear`, a start with another SPAM_FILTER or SPAM_THRESHOLD): a renderer (in any instance) that sees it move
  * drops the windows and the hour it keeps, which only ever add what new pings bring.
  */
 export const WEBLOG_REMOVALS_WATERMARK = 'weblog_removals_changed';

@@ -5,6 +5,7 @@ import type { CommandDeps } from '../platform/command-deps.js';
 import { pendingMigrations } from '../platform/db/migrate.js';
 import { feedByUrl, resetFeed, weblogView } from './feed-repository.js';
 import { weblogJson } from './routes.js';
+import { spamJson, spamOfWeblog } from '../spam/spam-repository.js';
 
 export const FEEDS_OPTIONS = { json: { type: 'boolean' } } as const;
 
@@ -12,7 +13,7 @@ export const FEEDS_USAGE = `pingd feeds show <url> [--json]
 pingd feeds reset <url>
 
   show     the feed's HTTP state (URL fetched, validators, last status and outcome, backoff, gone, hints);
-           <url> is a feed URL or a weblog's URL (then its weblog record and last verification too)
+           <url> is a feed URL or a weblog's URL (then its weblog record, last verification and spam score too)
   reset    clear a feed's gone flag, failures and backoff (a 410 is not final if the publisher says so)
 
 Exit codes: 0 done, 1 not found, 2 usage error.`;
@@ -52,7 +53,11 @@ export async function feedsCommand(
       deps.err(`pingd feeds: no feed or weblog ${url}`);
       return EXIT.FAILURE;
     }
-    const out = feed ? { feed: { ...feed, seen: feed.seen.length } } : weblogJson(weblog!);
+    // A weblog's spam score too, when it has one (not under SPAM_FILTER=off).
+    const spam = weblog ? await spamOfWeblog(db, weblog.id) : undefined;
+    const out = feed
+      ? { feed: { ...feed, seen: feed.seen.length } }
+      : { ...weblogJson(weblog!), ...(spam ? { spam: spamJson(spam) } : {}) };
     if (values.json) deps.out(JSON.stringify(out, null, 2));
     else
       for (const [k, v] of Object.entries(out))

@@ -5,10 +5,10 @@ import type { Queryable } from '../platform/db/database.js';
 import { newestFirstPages, type After } from '../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../platform/db/sql-time.js';
 import { withContext } from '../platform/errors.js';
-import { notRemovedId } from '../intake/abuse/removal-repository.js';
+import { listedId } from '../intake/abuse/removal-repository.js';
 
 // The items of a weblog the operator removed are left out, as its pings are (removal-repository.ts).
-const listed = notRemovedId('feed_items.weblog_id');
+const listed = listedId('feed_items.weblog_id');
 
 export async function itemWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
   return withContext('reading the found-items window', async () => {

@@ -5,6 +5,7 @@
 // The decisions are manners.ts's and identity.ts's; documents are read on a worker thread (documents.ts);
 // this module does the I/O around them. A job keeps its progress when it waits (the requests it sent, the
 // XML redirect it was following), and has a bound on requests and time whatever path it takes.
+import { isHeld } from '../spam/spam-repository.js';
 import type { Db, Queryable } from '../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../platform/fetch/safe-fetch.js';
 import { backoffMs, decideMove, isFailure, outcomeOfFetchError, outcomeOfStatus, permanentTarget } from './manners.js';
@@ -62,7 +63,6 @@ export const MAX_JOB_MS = MAX_DEFER_MS;
 export const FEED_ACCEPT =
   'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
-
 
 type Done = { kind: 'done'; report: VerificationReport } | { kind: 'deferred'; until: Date };
 
@@ -225,8 +225,12 @@ export class Verifier {
       if (byStatus !== 'body')
         return this.finishFailure(job, feed, byStatus, res.status, retryAfter(res.headers['retry-after'], new Date()), started, res);
       const firstFetch = feed.lastSuccessAt === null;
-      // A first fetch has nothing to compare with: no change to announce, so nobody is asked.
-      const interest: FeedInterest = this.changes && !firstFetch ? await this.changes.interest(this.db, feed.id) : 'none';
+      // A first fetch has nothing to compare with: no change to announce, so nobody is asked. Nor is anybody
+      // for a weblog held as spam (SPAM_FILTER=hold): WebSub feed subscribers and rssCloud are not told of it.
+      const interest: FeedInterest =
+        this.changes && !firstFetch && !(job !== null && (await isHeld(this.db, job.weblogId)))
+          ? await this.changes.interest(this.db, feed.id)
+          : 'none';
       const contentType = String(res.headers['content-type'] ?? '');
       const read = await this.documents.read({
         kind: 'feed',

@@ -11,7 +11,18 @@ import { weblogView } from '../verification/feed-repository.js';
 import { latestPings } from './weblog-repository.js';
 import { feedSubscribers } from '../push/websub/subscription-repository.js';
 import { resourceSubscribers } from '../push/rsscloud/subscription-repository.js';
-import { appearances, pingRows, removedText, utc, type ListedDocument } from './weblog-model.js';
+import {
+  appearances,
+  HELD_APPEARANCE,
+  heldText,
+  pingRows,
+  reasonWeight,
+  REMOVED_APPEARANCE,
+  removedText,
+  utc,
+  type ListedDocument,
+} from './weblog-model.js';
+import { spamOfWeblog } from '../spam/spam-repository.js';
 import { removedAt } from '../intake/abuse/removal-repository.js';
 import type { RecentRefusals } from './recent-refusals.js';
 
@@ -80,6 +91,10 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
     }
     const pings = await latestPings(app.db, w.id, LATEST_PINGS);
     const removed = await removedAt(app.db, w.id);
+    // Its spam score (none under SPAM_FILTER=off, or for a weblog that pinged only then).
+    const spam = config.SPAM_FILTER === 'off' ? undefined : await spamOfWeblog(app.db, w.id);
+    const held = spam?.held === true;
+    const unlisted = removed !== null ? REMOVED_APPEARANCE : held ? HELD_APPEARANCE : null;
     const f = w.feed;
     const websub = f ? await feedSubscribers(app.db, f.id) : null;
     // rssCloud: how many subscribe to the feed and how the last notifications went (never who they are).
@@ -93,6 +108,12 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
         rssUrl: w.rssUrl,
         pingCount: w.pingCount,
         removed: removed && removedText(removed),
+        held: held && heldText(spam!, config.SPAM_THRESHOLD),
+        spam: spam && {
+          score: spam.score.toFixed(2),
+          pinned: spam.pinned,
+          reasons: spam.reasons.map((r) => ({ weight: reasonWeight(r.weight), text: r.text })),
+        },
         lastPingAt: w.lastPingAt.toISOString(),
         lastPingText: `${utc(w.lastPingAt)} UTC`,
         feed: f
@@ -124,8 +145,8 @@ export async function pageRoutes(app: FastifyInstance, opts: { refusals: RecentR
               }
             : null,
       },
-      appears: appearances(w, listing, Date.now(), listedOnlyVerified, removed !== null),
-      pings: pingRows(pings, refusals, listedOnlyVerified, removed !== null),
+      appears: appearances(w, listing, Date.now(), listedOnlyVerified, unlisted),
+      pings: pingRows(pings, refusals, listedOnlyVerified, unlisted !== null),
     });
   });
 

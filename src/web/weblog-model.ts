@@ -48,17 +48,31 @@ export const removedText = (at: Date): string =>
 /** "Where it appears" for each document, once removed. */
 export const REMOVED_APPEARANCE = 'not listed: removed by the operator';
 
-/** `removed`: the operator removed the weblog, so no archive lists its pings. */
+/** What the page says of a weblog held as spam (SPAM_FILTER=hold): its pings arrived, and why it is held. */
+export function heldText(s: { score: number; pinned: 'allow' | 'deny' | null }, threshold: number): string {
+  const why =
+    s.pinned === 'deny'
+      ? 'the operator marked it as spam'
+      : `its spam score is ${s.score.toFixed(2)}, above this server's limit of ${threshold.toFixed(2)}, for the reasons below`;
+  return `Held as likely spam: its pings arrived and are kept, but this server lists it in no document (changes.xml, shortChanges.xml, the hourly archives, updates.xml) and sends it to no subscriber while ${why}.`;
+}
+/** "Where it appears" for each document, while held. */
+export const HELD_APPEARANCE = 'not listed: held as likely spam';
+
+/** What each reason of a score adds, as the page shows it: `+0.45`, `-0.35`. */
+export const reasonWeight = (w: number): string => `${w >= 0 ? '+' : '−'}${Math.abs(w).toFixed(2)}`;
+
+/** `unlisted`: the operator removed the weblog or it is held as spam, so no archive lists its pings. */
 export function pingRows(
   pings: readonly WeblogPing[],
   refusals: readonly RefusalSeen[],
   listedOnlyVerified: boolean,
-  removed = false,
+  unlisted = false,
 ): PingRow[] {
   const rows: (PingRow & { ms: number })[] = [];
   for (const p of pings) {
     const ms = p.receivedAt.getTime();
-    const listed = !removed && (!listedOnlyVerified || p.verification === 'verified');
+    const listed = !unlisted && (!listedOnlyVerified || p.verification === 'verified');
     rows.push({
       ms,
       at: p.receivedAt.toISOString(),
@@ -89,12 +103,13 @@ export function appearances(
   docs: readonly ListedDocument[],
   now: number,
   listedOnlyVerified: boolean,
-  removed = false,
+  /** Why it is listed nowhere (REMOVED_APPEARANCE, HELD_APPEARANCE), or null. */
+  unlisted: string | null = null,
 ): { path: string; name: string; text: string }[] {
   const age = (now - w.lastPingAt.getTime()) / 1000;
   return docs.map((d) => {
     let text: string;
-    if (removed) text = REMOVED_APPEARANCE;
+    if (unlisted !== null) text = unlisted;
     else if (listedOnlyVerified && w.verification?.outcome !== 'verified')
       text = 'listed once a verification finds something new in its feed';
     else if (age < d.windowSec)

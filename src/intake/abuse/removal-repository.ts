@@ -4,6 +4,7 @@
 // deletion: the pings stay stored and acknowledged.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import { notHeldId, notHeldUrl } from '../../spam/spam-repository.js';
 
 /**
  * SQL condition "the weblog whose id is `weblogIdCol` is not removed", for the reads that list pings or
@@ -14,6 +15,15 @@ export const notRemovedId = (weblogIdCol: string): string =>
 
 /** The same by the weblog's URL, for rows that carry no weblog id (RSS Ping payloads' site_url). */
 export const notRemovedUrl = (urlCol: string): string => `not exists (select 1 from weblog_removals wr where wr.url = ${urlCol})`;
+
+/**
+ * SQL condition "the weblog whose id is `weblogIdCol` is listed": neither removed by the operator nor held
+ * as spam (src/spam/spam-repository.ts). Every read that lists pings or weblogs in a document adds it.
+ */
+export const listedId = (weblogIdCol: string): string => `${notRemovedId(weblogIdCol)} and ${notHeldId(weblogIdCol)}`;
+
+/** The same by the weblog's URL (RSS Ping payloads' site_url). */
+export const listedUrl = (urlCol: string): string => `${notRemovedUrl(urlCol)} and ${notHeldUrl(urlCol)}`;
 
 export interface WeblogRemoval {
   weblogId: number;

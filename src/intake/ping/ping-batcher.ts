@@ -4,7 +4,7 @@
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { PingdError } from '../../platform/errors.js';
 import { Listeners, type ListenerLog } from '../../platform/listeners.js';
-import { insertPingBatch, type InsertOutcome } from './ping-repository.js';
+import { insertPingBatch, type InsertOutcome, type IntakeSpam } from './ping-repository.js';
 import type { ValidPing } from './validate.js';
 
 /**
@@ -47,6 +47,8 @@ export interface BatcherOptions {
   parallelBatchMin?: number;
   /** Queue a verification job with every accepted ping, in the same statement (VERIFY_PINGS is not off). */
   queueVerification?: boolean;
+  /** Score a new weblog's URL and write it with its first ping (SPAM_FILTER is not off). */
+  spam?: IntakeSpam | null;
   onError?: (err: Error) => void;
   /** Takes what a batch listener throws (the batch's pings are answered all the same). */
   log: ListenerLog;
@@ -188,9 +190,10 @@ export class PingBatcher {
     const pings = batch.map((p) => p.ping);
     const extra = batch[0].extra;
     const verify = this.opts.queueVerification ?? false;
-    if (!extra) return insertPingBatch(this.db, pings, this.opts.minIntervalSec, verify);
+    const spam = this.opts.spam ?? null;
+    if (!extra) return insertPingBatch(this.db, pings, this.opts.minIntervalSec, verify, spam);
     return this.db.transaction(async (tx) => {
-      const outcomes = await insertPingBatch(tx, pings, this.opts.minIntervalSec, verify);
+      const outcomes = await insertPingBatch(tx, pings, this.opts.minIntervalSec, verify, spam);
       const o = outcomes[0];
       if (o.status === 'accepted') await extra(tx, o);
       return outcomes;

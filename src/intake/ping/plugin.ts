@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../platform/config.js';
 import { PingBatcher } from './ping-batcher.js';
 import { PingService } from './ping-service.js';
+import { UrlScorer } from '../../spam/intake-score.js';
 
 /**
  * The options of a route that takes pings: its answer times go to app.pings.onAnswered (the status page's
@@ -30,6 +31,12 @@ declare module 'fastify' {
 
 async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
+  let scorer: UrlScorer | null = null;
+  if (config.SPAM_FILTER !== 'off') {
+    scorer = new UrlScorer();
+    // The dictionary loads here, at start, not on the first ping.
+    scorer.preload();
+  }
   const batcher = new PingBatcher(app.db, {
     minIntervalSec: config.PING_MIN_INTERVAL,
     maxBatch: config.BATCH_MAX,
@@ -37,6 +44,7 @@ async function pingPlugin(app: FastifyInstance, opts: { config: Config }): Promi
     timeoutMs: config.DB_TIMEOUT_MS,
     maxQueue: 50_000,
     queueVerification: config.VERIFY_PINGS !== 'off',
+    spam: scorer && { scorer, hold: config.SPAM_FILTER === 'hold', threshold: config.SPAM_THRESHOLD },
     onError: (err) => app.log.error({ err: { message: err.message } }, 'ping batch failed'),
     log: app.log,
   });

@@ -6,7 +6,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
-import { notRemovedId } from '../abuse/removal-repository.js';
+import { listedId } from '../abuse/removal-repository.js';
 
 export type { After };
 
@@ -45,7 +45,7 @@ export interface WindowStats {
  * column of the same table. Weblogs the operator removed are left out (removal-repository.ts).
  */
 export function weblogWindow(timeCol: 'last_ping_at' | 'last_verified_at') {
-  const listed = notRemovedId('weblogs.id');
+  const listed = listedId('weblogs.id');
   // Only what a <weblog/> element shows: every column more is parsed for each row of every render.
   const page = newestFirstPages<WeblogWindowRow>('id, name, url, rss_url', 'weblogs', timeCol, 'id', listed);
   return {
@@ -106,7 +106,7 @@ with d as materialized (select id, weblog_id from pings where id > $1 order by i
 s as (select max(id) as last_id, count(*)::int as n from d),
 c as (select distinct weblog_id from d)
 select s.last_id, s.n, w.id, w.name, w.url, w.rss_url, ${US('w.last_ping_at')} as at_us
-  from s left join (c join weblogs w on w.id = c.weblog_id and ${notRemovedId('w.id')}) on true`;
+  from s left join (c join weblogs w on w.id = c.weblog_id and ${listedId('w.id')}) on true`;
 
 /**
  * The weblogs touched by the (at most `limit`) pings after id `afterId`. Ping ids become visible in id
@@ -151,7 +151,7 @@ export async function hourPingsAfter(q: Queryable, startUs: number, endUs: numbe
   return withContext('reading the pings of an hour since the last render', async () => {
     const rows = await q.query<PingPageRow>(
       `select id, name, url, rss_url, ${US('received_at')} as at_us from pings
-        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id > $3 and ${notRemovedId('pings.weblog_id')}
+        where received_at >= ${TS(1)} and received_at < ${TS(2)} and id > $3 and ${listedId('pings.weblog_id')}
         order by id limit $4`,
       [startUs, endUs, afterId, limit],
     );
@@ -171,7 +171,7 @@ export interface HourStats {
  * with the highest id (which bounds the pages of one rendering), and pages oldest first by (received_at, id).
  */
 export function hourWindow(only = 'true') {
-  const filter = `${only} and ${notRemovedId('pings.weblog_id')}`;
+  const filter = `${only} and ${listedId('pings.weblog_id')}`;
   return {
     stats: (q: Queryable, startUs: number, endUs: number): Promise<HourStats> =>
       withContext('reading an hour of pings', async () => {

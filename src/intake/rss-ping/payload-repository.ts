@@ -5,7 +5,7 @@ import type { Queryable } from '../../platform/db/database.js';
 import { newestFirstPages, type After } from '../../platform/db/keyset.js';
 import { tsParam as TS, usOf as US } from '../../platform/db/sql-time.js';
 import { withContext } from '../../platform/errors.js';
-import { notRemovedUrl } from '../abuse/removal-repository.js';
+import { listedUrl } from '../abuse/removal-repository.js';
 
 export type AuthLevel = 'none' | 'pingserver_side' | 'publisher_side';
 
@@ -75,7 +75,7 @@ export async function insertPayload(q: Queryable, pingId: number, receivedAt: Da
 // updates.xml reads the payloads of a window (fromUs, toUs] in microseconds since the epoch, as the
 // publishing layer hands it over, newest first with a keyset on (received_at, ping_id). A weblog the
 // operator removed is left out; a payload carries its weblog's URL (site_url), not its id.
-const listed = notRemovedUrl('rssping_payloads.site_url');
+const listed = listedUrl('rssping_payloads.site_url');
 
 export async function payloadWindowStats(q: Queryable, fromUs: number, toUs: number): Promise<{ n: number; maxUs: number; maxId: number }> {
   return withContext('reading the rss_ping payload window', async () => {

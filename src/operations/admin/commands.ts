@@ -10,6 +10,7 @@ import { STATS_OPTIONS, STATS_USAGE, statsCommand } from '../stats/stats-command
 import { PUBLISHER_OPTIONS, PUBLISHER_USAGE, publisherCommand } from '../../intake/rss-ping/publisher-command.js';
 import { RENDER_OPTIONS, RENDER_USAGE, renderCommand } from '../../publishing/render/render-command.js';
 import { WEBLOGS_OPTIONS, WEBLOGS_USAGE, weblogsCommand } from '../../publishing/render/weblogs-command.js';
+import { SPAM_OPTIONS, SPAM_USAGE, spamCommand } from '../../publishing/render/spam-command.js';
 import { FEEDS_OPTIONS, FEEDS_USAGE, feedsCommand } from '../../verification/feeds-command.js';
 import { RELAY_OPTIONS, RELAY_USAGE, relayCommand } from '../../push/relay/relay-command.js';
 
@@ -90,6 +91,12 @@ export const DB_COMMANDS: Record<string, Command> = {
     usage: WEBLOGS_USAGE,
     options: WEBLOGS_OPTIONS,
     run: ({ values, positionals }, config, ctx) => weblogsCommand(values, positionals, config, deps(ctx)),
+  },
+  spam: {
+    summary: 'List spam scores and held weblogs, show why a weblog is held, or pin one: allow, deny, clear.',
+    usage: SPAM_USAGE,
+    options: SPAM_OPTIONS,
+    run: ({ values, positionals }, config, ctx) => spamCommand(values, positionals, config, deps(ctx)),
   },
   feeds: {
     summary: 'Show what verification knows of a feed or weblog, or reset a gone or backed-off feed.',

@@ -1,6 +1,7 @@
 // Owns the live statistics as a Fastify resource (`app.stats`) and GET /api/stats?window=1h|24h: it counts
 // every ping outcome, verification outcome and intake request time in memory, adds the counts to the
 // per-minute tables every few seconds, and answers from those tables plus what it has not written yet.
+import { heldCount } from '../../spam/spam-repository.js';
 import fp from 'fastify-plugin';
 import zlib from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
@@ -128,7 +129,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
   const compute = async (window: StatsWindow): Promise<StatsReply> => {
     const now = stats.now();
     const { from, to } = windowMinutes(window, now);
-    const [counted, documents, readiness, verify, relay, websub, recent, cloudQueue, cloud] = await Promise.all([
+    const [counted, documents, readiness, verify, relay, websub, recent, cloudQueue, cloud, held] = await Promise.all([
       readCounts(from, to),
       app.publications.states(),
       app.readiness(),
@@ -138,6 +139,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
       recentPings(app.db, RECENT),
       notificationQueueStats(app.db),
       subscriptionStats(app.db),
+      heldCount(app.db),
     ]);
     return buildSnapshot({
       window,
@@ -183,6 +185,7 @@ async function statsPlugin(app: FastifyInstance): Promise<void> {
           },
         ],
       },
+      spam: { filter: app.config.SPAM_FILTER, held },
       recent: recent.map((p) => ({ id: p.id, receivedAt: p.receivedAt.toISOString(), method: p.method, name: p.name, url: p.url })),
       uptimeSeconds: Math.round((now - started) / 1000),
     });

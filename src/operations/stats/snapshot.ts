@@ -66,6 +66,8 @@ export const StatsReply = Type.Object({
       }),
     ),
   }),
+  /** The spam filter: its mode (SPAM_FILTER) and how many weblogs are held out of the documents now. */
+  spam: Type.Object({ filter: Type.Union([Type.Literal('off'), Type.Literal('mark'), Type.Literal('hold')]), held: Type.Integer() }),
   recent: Type.Array(
     Type.Object({ id: Type.Integer(), receivedAt: Type.String(), method: Type.String(), name: Type.String(), url: Type.String() }),
   ),
@@ -82,6 +84,7 @@ export interface SnapshotInputs {
   topHosts: StatsReply['topHosts'];
   documents: StatsReply['documents'];
   health: StatsReply['health'];
+  spam: StatsReply['spam'];
   recent: StatsReply['recent'];
   uptimeSeconds: number;
 }
@@ -125,6 +128,7 @@ export function buildSnapshot(i: SnapshotInputs): StatsReply {
     topHosts: i.topHosts,
     documents: i.documents,
     health: i.health,
+    spam: i.spam,
     recent: i.recent,
     uptimeSeconds: i.uptimeSeconds,
   };

@@ -65,8 +65,11 @@ export async function weblogsCommand(_values: Record<string, unknown>, positiona
   }
 }
 
-/** Renders the live documents and every published archive of an hour holding the weblog's pings. */
-async function renderAgain(config: Config, db: Db, weblogId: number, deps: Deps): Promise<number> {
+/**
+ * Renders the live documents and every published archive of an hour holding the weblog's pings (also for
+ * `pingd spam`, whose pins list or unlist a weblog the same way). `command` names the command in messages.
+ */
+export async function renderAgain(config: Config, db: Db, weblogId: number, deps: Deps, command = 'pingd weblogs'): Promise<number> {
   const { EXIT } = deps;
   // Only hours whose archive is published: an hour not rendered yet lists what the reads list when it is,
   // and an archive deleted by ARCHIVE_RETENTION_DAYS is not made anew.
@@ -75,7 +78,7 @@ async function renderAgain(config: Config, db: Db, weblogId: number, deps: Deps)
   const renderer = commandRenderer(config, db, deps);
   const busy = () => {
     deps.err(
-      'pingd weblogs: another instance is rendering (the render lock stayed busy for 30 s); the change is stored, run the command again to render its documents',
+      `${command}: another instance is rendering (the render lock stayed busy for 30 s); the change is stored, run the command again to render its documents`,
     );
     return EXIT.BUSY;
   };

@@ -4,6 +4,7 @@
 // Plain values in, plain rows out.
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import { notHeldId } from '../../spam/spam-repository.js';
 
 /** Which pings are relayed: every accepted one ('listed'), or each once verification released it ('require'). */
 export type RelayRule = 'listed' | 'require';
@@ -35,14 +36,15 @@ export async function ensureCursor(q: Queryable, rule: RelayRule): Promise<numbe
 
 /** A page of the source: pings by id, or released pings by release position (both visible in order). */
 const SOURCE = {
-  listed: `select p.id as pos, p.id as ping_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
+  listed: `select p.id as pos, p.id as ping_id, p.weblog_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
              from pings p where p.id > $1 order by p.id limit $2`,
-  require: `select v.release_id as pos, p.id as ping_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
+  require: `select v.release_id as pos, p.id as ping_id, p.weblog_id, p.url, p.name, p.changes_url, p.rss_url, p.tags, p.user_agent
               from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p where v.release_id > $1 order by v.release_id limit $2`,
 };
 
 // One statement per page: the newest ping of each weblog (a relay of its own, by the marker in its
-// User-Agent, is never relayed again) becomes one job per target, folded into the job already waiting for
+// User-Agent, is never relayed again; nor is a weblog held as spam, skipped here where its job would be made,
+// so a held weblog's pings are not relayed later either, once it is released) becomes one job per target, folded into the job already waiting for
 // that target and weblog (the job keeps relaying the weblog's newest ping); a weblog relayed to a target
 // lately is due one PING_MIN_INTERVAL after that.
 // Loops the marker misses (a forwarder that passes our relay back without it: A → forwarder → A) end at
@@ -55,7 +57,8 @@ const SOURCE = {
 const derive = (rule: RelayRule) => `
 with src as (${SOURCE[rule]}),
 newest as (
-  select distinct on (url) * from src where user_agent is null or strpos(user_agent, $4) = 0 order by url, pos desc
+  select distinct on (url) * from src where (user_agent is null or strpos(user_agent, $4) = 0) and ${notHeldId('src.weblog_id')}
+   order by url, pos desc
 ),
 cand as (
   select t.target, n.url, n.name, n.changes_url, n.rss_url, n.tags, n.ping_id,

@@ -5,6 +5,7 @@
 import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
 import { EVENT_ORDER_LOCK } from '../../intake/ping/ping-repository.js';
+import { notHeldId } from '../../spam/spam-repository.js';
 
 export interface EventRow {
   type: 'ping' | 'verified';
@@ -19,6 +20,8 @@ export interface EventRow {
   receivedAt: Date;
   outcome: string | null;
   newItems: { title: string | null; link: string | null; guid: string | null }[] | null;
+  /** The weblog is held as spam (SPAM_FILTER=hold): sent only to connections that ask `?spam=include`. */
+  held: boolean;
 }
 
 interface RawRow {
@@ -34,16 +37,20 @@ interface RawRow {
   received_at: Date;
   outcome: string | null;
   new_items: unknown;
+  held: boolean;
 }
 
 // A job's ping is looked up by (id, received_at), one row per job (LATERAL): the received_at picks its day
 // partition when the statement runs; a plain join was planned as a hash join over every partition.
-const PING_COLS = `p.name, p.url, p.changes_url, p.rss_url, p.tags, p.method, p.received_at, null::text as outcome, null::jsonb as new_items`;
+// `held`: one probe of weblog_spam's partial index of held weblogs per event (notHeldId, negated).
+const PING_COLS = `p.name, p.url, p.changes_url, p.rss_url, p.tags, p.method, p.received_at, null::text as outcome, null::jsonb as new_items,
+  not ${notHeldId('p.weblog_id')} as held`;
+const VERIFIED_HELD = `not ${notHeldId('v.weblog_id')} as held`;
 
 /** `verified` events: every settled verification, by its stamped position. */
 const VERIFIED = `
   (select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
-          p.tags, null::text as method, v.received_at, v.outcome, v.new_items
+          p.tags, null::text as method, v.received_at, v.outcome, v.new_items, ${VERIFIED_HELD}
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 order by v.event_id limit $2)`;
 
@@ -77,6 +84,7 @@ const eventRow = (r: RawRow): EventRow => ({
   receivedAt: new Date(r.received_at),
   outcome: r.outcome,
   newItems: r.new_items as EventRow['newItems'],
+  held: Boolean(r.held),
 });
 
 export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number, limit: number): Promise<EventRow[]> {
@@ -140,7 +148,7 @@ function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; nam
   if (f.verified) {
     const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
     branches.push(`select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
-          p.tags, null::text as method, v.received_at, v.outcome, v.new_items
+          p.tags, null::text as method, v.received_at, v.outcome, v.new_items, ${VERIFIED_HELD}
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}${o}`);
   }

@@ -21,7 +21,7 @@ export const STREAM_OUTCOMES = OUTCOMES;
 export const FILTER_CAPS = { host: 100, tag: 20 } as const;
 
 /** Every query parameter /stream takes (anything else is refused, naming these). */
-export const STREAM_PARAMETERS = ['since', 'host', 'tag', 'types', 'method', 'outcome', 'until', 'mode'] as const;
+export const STREAM_PARAMETERS = ['since', 'host', 'tag', 'types', 'method', 'outcome', 'until', 'mode', 'spam'] as const;
 
 /** An event ready to send: its position, what filters look at, and its frame (formatted once for all clients). */
 export interface StreamEvent {
@@ -35,6 +35,8 @@ export interface StreamEvent {
   method: string | null;
   /** The verification's outcome (`verified` events; null on `ping`). */
   outcome: string | null;
+  /** The weblog is held as spam (SPAM_FILTER=hold). */
+  held: boolean;
   frame: string;
 }
 
@@ -48,10 +50,19 @@ export interface StreamFilter {
   /** `verified` events with one of these outcomes (null: any); `ping` events carry no outcome and pass. */
   outcomes: ReadonlySet<string> | null;
   types: ReadonlySet<EventType>;
+  /** `?spam=include`: events of weblogs held as spam too (otherwise they are not sent). */
+  spam: boolean;
 }
 
-/** No filter: every event. */
-export const ALL_EVENTS: StreamFilter = { hosts: null, tags: null, methods: null, outcomes: null, types: new Set(EVENT_TYPES) };
+/** No filter: every event (but those of weblogs held as spam, as without `?spam=include`). */
+export const ALL_EVENTS: StreamFilter = {
+  hosts: null,
+  tags: null,
+  methods: null,
+  outcomes: null,
+  types: new Set(EVENT_TYPES),
+  spam: false,
+};
 
 /** The weblog's host a stream filter matches: the URL's hostname (no port), lower case; '' when it does not parse. */
 function eventHost(url: string): string {
@@ -78,8 +89,9 @@ export function toStreamEvent(r: EventRow): StreamEvent {
           tags: r.tags ?? [],
           method: r.method,
           receivedAt: r.receivedAt.toISOString(),
+          ...(r.held ? { held: true } : {}),
         }
-      : { id: r.pingId, url: r.url, outcome: r.outcome, newItems: r.newItems ?? [] };
+      : { id: r.pingId, url: r.url, outcome: r.outcome, newItems: r.newItems ?? [], ...(r.held ? { held: true } : {}) };
   return new FormattedEvent(
     r.pos,
     r.type,
@@ -87,6 +99,7 @@ export function toStreamEvent(r: EventRow): StreamEvent {
     (r.tags ?? []).map((t) => t.toLowerCase()),
     r.type === 'ping' ? r.method : null,
     r.type === 'verified' ? r.outcome : null,
+    r.held,
     `id: ${r.pos}\nevent: ${r.type}\ndata: ${JSON.stringify(data)}\n\n`,
   );
 }
@@ -105,6 +118,7 @@ class FormattedEvent implements StreamEvent {
     readonly tags: string[],
     readonly method: string | null,
     readonly outcome: string | null,
+    readonly held: boolean,
     readonly frame: string,
   ) {}
 
@@ -147,6 +161,7 @@ export const retryFrame = (ms: number): string => `retry: ${ms}\n\n`;
 
 export function matches(f: StreamFilter, e: StreamEvent): boolean {
   if (!f.types.has(e.type)) return false;
+  if (e.held && !f.spam) return false;
   if (f.hosts !== null && !f.hosts.some((h) => e.host === h || e.host.endsWith(`.${h}`))) return false;
   if (f.tags !== null && !f.tags.some((t) => e.tags.includes(t))) return false;
   if (f.methods !== null && e.type === 'ping' && !f.methods.has(e.method ?? '')) return false;
@@ -280,12 +295,15 @@ export function parseStreamRequest(q: StreamQuery, lastEventId: string | undefin
   if (mode !== undefined && mode !== 'replay' && mode !== 'live')
     return { ok: false, message: 'mode must be replay (the stored events, then the end) or live (the default).' };
   const replayOnly = until === 'live' || mode === 'replay';
+  const spam = one(q, 'spam');
+  if (spam !== undefined && spam !== 'include' && spam !== 'exclude')
+    return { ok: false, message: 'spam must be include (events of weblogs held as spam too) or exclude (the default).' };
   if (replayOnly && from === null) return { ok: false, message: 'A replay (until=live or mode=replay) needs since or Last-Event-ID.' };
 
   return {
     ok: true,
     from,
-    filter: { hosts, tags, methods: methods.v, outcomes: outcomes.v, types: types.v ?? new Set(EVENT_TYPES) },
+    filter: { hosts, tags, methods: methods.v, outcomes: outcomes.v, types: types.v ?? new Set(EVENT_TYPES), spam: spam === 'include' },
     replayOnly,
   };
 }

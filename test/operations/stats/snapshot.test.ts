@@ -33,6 +33,7 @@ function inputs(window: StatsWindow, counts: SeriesCount[], over: Partial<Snapsh
     topHosts: [],
     documents: [],
     health: { database: 'pglite', ready: true, pingQueue: 0, queues: [] },
+    spam: { filter: 'mark', held: 0 },
     recent: [],
     uptimeSeconds: 12,
     ...over,

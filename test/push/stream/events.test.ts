@@ -31,6 +31,7 @@ const row = (over: Partial<EventRow> = {}): EventRow => ({
   receivedAt: new Date('2026-11-23T01:02:03.456Z'),
   outcome: null,
   newItems: null,
+  held: false,
   ...over,
 });
 
@@ -173,7 +174,7 @@ test('repeatable filters: repeated and comma-separated values add up, duplicates
 test('unknown parameters are refused, naming the valid ones', () => {
   assert.equal(
     refused(parseStreamRequest({ hosts: 'a.example', cursor: '5' }, undefined)),
-    'Unknown parameter "hosts", "cursor"; /stream takes since, host, tag, types, method, outcome, until, mode.',
+    'Unknown parameter "hosts", "cursor"; /stream takes since, host, tag, types, method, outcome, until, mode, spam.',
   );
 });
 
@@ -205,4 +206,19 @@ test('the reset frame says why and where the stream continues', () => {
     resetFrame(50, 7, 'pruned', 50),
     'id: 50\nevent: reset\ndata: {"reason":"pruned","lastEventId":7,"continueAt":50,"message":"Events 8–50 were deleted by retention; continuing from the oldest event still kept."}\n\n',
   );
+});
+
+test('a held weblog’s events go only to ?spam=include, marked held; spam takes include or exclude', () => {
+  const held = toStreamEvent(row({ held: true }));
+  assert.equal(matches(ALL_EVENTS, held), false);
+  assert.equal(matches(f({ spam: true }), held), true);
+  assert.equal(matches(ALL_EVENTS, toStreamEvent(row())), true);
+  assert.equal(JSON.parse(held.frame.split('data: ')[1]).held, true);
+  assert.equal(JSON.parse(toStreamEvent(row()).frame.split('data: ')[1]).held, undefined);
+  assert.equal((parseStreamRequest({ spam: 'include' }, undefined) as StreamRequestOk).filter.spam, true);
+  assert.equal((parseStreamRequest({ spam: 'exclude' }, undefined) as StreamRequestOk).filter.spam, false);
+  assert.deepEqual(parseStreamRequest({ spam: 'yes' }, undefined), {
+    ok: false,
+    message: 'spam must be include (events of weblogs held as spam too) or exclude (the default).',
+  });
 });

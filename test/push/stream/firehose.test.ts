@@ -373,7 +373,7 @@ test('GET /stream/info publishes the ends of the log, the timings, the parameter
   assert.equal(info.cursorMs, CURSOR_MS);
   assert.equal(info.heartbeatMs, 15000);
   assert.deepEqual(info.events, ['ping', 'verified', 'reset', 'live', 'refused']);
-  assert.deepEqual(info.parameters, ['since', 'host', 'tag', 'types', 'method', 'outcome', 'until', 'mode']);
+  assert.deepEqual(info.parameters, ['since', 'host', 'tag', 'types', 'method', 'outcome', 'until', 'mode', 'spam']);
   assert.deepEqual(info.filters.host, { max: 100 });
   assert.deepEqual(info.filters.tag, { max: 20 });
   assert.deepEqual(info.filters.method, ['ping', 'extendedPing', 'pingSiteForm', 'rssPing']);

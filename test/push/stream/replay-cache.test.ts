@@ -20,6 +20,7 @@ const row = (pos: number, url = 'http://a.example/'): EventRow => ({
   receivedAt: new Date(0),
   outcome: null,
   newItems: null,
+  held: false,
 });
 const win = (...pos: number[]) =>
   new ReplayWindow(

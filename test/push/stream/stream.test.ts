@@ -277,7 +277,7 @@ test('bad requests are refused with the reason (400), a client that refuses even
       {},
       'outcome must be one or more of verified, unchanged, not_modified, unreachable, not_a_feed, gone, refused, too_large, too_complex.',
     ],
-    ['?hosts=example.com', {}, 'Unknown parameter "hosts"; /stream takes since, host, tag, types, method, outcome, until, mode.'],
+    ['?hosts=example.com', {}, 'Unknown parameter "hosts"; /stream takes since, host, tag, types, method, outcome, until, mode, spam.'],
     ['?since=0&until=now', {}, 'until must be live (the stored events, then the end).'],
     ['?since=0&mode=history', {}, 'mode must be replay (the stored events, then the end) or live (the default).'],
     ['?until=live', {}, 'A replay (until=live or mode=replay) needs since or Last-Event-ID.'],

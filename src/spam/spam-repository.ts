@@ -1,0 +1,147 @@
+// Owns the SQL of spam scores (migrations/024_spam.sql): the condition every listing read adds so that a
+// held weblog is listed nowhere, setting `held` anew for a mode and threshold, the operator's pins, and what
+// the pages and commands show. Intake's write of a new weblog's score is part of its batch statement
+// (src/intake/ping/ping-repository.ts).
+import type { Queryable } from '../platform/db/database.js';
+import { withContext } from '../platform/errors.js';
+import type { Reason } from './verdict.js';
+
+/** SQL condition "the weblog whose id is `weblogIdCol` is not held" (the partial index holds only held rows). */
+export const notHeldId = (weblogIdCol: string): string =>
+  `not exists (select 1 from weblog_spam ws where ws.weblog_id = ${weblogIdCol} and ws.held)`;
+
+/** The same by the weblog's URL, for rows that carry no weblog id (RSS Ping payloads' site_url). */
+export const notHeldUrl = (urlCol: string): string => `not exists (select 1 from weblog_spam ws where ws.url = ${urlCol} and ws.held)`;
+
+export type SpamPin = 'allow' | 'deny';
+
+/** How held is decided: only under SPAM_FILTER=hold; a pin wins over the score. */
+export interface HoldRule {
+  hold: boolean;
+  threshold: number;
+}
+
+/** `held` as SQL of a weblog_spam row, the rule's values as $1 (hold) and $2 (threshold). */
+const HELD = `($1::boolean and (pinned is not distinct from 'deny' or (pinned is null and score > $2::float8)))`;
+
+/**
+ * Sets `held` of every row by the rule (at start: the mode or threshold may have changed). Returns how many
+ * rows changed: when some did, the caller moves the listings' watermark. One pass over the table, only
+ * writing rows that change.
+ */
+export async function applyHoldRule(q: Queryable, rule: HoldRule): Promise<number> {
+  const rows = await withContext('setting which weblogs are held', () =>
+    q.query(`update weblog_spam set held = ${HELD} where held <> ${HELD} returning weblog_id`, [rule.hold, rule.threshold]),
+  );
+  return rows.length;
+}
+
+export interface WeblogSpam {
+  weblogId: number;
+  url: string;
+  name: string | null;
+  score: number;
+  reasons: Reason[];
+  held: boolean;
+  pinned: SpamPin | null;
+  scoredAt: Date;
+}
+
+interface Row {
+  weblog_id: number;
+  url: string;
+  name: string | null;
+  score: number;
+  reasons: Reason[] | string;
+  held: boolean;
+  pinned: SpamPin | null;
+  scored_at: Date;
+}
+
+const COLS = 's.weblog_id, s.url, w.name, s.score, s.reasons, s.held, s.pinned, s.scored_at';
+const spamOf = (r: Row): WeblogSpam => ({
+  weblogId: Number(r.weblog_id),
+  url: r.url,
+  name: r.name,
+  score: Number(r.score),
+  reasons: typeof r.reasons === 'string' ? (JSON.parse(r.reasons) as Reason[]) : r.reasons,
+  held: Boolean(r.held),
+  pinned: r.pinned,
+  scoredAt: new Date(r.scored_at),
+});
+
+/** A score as `pingd spam show --json` and `pingd feeds show` print it. */
+export function spamJson(s: WeblogSpam) {
+  return {
+    url: s.url,
+    score: s.score,
+    held: s.held,
+    pinned: s.pinned,
+    scoredAt: s.scoredAt.toISOString(),
+    reasons: s.reasons.map((r) => ({ code: r.code, weight: r.weight, text: r.text })),
+  };
+}
+
+/** The score of the weblog with this id; undefined when it was never scored (SPAM_FILTER=off). */
+export async function spamOfWeblog(q: Queryable, weblogId: number): Promise<WeblogSpam | undefined> {
+  const [r] = await withContext(`reading the spam score of weblog ${weblogId}`, () =>
+    q.query<Row>(`select ${COLS} from weblog_spam s join weblogs w on w.id = s.weblog_id where s.weblog_id = $1`, [weblogId]),
+  );
+  return r && spamOf(r);
+}
+
+/** Scored weblogs, highest score first (only the held ones with `held`), at most `limit`. */
+export async function listSpam(q: Queryable, opts: { held: boolean; limit: number }): Promise<WeblogSpam[]> {
+  const rows = await withContext('listing spam scores', () =>
+    q.query<Row>(
+      `select ${COLS} from weblog_spam s join weblogs w on w.id = s.weblog_id
+        where ($1::boolean is false or s.held) order by s.score desc, s.weblog_id limit $2`,
+      [opts.held, opts.limit],
+    ),
+  );
+  return rows.map(spamOf);
+}
+
+/** Whether the weblog is held now (one probe of the partial index of held weblogs). */
+export async function isHeld(q: Queryable, weblogId: number): Promise<boolean> {
+  const rows = await withContext(`reading whether weblog ${weblogId} is held`, () =>
+    q.query('select 1 from weblog_spam where weblog_id = $1 and held', [weblogId]),
+  );
+  return rows.length > 0;
+}
+
+/** How many weblogs are held now (/status, /api/stats). */
+export async function heldCount(q: Queryable): Promise<number> {
+  const [r] = await withContext('counting held weblogs', () =>
+    q.query<{ n: number }>('select count(*)::bigint as n from weblog_spam where held'),
+  );
+  return Number(r.n);
+}
+
+/**
+ * Pins a weblog (or removes its pin with null) and sets its `held` by the rule; a weblog never scored (it
+ * pinged under SPAM_FILTER=off) gets `score` as its first. Returns whether `held` changed.
+ */
+export async function pinWeblog(
+  q: Queryable,
+  w: { weblogId: number; url: string },
+  pin: SpamPin | null,
+  rule: HoldRule,
+  first: { score: number; reasons: string },
+): Promise<{ held: boolean; changed: boolean }> {
+  const [r] = await withContext(`pinning the weblog ${w.url}`, () =>
+    q.query<{ held: boolean; was: boolean | null }>(
+      `with old as (select held from weblog_spam where weblog_id = $3),
+       up as (
+         insert into weblog_spam as s (weblog_id, url, score, reasons, pinned, held)
+         values ($3, $4, $6::float8, $7::jsonb, $5::text, $1::boolean and ($5::text is not distinct from 'deny' or ($5::text is null and $6::float8 > $2::float8)))
+         on conflict (weblog_id) do update
+           set pinned = excluded.pinned,
+               held = $1::boolean and (excluded.pinned is not distinct from 'deny' or (excluded.pinned is null and s.score > $2::float8))
+         returning held)
+       select up.held, (select held from old) as was from up`,
+      [rule.hold, rule.threshold, w.weblogId, w.url, pin, first.score, first.reasons],
+    ),
+  );
+  return { held: Boolean(r.held), changed: r.was === null ? Boolean(r.held) : Boolean(r.was) !== Boolean(r.held) };
+}
