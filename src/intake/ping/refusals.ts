@@ -39,6 +39,14 @@ export function throttleRefusal(url: string, lastPingAt: Date | null, minInterva
   };
 }
 
+/**
+ * Retry-After of a ping refused because the database could not store it (down, a failover under way, too
+ * slow, the server shutting down): a failover between two loopback clusters took writes back 0.1-0.2 s after
+ * the promotion (test/faults/failover.test.ts), a real one (pg_auto_failover, Patroni) takes 10-30 s to
+ * notice and promote; the root error handler's 503s say 10 too.
+ */
+export const UNAVAILABLE_RETRY_AFTER_SEC = 10;
+
 /** Retry-After of the disk-full refusal: freeing space is an operator's work, minutes rather than seconds. */
 export const DISK_FULL_RETRY_AFTER_SEC = 60;
 
