@@ -4,7 +4,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { HostRing, describeHosts, multiHostClient, parseMultiHostUrl, MultiHostUrlError } from '../../../src/platform/db/multi-host.js';
+import {
+  HostRing,
+  describeHosts,
+  multiHostClient,
+  parseMultiHostUrl,
+  sessionMismatch,
+  MultiHostUrlError,
+} from '../../../src/platform/db/multi-host.js';
 import { loadConfig, ConfigError } from '../../../src/platform/config.js';
 import { redactUrl } from '../../../src/platform/redact.js';
 import { describeDatabase } from '../../../src/platform/db/which-database.js';
@@ -76,11 +83,47 @@ test('user, password and database percent-decoded; other options go to pg as its
 
 test('one host, no session attrs, no connect_timeout: simple (pg reads the URL itself, as before)', () => {
   assert.equal(parseMultiHostUrl('postgres://u:p@h1:5432/db').simple, true);
-  assert.equal(parseMultiHostUrl('postgres://u:p@h1:5432/db?sslmode=require').simple, true);
+  assert.equal(parseMultiHostUrl('postgres://u:p@h1:5432/db?sslmode=disable').simple, true);
   assert.equal(parseMultiHostUrl('postgres://h1/db?target_session_attrs=any').simple, true);
   assert.equal(parseMultiHostUrl('postgres://h1,h2/db').simple, false);
   assert.equal(parseMultiHostUrl('postgres://h1/db?target_session_attrs=read-write').simple, false);
   assert.equal(parseMultiHostUrl('postgres://h1/db?connect_timeout=3').simple, false);
+});
+
+test("read-write as libpq reads a server's start-up report: a PostgreSQL 15 standby says default_transaction_read_only off", async () => {
+  // pg_auto_failover#970: a client that looked at default_transaction_read_only alone took a standby for a
+  // primary (it reports off; in_hot_standby on is what says standby). No statement is sent when both are reported.
+  const noQuery = { query: () => assert.fail('no statement when the server reported both') } as unknown as pg.Client;
+  const standby = new Map([
+    ['default_transaction_read_only', 'off'],
+    ['in_hot_standby', 'on'],
+  ]);
+  const primary = new Map([
+    ['default_transaction_read_only', 'off'],
+    ['in_hot_standby', 'off'],
+  ]);
+  const readOnlyPrimary = new Map([
+    ['default_transaction_read_only', 'on'],
+    ['in_hot_standby', 'off'],
+  ]);
+  assert.match((await sessionMismatch(noQuery, standby, 'read-write')) ?? '', /read-only/);
+  assert.equal(await sessionMismatch(noQuery, primary, 'read-write'), undefined);
+  assert.match((await sessionMismatch(noQuery, readOnlyPrimary, 'read-write')) ?? '', /read-only/);
+  assert.equal(await sessionMismatch(noQuery, readOnlyPrimary, 'primary'), undefined, 'primary: only in_hot_standby counts');
+  assert.match((await sessionMismatch(noQuery, standby, 'primary')) ?? '', /standby/);
+  assert.equal(await sessionMismatch(noQuery, standby, 'standby'), undefined);
+  assert.equal(await sessionMismatch(noQuery, standby, 'read-only'), undefined);
+  // A server before 14 reports neither: asked, as libpq does.
+  const asked: string[] = [];
+  const old = {
+    query: async (sql: string) => {
+      asked.push(sql);
+      return { rows: [/transaction_read_only/.test(sql) ? { transaction_read_only: 'on' } : { r: true }] };
+    },
+  } as unknown as pg.Client;
+  assert.match((await sessionMismatch(old, new Map(), 'read-write')) ?? '', /read-only/);
+  assert.match((await sessionMismatch(old, new Map(), 'primary')) ?? '', /standby/);
+  assert.deepEqual(asked, ['SHOW transaction_read_only', 'SELECT pg_catalog.pg_is_in_recovery() AS r']);
 });
 
 test('DATABASE_URL accepts the multi-host form, refuses a broken one naming the setting', () => {
