@@ -221,3 +221,21 @@ test('no host answering: connect fails naming every host and why', async () => {
     /no host of 127\.0\.0\.1:1,127\.0\.0\.1:2 gave a session: 127\.0\.0\.1:1: .*ECONNREFUSED.*; 127\.0\.0\.1:2: .*ECONNREFUSED/,
   );
 });
+
+test('a connection whose server answers writes with 25006 (read-only) leaves the pool', onPostgres, async () => {
+  // The server turned read-only under the connection (an old primary back as a standby, a proxy pointing
+  // at a standby): here every session of the pool is read-only from the start.
+  tdb ??= await createTestDatabase();
+  const u = new URL(tdb.config.DATABASE_URL!);
+  u.searchParams.set('options', '-c default_transaction_read_only=on');
+  const db = await openDatabase({ databaseUrl: u.href, dataDir: '.', poolMax: 2, timeoutMs: 5000 });
+  try {
+    await assert.rejects(
+      db.transaction((tx) => tx.exec('create table pingd_never (x int)')),
+      (err: Error & { code?: string }) => err.code === '25006',
+    );
+    assert.equal(db.poolStats().total, 0, 'the connection was dropped, not returned to the pool');
+  } finally {
+    await db.close();
+  }
+});
