@@ -41,10 +41,10 @@ export function throttleRefusal(url: string, lastPingAt: Date | null, minInterva
 
 /**
  * Retry-After of a ping refused because the database could not store it (down, a failover under way, too
- * slow, the server shutting down). Between two loopback clusters writes were back 13-79 ms after `pg_ctl
- * promote` returned (test/faults/failover.test.ts, 8 runs); a managed failover first has to notice the loss
- * (Patroni's default ttl is 30 s, pg_auto_failover's node_considered_unhealthy_timeout 20 s). The root
- * error handler's 503s say 10 too.
+ * slow, the server shutting down). Between two loopback clusters writes were back 13-131 ms after
+ * `pg_ctl promote` returned (test/faults/failover.test.ts, 10 failovers); a managed failover first has to
+ * notice the loss (Patroni's default ttl is 30 s, pg_auto_failover's node_considered_unhealthy_timeout
+ * 20 s). The root error handler's 503s say 10 too.
  */
 export const UNAVAILABLE_RETRY_AFTER_SEC = 10;
 
