@@ -5,6 +5,7 @@ import { parseCidrList, type CidrRange } from './net/ip.js';
 import cron from 'node-cron';
 import { PingdError } from './errors.js';
 import { redactUrl } from './redact.js';
+import { MultiHostUrlError, parseMultiHostUrl } from './db/multi-host.js';
 import { trimEndChar } from './text/trim.js';
 
 export class ConfigError extends PingdError<'CONFIG_INVALID'> {
@@ -58,14 +59,17 @@ const oneOf =
 const postgresUrl: Parser<string | undefined> = (raw, name) => {
   const v = raw.trim();
   if (v === '') return undefined;
-  let u: URL;
+  const scheme = /^([a-z][\w+.-]*):/i.exec(v)?.[1];
+  if (scheme && !/^postgres(ql)?$/i.test(scheme))
+    throw new ConfigError(`${name} must be a postgres:// URL, got scheme ${scheme.toLowerCase()}:`);
+  // libpq's form, several hosts included (h1:5432,h2:5433, target_session_attrs, connect_timeout): new URL()
+  // cannot read a host list.
   try {
-    u = new URL(v);
-  } catch {
-    throw new ConfigError(`${name} must be a postgres:// URL`);
+    parseMultiHostUrl(v);
+  } catch (err) {
+    const why = err instanceof MultiHostUrlError && !/^not a postgres/.test(err.message) ? ` (${err.message})` : '';
+    throw new ConfigError(`${name} must be a postgres:// URL${why}`);
   }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:')
-    throw new ConfigError(`${name} must be a postgres:// URL, got scheme ${u.protocol}`);
   return v;
 };
 
@@ -164,7 +168,12 @@ const publicUrl: Parser<string | undefined> = (raw, name) => {
 const SPEC = {
   PORT: { default: '8080', parse: int(0, 65535), doc: 'TCP port to listen on' },
   HOST: { default: '0.0.0.0', parse: str, doc: 'Address to bind' },
-  DATABASE_URL: { default: '', parse: postgresUrl, doc: 'PostgreSQL URL; unset = embedded PGlite under DATA_DIR', secret: true },
+  DATABASE_URL: {
+    default: '',
+    parse: postgresUrl,
+    doc: "PostgreSQL URL, libpq's form: several hosts (`postgres://u:p@h1:5432,h2:5432/db?target_session_attrs=read-write&connect_timeout=5`) are tried in order, see docs/guides/high-availability.md; unset = embedded PGlite under DATA_DIR",
+    secret: true,
+  },
   DATA_DIR: { default: './data', parse: str, doc: 'Embedded database directory (only without DATABASE_URL)' },
   EMBEDDED_CACHE_MB: {
     default: '16',

@@ -1,12 +1,13 @@
 // A PostgreSQL cluster of the test's own, which it may stop and start (the shared one on :5432 must never
 // be touched): initdb into a temporary directory owned by the postgres user, pg_ctl on a free port with
 // the socket in that directory. Needs the PostgreSQL 15 binaries and root (for runuser), as on CI.
-import { mkdtempSync, chownSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, chownSync, rmSync, existsSync, appendFileSync } from 'node:fs';
 import { execFileSync, execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { promisify } from 'node:util';
+import pg from 'pg';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 const run = promisify(execFile);
@@ -131,4 +132,109 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   proxy.port = (server.address() as { port: number }).port;
   return proxy;
+}
+
+/** One server of a replicated pair: its port, and what a failover test does to it. */
+export interface ReplicaNode {
+  port: number;
+  /** Stops it the way a crash does (`pg_ctl stop -m immediate`: no checkpoint, clients cut off). */
+  crash(): Promise<void>;
+  /** Makes a standby the primary (`pg_ctl promote -w`: returns once it accepts writes). */
+  promote(): Promise<void>;
+  /** A statement on it through a connection of its own. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+}
+
+export interface ReplicatedPair {
+  primary: ReplicaNode;
+  standby: ReplicaNode;
+  destroy(): Promise<void>;
+}
+
+/**
+ * A primary and a synchronous streaming standby on loopback, each its own cluster and port: initdb, the
+ * primary started, `pg_basebackup -R -X stream` for the standby (it follows the primary through the
+ * primary_conninfo that -R writes), and `synchronous_standby_names = '*'` set only once the standby streams
+ * (set before, every commit on the primary waits for a standby that is not there).
+ */
+export async function startReplicatedPair(): Promise<ReplicatedPair> {
+  const dir = mkdtempSync(join(tmpdir(), 'pingd-pg-pair-'));
+  const { uid, gid } = postgresIds();
+  chownSync(dir, uid, gid);
+  const asPostgres = (cmd: string, args: string[]) => run('runuser', ['-u', 'postgres', '--', join(BIN, cmd), ...args], { cwd: dir });
+  const started = new Set<string>();
+  const node = (name: string, port: number): ReplicaNode & { data: string; start(): Promise<void> } => {
+    const data = join(dir, name);
+    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=30 -c wal_sender_timeout=5s`;
+    return {
+      port,
+      data,
+      async start() {
+        await asPostgres('pg_ctl', ['-D', data, '-o', opts, '-l', join(dir, `${name}.log`), '-w', '-t', '30', 'start']);
+        started.add(data);
+      },
+      async crash() {
+        await asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', '-t', '30', 'stop']);
+        started.delete(data);
+      },
+      async promote() {
+        await asPostgres('pg_ctl', ['-D', data, '-w', '-t', '30', 'promote']);
+      },
+      async query<T>(sql: string, params?: unknown[]) {
+        const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 5000 });
+        await c.connect();
+        try {
+          return (await c.query(sql, params)).rows as T[];
+        } finally {
+          await c.end();
+        }
+      },
+    };
+  };
+  const primary = node('primary', await freePort());
+  const standby = node('standby', await freePort());
+  const destroy = async () => {
+    for (const data of started) await asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', '-t', '30', 'stop']).catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await asPostgres('initdb', ['-D', primary.data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8', '--locale=C']);
+    appendFileSync(join(primary.data, 'pg_hba.conf'), 'host replication all 127.0.0.1/32 trust\n');
+    await primary.start();
+    await asPostgres('pg_basebackup', [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(primary.port),
+      '-U',
+      'postgres',
+      '-D',
+      standby.data,
+      '-R',
+      '-X',
+      'stream',
+    ]);
+    await standby.start();
+    await waitStreaming(primary, 'async');
+    await primary.query(`alter system set synchronous_standby_names = '*'`);
+    await primary.query('select pg_reload_conf()');
+    await waitStreaming(primary, 'sync');
+  } catch (err) {
+    await destroy();
+    throw err;
+  }
+  return { primary, standby, destroy };
+}
+
+async function waitStreaming(primary: ReplicaNode, state: 'async' | 'sync'): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const rows = await primary.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_replication where state = 'streaming' and sync_state = $1`,
+      [state],
+    );
+    if (rows[0].n > 0) return;
+    if (Date.now() > deadline) throw new Error(`the standby is not streaming (${state}) after 30 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

@@ -6,7 +6,7 @@ import type { Db } from '../../platform/db/database.js';
 import { Listeners, type ListenerLog } from '../../platform/listeners.js';
 import { PingBatcher, StorageUnavailableError, type BatchStats, type ExtraWrite } from './ping-batcher.js';
 import { throttleState } from './ping-repository.js';
-import { throttleRefusal, type Refused } from './refusals.js';
+import { UNAVAILABLE_RETRY_AFTER_SEC, throttleRefusal, type Refused } from './refusals.js';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { PingValidationError, validatePing, type RawPing, type ValidPing } from './validate.js';
 
@@ -123,7 +123,11 @@ export class PingService {
       o = await this.batcher.submit(ping, extraWrite);
     } catch (err) {
       if (err instanceof StorageUnavailableError)
-        return this.report(ping.method, { ok: false, reason: 'unavailable', message: err.message }, ping.url);
+        return this.report(
+          ping.method,
+          { ok: false, reason: 'unavailable', retryAfterSec: UNAVAILABLE_RETRY_AFTER_SEC, message: err.message },
+          ping.url,
+        );
       throw err;
     }
     if (o.status === 'accepted')

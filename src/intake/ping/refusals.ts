@@ -39,6 +39,15 @@ export function throttleRefusal(url: string, lastPingAt: Date | null, minInterva
   };
 }
 
+/**
+ * Retry-After of a ping refused because the database could not store it (down, a failover under way, too
+ * slow, the server shutting down). Between two loopback clusters writes were back 13-131 ms after
+ * `pg_ctl promote` returned (test/faults/failover.test.ts, 10 failovers); a managed failover first has to
+ * notice the loss (Patroni's default ttl is 30 s, pg_auto_failover's node_considered_unhealthy_timeout
+ * 20 s). The root error handler's 503s say 10 too.
+ */
+export const UNAVAILABLE_RETRY_AFTER_SEC = 10;
+
 /** Retry-After of the disk-full refusal: freeing space is an operator's work, minutes rather than seconds. */
 export const DISK_FULL_RETRY_AFTER_SEC = 60;
 

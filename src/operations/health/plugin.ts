@@ -1,7 +1,7 @@
 // Owns liveness and readiness (GET /healthz, GET /readyz), and refusing pings while the database's disk
 // is full. (The X-Request-Id header: src/platform/request-id.ts, its hook attached to every route by app.ts.)
 // Liveness says the process answers; readiness says this instance can take pings right now: its disk has
-// room, the database answers, every migration this code ships is applied, and it is not shutting down.
+// room, the database answers and takes writes, every migration this code ships is applied, and it is not shutting down.
 import fp from 'fastify-plugin';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -17,7 +17,7 @@ export type Readiness =
   | { ready: true; database: 'postgres' | 'pglite' }
   | {
       ready: false;
-      reason: 'shutting down' | 'disk full' | 'database unreachable' | 'migrations pending';
+      reason: 'shutting down' | 'disk full' | 'database unreachable' | 'database read-only' | 'migrations pending';
       pending?: string[];
       error?: string;
     };
@@ -54,6 +54,7 @@ const ReadyNot = Type.Object({
     Type.Literal('shutting down'),
     Type.Literal('disk full'),
     Type.Literal('database unreachable'),
+    Type.Literal('database read-only'),
     Type.Literal('migrations pending'),
   ]),
   pending: Type.Optional(Type.Array(Type.String())),
@@ -73,11 +74,20 @@ async function healthPlugin(app: FastifyInstance): Promise<void> {
     // Before asking the database: with its disk full it may not be running at all (disk-guard.ts).
     if (diskOf(app.db).full) return { ready: false, reason: 'disk full' };
     let pending: string[];
+    let readOnly = false;
     try {
-      pending = await withTimeout(pendingMigrations(app.db), Math.min(READY_TIMEOUT_MS, app.config.DB_TIMEOUT_MS));
+      const bound = Math.min(READY_TIMEOUT_MS, app.config.DB_TIMEOUT_MS);
+      pending = await withTimeout(pendingMigrations(app.db), bound);
+      // A standby (or a read-only default) answers reads: the migrations' check alone passed on one, with
+      // target_session_attrs=any or a proxy routing to the wrong node, while every ping failed (SQLSTATE 25006).
+      if (app.db.kind === 'postgres')
+        readOnly =
+          (await withTimeout(app.db.query<{ transaction_read_only: string }>('show transaction_read_only'), bound))[0]
+            ?.transaction_read_only === 'on';
     } catch (err) {
       return { ready: false, reason: 'database unreachable', error: (err as Error).message };
     }
+    if (readOnly) return { ready: false, reason: 'database read-only' };
     if (pending.length > 0) return { ready: false, reason: 'migrations pending', pending };
     return { ready: true, database: app.db.kind };
   };

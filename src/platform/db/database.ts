@@ -4,6 +4,7 @@ import pg from 'pg';
 import { DatabaseError, type Db, type DiskState, type Queryable } from './db-interface.js';
 import { SERVER_DISK_FULL_HOLD_MS, isDiskFullError } from './disk-guard.js';
 import { openPglite } from './pglite-database.js';
+import { HostRing, multiHostClient, parseMultiHostUrl, type HostPort } from './multi-host.js';
 
 export { DatabaseError, diskOf, type Db, type DiskState, type PoolStats, type Queryable } from './db-interface.js';
 export { inBackground, isAlive } from './pglite-database.js';
@@ -39,6 +40,8 @@ export interface DbOptions {
   embeddedCacheMb?: number;
   /** Called with errors raised outside any query (an idle connection dropped by the server). */
   onBackgroundError?: (err: Error) => void;
+  /** Told when new connections of a multi-host DATABASE_URL found the database on another host (a failover). */
+  onHostMove?: (from: HostPort, to: HostPort) => void;
   /** DISK_MIN_FREE_MB, for the embedded database (disk-guard.ts); undefined: 0, only a failed write counts. */
   diskMinFreeMb?: number;
   /** Told when the embedded database's disk becomes full and when space is back. */
@@ -65,9 +68,33 @@ const pgTypes = {
   },
 };
 
+/**
+ * SQLSTATEs after which a connection must not be used again: 25006 read_only_sql_transaction (the server
+ * became a standby under it: an old primary back as a replica, a proxy pointing at the wrong node), 57P01
+ * admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now. pg.Pool's query() drops a client after any
+ * error; a transaction's or a lock's client is dropped only for these and for a lost connection.
+ */
+const DROP_CONNECTION = new Set(['25006', '57P01', '57P02', '57P03']);
+function dropsConnection(err: unknown): boolean {
+  return DROP_CONNECTION.has((err as { code?: string } | undefined)?.code ?? '');
+}
+
+/**
+ * How this process makes PostgreSQL connections for `url`: pg reads a single-host URL itself, as it always
+ * did; a host list, target_session_attrs or connect_timeout goes through multi-host.ts's client, whose
+ * pool-wide HostRing remembers where the database was last found.
+ */
+function connector(url: string, opts: DbOptions): { client: (c: pg.ClientConfig) => pg.Client; pool: pg.PoolConfig } {
+  const plan = parseMultiHostUrl(url);
+  if (plan.simple) return { client: (c) => new pg.Client({ connectionString: url, ...c }), pool: { connectionString: url } };
+  const Client = multiHostClient(new HostRing(plan, opts.onHostMove));
+  return { client: (c) => new Client(c), pool: { Client } };
+}
+
 function openPostgres(url: string, opts: DbOptions): Db {
+  const connect = connector(url, opts);
   const pool = new pg.Pool({
-    connectionString: url,
+    ...connect.pool,
     max: opts.poolMax,
     connectionTimeoutMillis: opts.timeoutMs,
     query_timeout: opts.timeoutMs,
@@ -130,6 +157,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
         await client.query('COMMIT');
         return v;
       } catch (err) {
+        if (dropsConnection(err) || dropsConnection((err as Error).cause)) broken = true;
         try {
           await client.query('ROLLBACK');
         } catch {
@@ -174,7 +202,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
     async notify(channel, payload) {
       await pool.query('select pg_notify($1, $2)', [channel, payload]);
     },
-    listen: (channel, onNotify, onReconnect) => listenPostgres(url, channel, onNotify, onReconnect, opts.onBackgroundError),
+    listen: (channel, onNotify, onReconnect) => listenPostgres(connect.client, channel, onNotify, onReconnect, opts.onBackgroundError),
     async close() {
       if (pool.ended || pool.ending) return;
       await pool.end();
@@ -183,7 +211,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
 }
 
 async function listenPostgres(
-  url: string,
+  newClient: (c: pg.ClientConfig) => pg.Client,
   channel: string,
   onNotify: (payload: string) => void,
   onReconnect: (() => void) | undefined,
@@ -194,8 +222,7 @@ async function listenPostgres(
   let retry: NodeJS.Timeout | undefined;
   const connect = async (): Promise<void> => {
     // Bounded like the pool's connections: a server that accepts but never answers must not hold a start or close.
-    const c = new pg.Client({
-      connectionString: url,
+    const c = newClient({
       application_name: 'pingd-listen',
       keepAlive: true,
       connectionTimeoutMillis: LISTEN_CONNECT_MS,
@@ -208,13 +235,14 @@ async function listenPostgres(
       if (err) onError?.(err);
       if (!stopped) retry = setTimeout(() => void reconnect(), LISTEN_RETRY_MS).unref();
     };
+    client = c;
+    // Listeners go on once connected: a multi-host client passes through failed attempts (other hosts) first.
+    await c.connect();
     c.on('error', lost);
     c.on('end', () => lost());
     c.on('notification', (m) => {
       if (m.channel === channel) onNotify(m.payload ?? '');
     });
-    client = c;
-    await c.connect();
     await c.query(`listen ${pg.escapeIdentifier(channel)}`);
   };
   const reconnect = async () => {

@@ -10,6 +10,7 @@ import type { Config } from '../config.js';
 import { redactUrl } from '../redact.js';
 import { DatabaseError } from './db-interface.js';
 import { REOPEN_MIN_FREE_BYTES } from './disk-guard.js';
+import { describeHosts } from './multi-host.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -59,6 +60,11 @@ export async function prepareDatabase(config: Config, log: FastifyBaseLogger, op
     timeoutMs: config.DB_TIMEOUT_MS,
     embeddedCacheMb: config.EMBEDDED_CACHE_MB,
     onBackgroundError: (err) => log.warn({ err: { message: err.message } }, 'database connection error'),
+    onHostMove: (from, to) =>
+      log.warn(
+        { from: describeHosts([from]), to: describeHosts([to]) },
+        `the database is now at ${describeHosts([to])} (was ${describeHosts([from])}): new connections go there`,
+      ),
     diskMinFreeMb: config.DISK_MIN_FREE_MB,
     onDiskChange: (disk) => {
       if (!disk.full) log.info({ dataDir }, 'the disk holding the embedded database has space again: pings are accepted again');

@@ -8,6 +8,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config.js';
+import { describeHosts, parseMultiHostUrl } from './multi-host.js';
 
 /**
  * The file `pingd serve` writes in DATA_DIR once it listens. Not the lock file or the admin socket: both
@@ -22,11 +23,9 @@ type Where = Pick<Config, 'DATABASE_URL' | 'DATA_DIR'>;
 export function describeDatabase(config: Where): string {
   if (!config.DATABASE_URL) return `embedded ${resolve(config.DATA_DIR)}`;
   try {
-    const u = new URL(config.DATABASE_URL);
-    // libpq's forms: a socket directory in ?host=, defaults for what is left out.
-    const host = u.hostname || u.searchParams.get('host') || 'localhost';
-    const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default)';
-    return `postgres ${host}:${u.port || '5432'}/${db}`;
+    // libpq's forms: several hosts, a socket directory in ?host=, defaults for what is left out.
+    const u = parseMultiHostUrl(config.DATABASE_URL);
+    return `postgres ${describeHosts(u.hosts)}/${u.database || '(default)'}`;
   } catch {
     return 'postgres [unparseable DATABASE_URL]';
   }

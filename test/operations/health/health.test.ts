@@ -149,3 +149,24 @@ test('GET /readyz is 503 once shutdown has begun', async () => {
   await t.close();
   assert.deepEqual(during, { ready: false, reason: 'shutting down' });
 });
+
+test(
+  'GET /readyz is 503 "database read-only" on a server that answers reads but refuses writes',
+  { skip: BACKEND !== 'postgres' && 'a PostgreSQL session setting (the embedded database has no standby)' },
+  async () => {
+    // What a standby looks like to a pool that reached it (target_session_attrs=any, a proxy routing to
+    // the wrong node): the migrations' check passes, every ping fails with SQLSTATE 25006.
+    const tdb = await createTestDatabase({ migrated: true });
+    const u = new URL(tdb.config.DATABASE_URL!);
+    u.searchParams.set('options', '-c default_transaction_read_only=on');
+    const app = await buildApp({ config: testConfig({ ...tdb, config: { DATABASE_URL: u.href } }), logger: false, skipMigrations: true });
+    try {
+      const res = await app.inject({ method: 'GET', url: '/readyz' });
+      assert.equal(res.statusCode, 503);
+      assert.deepEqual(res.json(), { status: 'unavailable', reason: 'database read-only' });
+    } finally {
+      await app.close();
+      await tdb.drop();
+    }
+  },
+);
