@@ -40,6 +40,9 @@ declare module 'fastify' {
   }
 }
 
+/** How often a start whose database could not take the spam hold rule tries it again. */
+const HOLD_RULE_RETRY_MS = 10_000;
+
 async function publishingPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const cadenceSec = cadenceSeconds(config.RENDER_CRON);
@@ -50,12 +53,27 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
   // Weblogs scored before may be held or released by this start's SPAM_FILTER and SPAM_THRESHOLD: their
   // `held` is set anew and, when one changed, every renderer drops the windows it keeps (one statement over
   // weblog_spam, at start only). Instances sharing a database must share both settings.
-  // A server started with migrations pending (it answers /readyz 503) has nothing scored yet.
-  if ((await pendingMigrations(app.db)).length === 0)
+  // A server started with migrations pending (it answers /readyz 503) has nothing scored yet. Best effort:
+  // a start must not fail because the database is away or read-only (a standby before its promotion); the
+  // rule is tried again every HOLD_RULE_RETRY_MS until it has run once.
+  const applyHolds = async (): Promise<void> => {
+    if ((await pendingMigrations(app.db)).length > 0) return;
     await app.db.transaction(async (tx) => {
       if ((await applyHoldRule(tx, { hold: config.SPAM_FILTER === 'hold', threshold: config.SPAM_THRESHOLD })) > 0)
         await touchWatermark(tx, WEBLOG_REMOVALS_WATERMARK);
     });
+  };
+  await applyHolds().catch((err: unknown) => {
+    app.log.warn({ err: { message: (err as Error).message } }, 'spam: the hold rule could not be applied at start; trying again');
+    const retry = setInterval(() => {
+      applyHolds().then(
+        () => clearInterval(retry),
+        () => undefined,
+      );
+    }, HOLD_RULE_RETRY_MS);
+    retry.unref();
+    app.addHook('onClose', async () => clearInterval(retry));
+  });
   const renderer = new Renderer(documents, {
     db: app.db,
     log: app.log,
