@@ -3,6 +3,7 @@
 // in docs/reference/cli.md). Each command names the codes it uses, so a caller passes at least those.
 import type { Config } from './config.js';
 import type { Db } from './db/database.js';
+import { pendingMigrations } from './db/migrate.js';
 
 /** Every exit code a command may return. */
 export interface ExitCodes {
@@ -27,4 +28,15 @@ export interface CommandDeps<Code extends keyof ExitCodes = keyof ExitCodes> {
    * configuration: a setting it lacks is the server's to set, not the operator's shell's.
    */
   inServer?: boolean;
+}
+
+/**
+ * Why a command must not run on `db` yet (its schema lags this code: migrations pending), as the line it
+ * prints; null when the schema is current.
+ */
+export async function schemaBehind(db: Db, command: string): Promise<string | null> {
+  const pending = await pendingMigrations(db);
+  return pending.length
+    ? `pingd ${command}: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`
+    : null;
 }

@@ -2,8 +2,7 @@
 // closed), or re-render one hourly archive with `--hour 2026-11-22T08`. Same code and lock as the server.
 import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../../platform/config.js';
-import type { CommandDeps } from '../../platform/command-deps.js';
-import { pendingMigrations } from '../../platform/db/migrate.js';
+import { type CommandDeps, schemaBehind } from '../../platform/command-deps.js';
 import { parseHourArg } from '../documents/archive.js';
 import { documentBase } from '../../platform/public-url.js';
 import { publishedDocuments } from '../documents/published.js';
@@ -42,9 +41,9 @@ export async function renderCommand(
   }
   const db = await deps.openDb(config);
   try {
-    const pending = await pendingMigrations(db);
-    if (pending.length) {
-      deps.err(`pingd render: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
+    const behind = await schemaBehind(db, 'render');
+    if (behind) {
+      deps.err(behind);
       return EXIT.FAILURE;
     }
     const renderer = commandRenderer(config, db, deps);

@@ -3,8 +3,7 @@
 // A pin that lists or unlists a weblog moves the listings' watermark and renders its documents again, as
 // `pingd weblogs remove|restore` does (weblogs-command.ts), with the same code and lock.
 import type { Config } from '../../platform/config.js';
-import type { CommandDeps } from '../../platform/command-deps.js';
-import { pendingMigrations } from '../../platform/db/migrate.js';
+import { type CommandDeps, schemaBehind } from '../../platform/command-deps.js';
 import { normalizeUrl, PingValidationError } from '../../intake/ping/validate.js';
 import { weblogRemoval } from '../../intake/abuse/removal-repository.js';
 import { listSpam, pinWeblog, spamJson, spamOfWeblog, type SpamPin, type WeblogSpam } from '../../spam/spam-repository.js';
@@ -61,9 +60,9 @@ export async function spamCommand(values: Record<string, unknown>, positionals: 
   }
   const db = await deps.openDb(config);
   try {
-    const pending = await pendingMigrations(db);
-    if (pending.length) {
-      deps.err(`pingd spam: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
+    const behind = await schemaBehind(db, 'spam');
+    if (behind) {
+      deps.err(behind);
       return EXIT.FAILURE;
     }
     if (action === 'list') {

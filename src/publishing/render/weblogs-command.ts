@@ -5,9 +5,8 @@
 // rendered again now, with the same code and lock as `pingd render`.
 import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../../platform/config.js';
-import type { CommandDeps } from '../../platform/command-deps.js';
+import { type CommandDeps, schemaBehind } from '../../platform/command-deps.js';
 import type { Db } from '../../platform/db/database.js';
-import { pendingMigrations } from '../../platform/db/migrate.js';
 import { normalizeUrl, PingValidationError } from '../../intake/ping/validate.js';
 import { markRemoved, pingHours, unmarkRemoved, weblogRemoval } from '../../intake/abuse/removal-repository.js';
 import { archivePath } from '../documents/archive.js';
@@ -36,9 +35,9 @@ export async function weblogsCommand(_values: Record<string, unknown>, positiona
   }
   const db = await deps.openDb(config);
   try {
-    const pending = await pendingMigrations(db);
-    if (pending.length) {
-      deps.err(`pingd weblogs: the database schema is not up to date (pending: ${pending.join(', ')}); run \`pingd migrate\` first`);
+    const behind = await schemaBehind(db, 'weblogs');
+    if (behind) {
+      deps.err(behind);
       return EXIT.FAILURE;
     }
     const w = await weblogRemoval(db, url);
