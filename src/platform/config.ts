@@ -337,6 +337,16 @@ const SPEC = {
     parse: fraction,
     doc: 'Spam score (0 a blog, 1 a splog) above which SPAM_FILTER=hold holds a weblog',
   },
+  SPAM_RESCORE_INTERVAL: {
+    default: '60',
+    parse: int(0, 86400),
+    doc: 'Seconds between two runs of the job that rescores, from every family of signals, the weblogs pinged or verified since its last run (one instance at a time); 0 = this process never runs it',
+  },
+  SPAM_RESCORE_BATCH: {
+    default: '500',
+    parse: int(10, 10000),
+    doc: 'Weblogs the rescoring job gathers evidence for at once; a run does at most 20 such batches, and the next run goes on',
+  },
   VERIFY_CONCURRENCY: { default: '8', parse: int(1, 256), doc: 'Verifications running at once in this instance' },
   VERIFY_PARSE_THREADS: {
     default: '1',

@@ -15,6 +15,7 @@ import { applyHoldRule } from '../spam/spam-repository.js';
 import { pendingMigrations } from '../platform/db/migrate.js';
 import { touchWatermark, WEBLOG_REMOVALS_WATERMARK } from './rendering-repository.js';
 import { cadenceSeconds, scheduleRenders } from './render/schedule.js';
+import { scheduleRescoring, SpamRescorer } from './spam-rescorer.js';
 
 /** What other layers may know of publishing's output: when a document changed, and its current bytes. */
 export interface Publications {
@@ -37,6 +38,8 @@ declare module 'fastify' {
     documents: DocumentRegistry;
     renderer: Renderer;
     publications: Publications;
+    /** Rescores weblogs from every family of spam signals (runOnce; scheduled every SPAM_RESCORE_INTERVAL). */
+    spamRescorer: SpamRescorer;
   }
 }
 
@@ -96,8 +99,15 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
     // Behind a trusted proxy the Link's host comes from X-Forwarded-Host (Fastify's req.host): Fastify answers.
     early: config.PUBLIC_URL !== undefined || config.TRUST_PROXY === false ? app.earlyAnswers : undefined,
   });
+  const spamRescorer = new SpamRescorer({
+    db: app.db,
+    log: app.log,
+    rule: { hold: config.SPAM_FILTER === 'hold', threshold: config.SPAM_THRESHOLD },
+    batch: config.SPAM_RESCORE_BATCH,
+  });
   app.decorate('documents', documents);
   app.decorate('renderer', renderer);
+  app.decorate('spamRescorer', spamRescorer);
   app.decorate('publications', {
     onPublished: (l: (path: string) => void) => void listeners.push(l),
     read: async (path: string) => {
@@ -129,7 +139,16 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
       stopSchedule = scheduleRenders(renderer, { cron: config.RENDER_CRON, cadenceSec, log: app.log });
     });
   }
+  // Nothing to rescore under SPAM_FILTER=off: no weblog is scored.
+  let stopRescoring: (() => Promise<void>) | undefined;
+  if (config.SPAM_FILTER !== 'off' && config.SPAM_RESCORE_INTERVAL > 0) {
+    app.addHook('onReady', async () => {
+      stopRescoring = scheduleRescoring(spamRescorer, config.SPAM_RESCORE_INTERVAL, app.log);
+    });
+  }
   app.addHook('onClose', async () => {
+    await stopRescoring?.();
+    await spamRescorer.close();
     await stopSchedule?.();
     await renderer.close();
   });

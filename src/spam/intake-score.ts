@@ -5,11 +5,16 @@
 import { scoreWeblog } from './score.js';
 import { urlOnlyEvidence, type SpamVerdict } from './verdict.js';
 import { labelWords } from './url.js';
+import { siteOf } from './domains.js';
 
-/** What intake writes for one ping: the score and the reasons as the JSON text of weblog_spam.reasons. */
+/**
+ * What intake writes for one ping: the score, the reasons as the JSON text of weblog_spam.reasons, and the
+ * registrable domain the weblog counts under (siteOf: rescoring's siblings and address bursts read it).
+ */
 export interface UrlScore {
   score: number;
   reasons: string;
+  site: string | null;
 }
 
 /**
@@ -42,7 +47,7 @@ export class UrlScorer {
       return hit;
     }
     const v: SpamVerdict = scoreWeblog(urlOnlyEvidence(url, name));
-    const made = { score: v.score, reasons: JSON.stringify(v.reasons) };
+    const made = { score: v.score, reasons: JSON.stringify(v.reasons), site: siteOf(url) };
     if (this.cache.size >= this.size) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, made);
     return made;

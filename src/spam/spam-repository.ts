@@ -145,3 +145,76 @@ export async function pinWeblog(
   );
   return { held: Boolean(r.held), changed: r.was === null ? Boolean(r.held) : Boolean(r.was) !== Boolean(r.held) };
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Rescoring (src/publishing/spam-rescorer.ts)
+
+/**
+ * The weblogs whose pings or settled verifications have stream positions after `through` (the job's cursor):
+ * the oldest `limit` positions, their distinct weblogs, and the highest position read (`through` when
+ * none). Positions come from the pings' sequence and become visible in order (EVENT_ORDER_LOCK), so a
+ * cursor misses none.
+ */
+export async function rescoreTargets(q: Queryable, through: number, limit: number): Promise<{ weblogIds: number[]; last: number }> {
+  const rows = await withContext('reading which weblogs to rescore', () =>
+    q.query<{ weblog_id: number; pos: number }>(
+      `select weblog_id, pos from (
+         (select weblog_id, id as pos from pings where id > $1 order by id limit $2)
+         union all
+         (select weblog_id, event_id as pos from ping_verifications where event_id > $1 order by event_id limit $2)
+       ) x order by pos limit $2`,
+      [through, limit],
+    ),
+  );
+  let last = through;
+  const ids = new Set<number>();
+  for (const r of rows) {
+    ids.add(Number(r.weblog_id));
+    last = Math.max(last, Number(r.pos));
+  }
+  return { weblogIds: [...ids], last };
+}
+
+export async function rescoreCursor(q: Queryable): Promise<number> {
+  const [r] = await withContext('reading the rescoring cursor', () => q.query<{ through: number }>('select through from spam_rescore_cursor'));
+  return Number(r?.through ?? 0);
+}
+
+export interface Rescored {
+  weblogId: number;
+  score: number;
+  reasons: Reason[];
+  site: string | null;
+}
+
+/**
+ * Writes new scores (and a missing site), sets `held` by the rule (a pin still wins) and moves the cursor to
+ * `through`, in one statement. Returns the weblogs whose `held` changed: when any did, the caller moves the
+ * listings' watermark in the same transaction.
+ */
+export async function writeRescores(q: Queryable, rule: HoldRule, rows: Rescored[], through: number): Promise<number[]> {
+  const changed = await withContext(`writing ${rows.length} spam scores`, () =>
+    q.query<{ weblog_id: number }>(
+      `with u as (select * from unnest($3::bigint[], $4::float8[], $5::text[], $6::text[]) as u(id, score, reasons, site)),
+       up as (
+         update weblog_spam s
+            set score = u.score, reasons = u.reasons::jsonb, site = coalesce(s.site, u.site), scored_at = now(),
+                held = $1::boolean and (s.pinned is not distinct from 'deny' or (s.pinned is null and u.score > $2::float8))
+           from u, weblog_spam o
+          where s.weblog_id = u.id and o.weblog_id = u.id
+         returning s.weblog_id, s.held, o.held as was),
+       cur as (update spam_rescore_cursor set through = greatest(through, $7::bigint), run_at = now())
+       select weblog_id from up where held <> was`,
+      [
+        rule.hold,
+        rule.threshold,
+        rows.map((r) => r.weblogId),
+        rows.map((r) => r.score),
+        rows.map((r) => JSON.stringify(r.reasons)),
+        rows.map((r) => r.site),
+        through,
+      ],
+    ),
+  );
+  return changed.map((r) => Number(r.weblog_id));
+}

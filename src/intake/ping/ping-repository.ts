@@ -51,8 +51,8 @@ export type InsertOutcome = { status: 'accepted'; id: number; receivedAt: Date }
  */
 export const INSERT_BATCH = `
 with input as (
-  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $11::float8[], $12::text[])
-    as t(method, name, url, changes_url, rss_url, tags, client_addr, user_agent, spam_score, spam_reasons)
+  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $11::float8[], $12::text[], $15::text[])
+    as t(method, name, url, changes_url, rss_url, tags, client_addr, user_agent, spam_score, spam_reasons, spam_site)
 ),
 up as (
   insert into weblogs as w (url, name, changes_url, rss_url, first_ping_at, last_ping_at)
@@ -85,10 +85,11 @@ job as (
 -- A new weblog's spam score (its URL's, src/spam/intake-score.ts), committed with its first ping, so no
 -- render or stream reader sees the ping before the score: held at once under SPAM_FILTER=hold ($13) when
 -- above the threshold ($14). A weblog scored already keeps its row (the conflict costs one probe of the
--- primary key); none is written under SPAM_FILTER=off (no score passed).
+-- primary key); none is written under SPAM_FILTER=off (no score passed). Its site (siteOf, cached with the
+-- score) is what the rescoring job (src/publishing/spam-rescorer.ts) counts siblings and address bursts by.
 spam as (
-  insert into weblog_spam (weblog_id, url, score, reasons, held)
-  select up.id, up.url, i.spam_score, i.spam_reasons::jsonb, $13::boolean and i.spam_score > $14::float8
+  insert into weblog_spam (weblog_id, url, score, reasons, held, site)
+  select up.id, up.url, i.spam_score, i.spam_reasons::jsonb, $13::boolean and i.spam_score > $14::float8, i.spam_site
   from input i join up on up.url = i.url where i.spam_score is not null
   on conflict (weblog_id) do nothing
 ),
@@ -127,6 +128,7 @@ export async function insertPingBatch(
   const userAgent: (string | null)[] = new Array(n);
   const spamScore: (number | null)[] = new Array(n);
   const spamReasons: (string | null)[] = new Array(n);
+  const spamSite: (string | null)[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const p = pings[i];
     method[i] = p.method;
@@ -140,6 +142,7 @@ export async function insertPingBatch(
     const v = spam?.scorer.score(p.url, p.name) ?? null;
     spamScore[i] = v?.score ?? null;
     spamReasons[i] = v?.reasons ?? null;
+    spamSite[i] = v?.site ?? null;
   }
   const byUrl = new Map<string, InsertOutcome>();
   await withContext(`inserting a batch of ${n} pings failed`, async () => {
@@ -162,6 +165,7 @@ export async function insertPingBatch(
         spamReasons,
         spam?.hold ?? false,
         spam?.threshold ?? 1,
+        spamSite,
       ],
       {
         name: 'pingd_insert_ping_batch',

@@ -1,0 +1,200 @@
+// Owns gathering the WeblogEvidence of verdict.ts from pingd's tables, for a set of weblogs at once (the
+// rescoring job's batch), the way bench/spam/evidence.ts derives it on the corpus: ping times from `pings`,
+// siblings by weblog_spam.site, the sites pinged from the weblog's last client address, settled
+// verification outcomes, and items verification found (`feed_items`). A fixed number of statements per
+// batch, whatever its size. "The last hour" is the hour before the weblog's own latest ping, as on the
+// corpus: a rescore right after a ping sees the hour before now.
+import type { Queryable } from '../platform/db/database.js';
+import { withContext } from '../platform/errors.js';
+import type { Outcome } from '../platform/outcomes.js';
+import { itemSite, siteOf } from './domains.js';
+import { RHYTHM_PINGS } from './rhythm.js';
+import { CONTENT_VERIFICATIONS } from './content.js';
+import type { WeblogEvidence } from './verdict.js';
+
+const HOUR_MS = 3_600_000;
+/** A weblog's recent items: the newest this many verification found (a feed carries its newest ten or so). */
+export const RECENT_ITEMS = 10;
+
+/** One weblog's evidence, with what the job needs to write its score. */
+export interface GatheredWeblog {
+  weblogId: number;
+  /** siteOf(url): written to weblog_spam.site when a row scored before migration 025 has none. */
+  site: string | null;
+  evidence: WeblogEvidence;
+}
+
+interface BaseRow {
+  id: number;
+  url: string;
+  name: string | null;
+  site: string | null;
+  times: number[] | null;
+  addr: string | null;
+  vs: { o: Outcome; n: number }[] | string | null;
+  new_items: number;
+  recent: { t: string | null; l: string | null }[] | string | null;
+  publisher: boolean;
+}
+
+const json = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
+
+// Per weblog (scored, i.e. with a weblog_spam row): its last RHYTHM_PINGS ping times and its last ping's
+// client address (pings_weblog_id), its last CONTENT_VERIFICATIONS settled outcomes with their new items
+// (ping_verifications_weblog_settled), how many items verification found new and the newest RECENT_ITEMS of
+// them (feed_items_weblog_id), and whether a publisher registered its URL for RSS Ping.
+const BASE = `
+select w.id, w.url, w.name, s.site,
+  (select array_agg(x.ms order by x.id) from (
+     select p.id, floor(extract(epoch from p.received_at) * 1000)::float8 as ms from pings p
+      where p.weblog_id = w.id order by p.id desc limit ${RHYTHM_PINGS}) x) as times,
+  (select p.client_addr from pings p where p.weblog_id = w.id order by p.id desc limit 1) as addr,
+  (select jsonb_agg(jsonb_build_object('o', v.outcome, 'n', v.n) order by v.ping_id desc) from (
+     select v.ping_id, v.outcome,
+            case when v.outcome = 'verified' then coalesce(jsonb_array_length(v.new_items), 0) else 0 end as n
+       from ping_verifications v where v.weblog_id = w.id and v.outcome is not null
+      order by v.ping_id desc limit ${CONTENT_VERIFICATIONS}) v) as vs,
+  (select count(*) from feed_items fi where fi.weblog_id = w.id)::int as new_items,
+  (select jsonb_agg(jsonb_build_object('t', r.title, 'l', r.link) order by r.id desc) from (
+     select fi.id, fi.title, fi.link from feed_items fi where fi.weblog_id = w.id order by fi.id desc limit ${RECENT_ITEMS}) r) as recent,
+  exists (select 1 from rssping_publishers rp where rp.site_url = w.url) as publisher
+from weblogs w join weblog_spam s on s.weblog_id = w.id
+where w.id = any($1::bigint[])`;
+
+// Other scored weblogs of the same site with a ping in the hour before the weblog's last ping ($3, ms);
+// weblogs.last_ping_at narrows them before their pings are probed.
+const SIBLINGS = `
+select b.id, count(distinct s2.weblog_id)::int as n
+from unnest($1::bigint[], $2::text[], $3::float8[]) as b(id, site, t_ms)
+join weblog_spam s2 on s2.site = b.site and s2.weblog_id <> b.id
+join weblogs w2 on w2.id = s2.weblog_id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
+where exists (
+  select 1 from pings p where p.weblog_id = s2.weblog_id
+     and p.received_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
+     and p.received_at <= to_timestamp((b.t_ms + 1) / 1000.0))
+group by b.id`;
+
+// Every ping from the batch's addresses over the span its weblogs' hours cover (one range of
+// pings_received_at), with the site of its weblog: counted per weblog in the process.
+const ADDRESS_PINGS = `
+select p.client_addr as addr, floor(extract(epoch from p.received_at) * 1000)::float8 as ms, s.site
+from pings p join weblog_spam s on s.weblog_id = p.weblog_id
+where p.received_at > to_timestamp($2::float8 / 1000.0) - interval '1 hour'
+  and p.received_at <= to_timestamp(($3::float8 + 1) / 1000.0)
+  and p.client_addr = any($1::text[])`;
+
+// Per recent item that links off its weblog's site (k): the other weblogs, of another site, that carry an
+// item of the same title or the same link (feed_items_title, feed_items_link).
+const DUPLICATES = `
+with x as (select * from unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[]) as x(k, id, own, title, link)),
+c as (
+  select x.k, fi.weblog_id from x join feed_items fi on fi.title = x.title where x.title <> ''
+  union
+  select x.k, fi.weblog_id from x join feed_items fi on fi.link = x.link where x.link <> ''
+)
+select x.id, x.k, count(distinct c.weblog_id)::int as n
+from x join c on c.k = x.k join weblog_spam s on s.weblog_id = c.weblog_id
+where c.weblog_id <> x.id and s.site is distinct from x.own
+group by x.id, x.k`;
+
+/**
+ * The evidence of each scored weblog of `weblogIds` (a weblog without a weblog_spam row, pinged under
+ * SPAM_FILTER=off, is left out). `namesPingd` is always false: verification does not keep the hub or
+ * cloud a fetched feed names, so nothing in the tables says a feed chose pingd.
+ */
+export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise<GatheredWeblog[]> {
+  if (weblogIds.length === 0) return [];
+  return withContext(`gathering the spam evidence of ${weblogIds.length} weblogs`, async () => {
+    const base = await q.query<BaseRow>(BASE, [weblogIds]);
+    const out: (GatheredWeblog & { lastMs: number | null; addr: string | null; recent: { t: string | null; l: string | null }[] })[] = [];
+    for (const r of base) {
+      const times = (r.times ?? []).map(Number);
+      const site = r.site ?? siteOf(r.url);
+      const evidence: WeblogEvidence = {
+        url: r.url,
+        name: r.name,
+        pingTimesMs: times,
+        siblingsLastHour: 0,
+        domainsFromAddressLastHour: 0,
+        verifications: (json(r.vs) ?? []).map((v) => ({ outcome: v.o, newItems: Number(v.n) })),
+        duplicateItemWeblogs: 0,
+        oneTargetLinkShare: 0,
+        verifiedNewItems: Number(r.new_items),
+        registeredPublisher: Boolean(r.publisher),
+        namesPingd: false,
+      };
+      out.push({
+        weblogId: Number(r.id),
+        site,
+        evidence,
+        lastMs: times.length ? times[times.length - 1] : null,
+        addr: r.addr,
+        recent: json(r.recent) ?? [],
+      });
+    }
+    const byId = new Map(out.map((g) => [g.weblogId, g]));
+    const timed = out.filter((g) => g.lastMs !== null);
+
+    const withSite = timed.filter((g) => g.site !== null);
+    if (withSite.length) {
+      const rows = await q.query<{ id: number; n: number }>(SIBLINGS, [
+        withSite.map((g) => g.weblogId),
+        withSite.map((g) => g.site),
+        withSite.map((g) => g.lastMs),
+      ]);
+      for (const r of rows) byId.get(Number(r.id))!.evidence.siblingsLastHour = Number(r.n);
+    }
+
+    const withAddr = timed.filter((g) => g.addr !== null);
+    if (withAddr.length) {
+      const lasts = withAddr.map((g) => g.lastMs!);
+      const rows = await q.query<{ addr: string; ms: number; site: string | null }>(ADDRESS_PINGS, [
+        [...new Set(withAddr.map((g) => g.addr!))],
+        Math.min(...lasts),
+        Math.max(...lasts),
+      ]);
+      const byAddr = new Map<string, { ms: number; site: string | null }[]>();
+      for (const r of rows) {
+        const xs = byAddr.get(r.addr) ?? [];
+        xs.push({ ms: Number(r.ms), site: r.site });
+        byAddr.set(r.addr, xs);
+      }
+      for (const g of withAddr) {
+        const sites = new Set<string>();
+        const last = g.lastMs!;
+        for (const p of byAddr.get(g.addr!) ?? []) if (p.ms > last - HOUR_MS && p.ms <= last && p.site !== null) sites.add(p.site);
+        g.evidence.domainsFromAddressLastHour = sites.size;
+      }
+    }
+
+    // Links: the share of one other site (a link through a feed proxy is the weblog's own: itemSite), and
+    // the items that leave the weblog's site, whose copies elsewhere count.
+    const dk: number[] = [];
+    const did: number[] = [];
+    const down: (string | null)[] = [];
+    const dtitle: string[] = [];
+    const dlink: string[] = [];
+    for (const g of out) {
+      const targets = new Map<string, number>();
+      for (const it of g.recent) {
+        const s = it.l ? itemSite(it.l, g.site) : null;
+        if (s !== null && s !== g.site) targets.set(s, (targets.get(s) ?? 0) + 1);
+        if (s === null || s === g.site) continue;
+        dk.push(dk.length);
+        did.push(g.weblogId);
+        down.push(g.site);
+        dtitle.push(it.t ?? '');
+        dlink.push(it.l ?? '');
+      }
+      g.evidence.oneTargetLinkShare = g.recent.length ? Math.max(0, ...targets.values()) / g.recent.length : 0;
+    }
+    if (dk.length) {
+      const rows = await q.query<{ id: number; n: number }>(DUPLICATES, [dk, did, down, dtitle, dlink]);
+      for (const r of rows) {
+        const e = byId.get(Number(r.id))!.evidence;
+        e.duplicateItemWeblogs = Math.max(e.duplicateItemWeblogs, Number(r.n));
+      }
+    }
+    return out.map(({ weblogId, site, evidence }) => ({ weblogId, site, evidence }));
+  });
+}
