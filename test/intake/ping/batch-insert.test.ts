@@ -76,11 +76,11 @@ test('the generic plan of the batch statement reads weblogs only through an inde
   await db.transaction(async (tx) => {
     await tx.exec(`set local plan_cache_mode = force_generic_plan`);
     await tx.exec(
-      `prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int, boolean, float8[], text[], boolean, float8) as ${INSERT_BATCH}`,
+      `prepare pingd_plan_check (text[], text[], text[], text[], text[], text[], text[], text[], int, boolean, float8[], text[], boolean, float8, text[]) as ${INSERT_BATCH}`,
     );
     try {
       const rows = await tx.query<Record<string, string>>(
-        `explain execute pingd_plan_check (array['ping'], array['n'], array['http://plan.example.com/'], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], 300, true, array[0.1]::float8[], array['[]'], true, 0.5)`,
+        `explain execute pingd_plan_check (array['ping'], array['n'], array['http://plan.example.com/'], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], array[null]::text[], 300, true, array[0.1]::float8[], array['[]'], true, 0.5, array['plan.example.com'])`,
       );
       const plan = rows.map((r) => Object.values(r)[0]).join('\n');
       assert.match(plan, /Insert on weblogs/);
