@@ -21,8 +21,16 @@ export interface HoldRule {
   threshold: number;
 }
 
-/** `held` as SQL of a weblog_spam row, the rule's values as $1 (hold) and $2 (threshold). */
-const HELD = `($1::boolean and (pinned is not distinct from 'deny' or (pinned is null and score > $2::float8)))`;
+/**
+ * `held` as SQL, for a pin and a score given as SQL expressions, the rule's values as $1 (hold) and $2
+ * (threshold): under hold, a deny pin, or no pin and a score above the threshold. The one statement of the
+ * rule every write of `held` uses.
+ */
+const heldSql = (pinned: string, score: string): string =>
+  `($1::boolean and (${pinned} is not distinct from 'deny' or (${pinned} is null and ${score} > $2::float8)))`;
+
+/** `held` of a weblog_spam row. */
+const HELD = heldSql('pinned', 'score');
 
 /**
  * Sets `held` of every row by the rule (at start: the mode or threshold may have changed). Returns how many
@@ -134,10 +142,10 @@ export async function pinWeblog(
       `with old as (select held from weblog_spam where weblog_id = $3),
        up as (
          insert into weblog_spam as s (weblog_id, url, score, reasons, pinned, held)
-         values ($3, $4, $6::float8, $7::jsonb, $5::text, $1::boolean and ($5::text is not distinct from 'deny' or ($5::text is null and $6::float8 > $2::float8)))
+         values ($3, $4, $6::float8, $7::jsonb, $5::text, ${heldSql('$5::text', '$6::float8')})
          on conflict (weblog_id) do update
            set pinned = excluded.pinned,
-               held = $1::boolean and (excluded.pinned is not distinct from 'deny' or (excluded.pinned is null and s.score > $2::float8))
+               held = ${heldSql('excluded.pinned', 's.score')}
          returning held)
        select up.held, (select held from old) as was from up`,
       [rule.hold, rule.threshold, w.weblogId, w.url, pin, first.score, first.reasons],
@@ -176,7 +184,9 @@ export async function rescoreTargets(q: Queryable, through: number, limit: numbe
 }
 
 export async function rescoreCursor(q: Queryable): Promise<number> {
-  const [r] = await withContext('reading the rescoring cursor', () => q.query<{ through: number }>('select through from spam_rescore_cursor'));
+  const [r] = await withContext('reading the rescoring cursor', () =>
+    q.query<{ through: number }>('select through from spam_rescore_cursor'),
+  );
   return Number(r?.through ?? 0);
 }
 
@@ -199,7 +209,7 @@ export async function writeRescores(q: Queryable, rule: HoldRule, rows: Rescored
        up as (
          update weblog_spam s
             set score = u.score, reasons = u.reasons::jsonb, site = coalesce(s.site, u.site), scored_at = now(),
-                held = $1::boolean and (s.pinned is not distinct from 'deny' or (s.pinned is null and u.score > $2::float8))
+                held = ${heldSql('s.pinned', 'u.score')}
            from u, weblog_spam o
           where s.weblog_id = u.id and o.weblog_id = u.id
          returning s.weblog_id, s.held, o.held as was),
