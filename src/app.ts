@@ -25,6 +25,7 @@ const TRICKLE_GRACE_MS = 2000;
 import { frameworkErrors } from './operations/health/framework-errors.js';
 import retentionPlugin from './operations/retention/plugin.js';
 import fetchPlugin from './platform/fetch/plugin.js';
+import type { LookupFn } from './platform/fetch/safe-fetch.js';
 import rssPingRoutes from './intake/rss-ping/routes.js';
 import verificationPlugin from './verification/plugin.js';
 import websubPlugin from './push/websub/plugin.js';
@@ -43,6 +44,11 @@ export interface BuildOptions {
   logStream?: { write(line: string): void };
   /** A serving process's bounded stdout (wins over logStream); its dropped lines become a metric. */
   logDestination?: LogDestination;
+  /**
+   * The outbound client's resolver (tests that play many named hosts on loopback); the system resolver by
+   * default. Every address it gives still passes the address policy.
+   */
+  lookup?: LookupFn;
 }
 
 export const REDACT = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-admin-token"]'];
@@ -111,7 +117,7 @@ export async function buildApp(opts: BuildOptions = {}): Promise<FastifyInstance
     const db = await prepareDatabase(config, app.log, { skipMigrations: opts.skipMigrations });
     await app.register(dbPlugin, { db });
     await app.register(healthPlugin);
-    await app.register(fetchPlugin, { config });
+    await app.register(fetchPlugin, { config, lookup: opts.lookup });
     // Intake: the shared path, its screens and metrics, then the protocols that feed it.
     await app.register(pingPlugin, { config });
     await app.register(abusePlugin, { config });

@@ -12,6 +12,6 @@ export const DEFAULT_SPAM_THRESHOLD = 0.5;
 /** Every family's reasons and the score they add up to. */
 export function scoreWeblog(e: WeblogEvidence): SpamVerdict {
   const rhythm = rhythmReasons(e);
-  const reasons = [...urlReasons(e), ...rhythm, ...contentReasons(e), ...trustReasons(e, rhythm.length > 0)];
+  const reasons = [...urlReasons(e), ...rhythm, ...contentReasons(e), ...trustReasons(e, rhythm)];
   return { score: scoreOf(reasons), reasons };
 }

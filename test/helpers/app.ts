@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type BuildOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
 
 export const BACKEND = (process.env.TEST_BACKEND ?? 'pglite') as 'pglite' | 'postgres';
@@ -72,10 +72,14 @@ export interface TestApp {
 }
 
 /** Builds the app on a fresh database; close() closes the app and drops the database. */
-export async function startApp(overrides: Partial<Config> = {}, db?: TestDatabase): Promise<TestApp> {
+export async function startApp(
+  overrides: Partial<Config> = {},
+  db?: TestDatabase,
+  build: Pick<BuildOptions, 'lookup'> = {},
+): Promise<TestApp> {
   const tdb = db ?? (await createTestDatabase({ migrated: true }));
   const config = testConfig(tdb, overrides);
-  const app = await buildApp({ config, logger: false });
+  const app = await buildApp({ config, logger: false, ...build });
   const t: TestApp = {
     app,
     db: tdb,

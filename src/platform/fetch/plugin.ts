@@ -4,7 +4,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter } from 'prom-client';
-import { SafeFetcher } from './safe-fetch.js';
+import { SafeFetcher, type LookupFn } from './safe-fetch.js';
 import { userAgent } from './user-agent.js';
 import type { Config } from '../config.js';
 import { trimEndChar } from '../text/trim.js';
@@ -15,7 +15,7 @@ declare module 'fastify' {
   }
 }
 
-async function fetchPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+async function fetchPlugin(app: FastifyInstance, opts: { config: Config; lookup?: LookupFn }): Promise<void> {
   const { config } = opts;
   const outcomes = new Counter({
     name: 'pingd_fetch_total',
@@ -41,6 +41,7 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config }): Prom
       timeoutMs: config.FETCH_TIMEOUT_MS,
       userAgent: userAgent(contact),
       onOutcome: (o) => outcomes.inc({ outcome: o }),
+      ...(opts.lookup ? { lookup: opts.lookup } : {}),
     }),
   );
 }
