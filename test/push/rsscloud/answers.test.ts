@@ -1,5 +1,5 @@
 // rsscloud-server's answers as pure functions: the XML bytes xmlbuilder writes, and the choice of XML or
-// JSON as Express's req.accepts('xml', 'json') makes it.
+// JSON as Express's req.accepts('xml', 'json') makes it (the negotiator package).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { negotiate, resultXml, resultJson } from '../../../src/push/rsscloud/answers.js';
@@ -31,6 +31,18 @@ test('negotiate: XML by default and for wildcards, JSON when preferred or listed
     ['image/png', null],
     ['text/html', null],
     ['garbage', null],
+    // The negotiator package's rules, as Express applies them: the more specific range wins a tie of quality,
+    // a range's own parameters must match the type offered, text/xml is offered as well as application/xml.
+    ['*/*, application/json', 'json'],
+    ['application/json;q=0.9, */*', 'xml'],
+    ['text/xml;q=0, application/xml', 'xml'],
+    ['text/xml;q=0, application/xml;q=0, */*', 'json'],
+    ['application/json; charset=utf-8', null],
+    ['application/json;q=0', null],
+    ['   ', 'xml'],
+    // Only the first 64 ranges are read.
+    [`${'image/png, '.repeat(64)}application/json`, null],
+    [`${'image/png, '.repeat(63)}application/json`, 'json'],
   ];
   for (const [accept, want] of cases) assert.equal(negotiate(accept), want, String(accept));
 });
