@@ -15,6 +15,7 @@ import { parseNotify, restFields } from './params.js';
 import { NOTIFY_REFUSAL_STATUS } from './refusals.js';
 import type { NotifyAnswer } from './subscribe.js';
 import type { NotifyRequest } from './params.js';
+import { errorHandler } from '../../platform/error-handler.js';
 
 export interface RsscloudRouteOptions {
   maxUrls: number;
@@ -40,20 +41,16 @@ export async function rsscloudRoutes(app: FastifyInstance, opts: RsscloudRouteOp
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
-    scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-      const element: Element = req.url.startsWith('/rsscloud/pleaseNotify') ? 'notifyResult' : 'result';
-      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-      if (status === 500) req.log.error({ err }, 'rsscloud request failed');
-      const msg =
-        err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-          ? 'Send the parameters as application/x-www-form-urlencoded.'
-          : status === 413
-            ? `The request body is larger than ${FORM_LIMIT} bytes.`
-            : status === 500
-              ? 'Internal error; please try again later.'
-              : err.message;
-      return answer(req, reply, element, err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? 415 : status, false, msg);
-    });
+    scope.setErrorHandler(
+      errorHandler((a, req, reply) => {
+        const element: Element = req.url.startsWith('/rsscloud/pleaseNotify') ? 'notifyResult' : 'result';
+        if (a.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+          return answer(req, reply, element, 415, false, 'Send the parameters as application/x-www-form-urlencoded.');
+        if (a.statusCode >= 500) return answer(req, reply, element, 500, false, 'Internal error; please try again later.');
+        const msg = a.statusCode === 413 ? `The request body is larger than ${FORM_LIMIT} bytes.` : a.message;
+        return answer(req, reply, element, a.statusCode, false, msg);
+      }),
+    );
 
     scope.post('/rsscloud/ping', { schema: { body: Type.Optional(Form) }, ...intakeRoute(app) }, async (req, reply) => {
       const form = (req.body ?? {}) as Record<string, unknown>;
