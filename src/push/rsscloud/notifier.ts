@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
-import type { PoliteClient } from '../../verification/polite.js';
+import type { PoliteClient } from '../../platform/fetch/polite.js';
 import { HostGate } from '../../platform/host-gate.js';
 import { retryAfter } from '../../platform/retry.js';
 import { afterFailure, isReceived, judgeCheck, type NotifyOutcome, type NotifyTiming } from './outcomes.js';

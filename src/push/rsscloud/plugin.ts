@@ -74,7 +74,7 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
   queueGauge(app.metrics, 'pingd_rsscloud_queue', 'rssCloud notifications', () => notificationQueueStats(app.db));
 
-  const notifier = new Notifier(app.db, app.fetcher, app.verification.hosts, {
+  const notifier = new Notifier(app.db, app.fetcher, app.polite, {
     timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
     answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
     maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
