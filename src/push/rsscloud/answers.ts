@@ -1,8 +1,9 @@
 // Owns what rssCloud's endpoints answer, as pure functions: the messages rsscloud-server (the protocol's
 // reference implementation, Dave Winer's and Andrew Shell's) sends, byte for byte where a client could match
-// on them, its REST answer (`<result success="true" msg="…"/>` or `<notifyResult …/>`, or the same as JSON
-// when the client asks for it), and the choice between the two by the Accept header, made by the negotiator
-// package as Express's req.accepts('xml', 'json') makes it there.
+// on them, its REST answer as 4.0.0 writes it (`<result success="true" msg="…"/>` or `<notifyResult …/>`
+// after xml2js's declaration, or the same as JSON when the client asks for it), and the choice between the
+// two by the Accept header, made by the negotiator package as Express's req.accepts('xml', 'json') makes it
+// there.
 import Negotiator from 'negotiator';
 import { stripControls } from '../../platform/xml/escape.js';
 
@@ -18,6 +19,10 @@ export const MSG = {
     `The subscription was cancelled because there was an error reading the resource at URL ${url}: ${why}.`,
   failedHandler: (why: string) => `The subscription was cancelled because the call failed when we tested the handler: ${why}.`,
   notEnoughParams: (m: string) => `Can't call "${m}" because there aren't enough parameters.`,
+  // pingd's own: rsscloud-server 4.0.0 takes an xml-rpc subscription without a procedure and then calls
+  // a method with an empty name, which no subscriber can answer.
+  noProcedure: 'The notifyProcedure must be given for the xml-rpc protocol: the name of the method to call on the endpoint.',
+  badProcedure: 'The notifyProcedure must be an XML-RPC method name (letters, digits, _ . : /), at most 128 characters.',
   tooManyParams: (m: string) => `Can't call "${m}" because there are too many parameters.`,
 } as const;
 
@@ -35,9 +40,16 @@ function attr(s: string): string {
 }
 const ATTR_ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '"': '&quot;', '\t': '&#x9;', '\n': '&#xA;', '\r': '&#xD;' };
 
-/** The REST answer as rsscloud-server's xmlbuilder writes it: a declaration, a newline, one empty element. */
+/**
+ * The declaration rsscloud-server 4.0.0 writes (xml2js 0.6's Builder, over xmlbuilder 11). 2.x and 3.0.0
+ * wrote `<?xml version="1.0"?>` (xmlbuilder 15's create()); an XML parser reads either, and FeedLand's
+ * (xml2js.parseString) and the 4.0.0 suite's (chai-xml) compare what follows it.
+ */
+export const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>';
+
+/** The REST answer as rsscloud-server 4.0.0 writes it: the declaration, a newline, one empty element. */
 export function resultXml(element: Element, success: boolean, msg: string): string {
-  return `<?xml version="1.0"?>\n<${element} success="${success ? 'true' : 'false'}" msg="${attr(msg)}"/>`;
+  return `${XML_DECLARATION}\n<${element} success="${success ? 'true' : 'false'}" msg="${attr(msg)}"/>`;
 }
 
 export function resultJson(success: boolean, msg: string): string {
