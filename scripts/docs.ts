@@ -20,7 +20,7 @@ import { FAULT } from '../src/intake/xmlrpc/parse.js';
 import { STREAM_REFUSAL_RETRY_MS } from '../src/push/stream/routes.js';
 import { WEBSUB_REFUSAL_STATUS, WEBSUB_RETRY_AFTER_SEC } from '../src/push/websub/refusals.js';
 import { ADMIN_REFUSALS } from '../src/platform/admin-auth.js';
-import { NOTIFY_REFUSAL_STATUS } from '../src/push/rsscloud/refusals.js';
+import { NOTIFY_REFUSALS } from '../src/push/rsscloud/refusals.js';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/operations/admin/commands.js';
 
@@ -206,8 +206,8 @@ export function websubRefusalsBlock(): string {
 }
 
 export function rsscloudRefusalsBlock(): string {
-  const rows = Object.entries(NOTIFY_REFUSAL_STATUS).map(([reason, status]) => [code(reason), String(status)]);
-  return table(['refusal (`pingd_rsscloud_subscribe_total{outcome}`)', 'HTTP status (XML-RPC: fault 4)'], rows);
+  const rows = Object.entries(NOTIFY_REFUSALS).map(([reason, when]) => [code(reason), cell(when)]);
+  return table(['refusal (`pingd_rsscloud_subscribe_total{outcome}`)', 'when'], rows);
 }
 
 export function adminRefusalsBlock(): string {

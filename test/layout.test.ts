@@ -93,14 +93,15 @@ test('the code layout in docs/design/architecture.md names every folder of src/'
   }
 });
 
-test('push takes nothing from verification but the shared polite client: generic helpers live in platform/', () => {
-  // The instance's per-host manners (verification/polite.ts) are one budget every outbound request shares;
-  // anything else push needs of verification is a helper in the wrong place. REGRESSION: relay/sender.ts and
-  // websub/hub.ts took retryAfter from verification/manners.ts, relay/relay.ts HostGate from verification/.
+test('push takes nothing from verification: what both need (per-host manners, retry, gates) lives in platform/', () => {
+  // The instance's per-host manners are one budget every outbound request shares: platform/fetch/polite.ts
+  // and its slots' SQL (fetch/host-repository.ts), reached as app.polite. REGRESSION: relay/sender.ts and
+  // websub/hub.ts took retryAfter from verification/manners.ts, relay/relay.ts HostGate from verification/,
+  // and websub/hub.ts and rsscloud/notifier.ts the polite client from verification/polite.ts.
   const wrong: string[] = [];
   for (const f of files(join(src, 'push'))) {
     const from = relative(src, f).split('\\').join('/');
-    for (const to of importsOf(f)) if (layer(to) === 'verification' && to !== 'verification/polite.js') wrong.push(`${from} → ${to}`);
+    for (const to of importsOf(f)) if (layer(to) === 'verification') wrong.push(`${from} → ${to}`);
   }
   assert.deepEqual(wrong, []);
 });

@@ -1,6 +1,8 @@
-// Owns the root error handler: every error no route answered becomes one JSON answer with its status and
-// code, and a 5xx never sends its message (a driver's text, a path, a host): that goes to the log, under the
-// request id the answer names. The protocol scopes (XML-RPC, RSS Ping, WebSub) format their own refusals.
+// Owns what a client is told of an error no route answered: one decision (errorAnswer: a 4xx keeps its
+// message, which is meant for the client; anything else is a 5xx that never sends its message, a driver's
+// text, a path, a host) and its log (a 5xx, under the request id), made here once. The root handler sends it
+// as JSON; the protocol scopes (XML-RPC, RSS Ping, rssCloud, WebSub) take the same decision through
+// errorHandler() and only write it in their own form (a fault, a <result>, a line of text).
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -32,9 +34,19 @@ export function errorAnswer(err: Pick<FastifyError, 'message'> & { statusCode?: 
   };
 }
 
-export function rootErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const answer = errorAnswer(err, String(req.id));
-  if (answer.statusCode >= 500) req.log.error({ err }, 'request failed');
+/** Sends the decision in one protocol's own form. */
+export type ErrorFormat = (answer: ErrorAnswer, req: FastifyRequest, reply: FastifyReply) => FastifyReply;
+
+/** An error handler that decides with errorAnswer, logs a 5xx, and leaves the wording to `format`. */
+export function errorHandler(format: ErrorFormat): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => FastifyReply {
+  return (err, req, reply) => {
+    const answer = errorAnswer(err, String(req.id));
+    if (answer.statusCode >= 500) req.log.error({ err }, 'request failed');
+    return format(answer, req, reply);
+  };
+}
+
+export const rootErrorHandler = errorHandler((answer, _req, reply) => {
   if (answer.statusCode === 503) reply.header('retry-after', '10');
   return reply.code(answer.statusCode).send(answer);
-}
+});

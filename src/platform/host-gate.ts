@@ -1,7 +1,7 @@
 // Owns the per-host bound on requests in flight inside one instance (at most N at once to one host), and
 // their spacing as they leave: a burst of pings for hundreds of weblogs on one blog host never becomes
 // hundreds of simultaneous requests. Verification's manners, the relay and the WebSub hub each keep one; the
-// minimum gap between requests to a host across instances is the database's (verification's fetch_hosts).
+// minimum gap between requests to a host across instances is the database's (fetch_hosts, fetch/host-repository.ts).
 
 export class HostGate {
   private readonly inFlight = new Map<string, number>();

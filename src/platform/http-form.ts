@@ -5,10 +5,13 @@
 // meant (issue 43): a client that means a URL with `%FF` in it sends `%25FF`. Refused with a 400 and the
 // parameter's name instead, in the form each surface answers errors (its scope's error handler).
 
+/** The code of a FormEncodingError, for a scope that answers it in its own way. */
+export const FORM_NOT_UTF8 = 'FORM_NOT_UTF8';
+
 /** A refusal of the whole body: Fastify's error handlers read statusCode. */
 export class FormEncodingError extends Error {
   readonly statusCode = 400;
-  readonly code = 'FORM_NOT_UTF8';
+  readonly code = FORM_NOT_UTF8;
 }
 
 function decode(part: string, what: () => string): string {

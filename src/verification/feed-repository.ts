@@ -1,7 +1,7 @@
 // Owns the SQL of feed state: each feed's HTTP state and hints (the RSS Feed State document: validators,
 // redirects, gone, polling hints), the identities of items seen, the weblog's remembered feed and latest
-// verification, the per-host request slots shared by instances, and the items found. Plain values in,
-// plain rows out.
+// verification, and the items found. Plain values in, plain rows out. (The per-host request slots are
+// platform/fetch/host-repository.ts's.)
 import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
 import type { Outcome } from '../platform/outcomes.js';
@@ -198,46 +198,6 @@ export async function recordVerification(
               last_verified_at = case when $4::timestamptz is null then last_verified_at else greatest(coalesce(last_verified_at, $4::timestamptz), $4::timestamptz) end
         where id = $1`,
       [weblogId, JSON.stringify(v), feedId, verifiedThrough],
-    ),
-  );
-}
-
-export type HostSlot = { ok: true } | { ok: false; retryAt: Date; blocked: boolean };
-
-/**
- * Takes the next request slot for `host` if it is free now: at most one request per `gapMs` to one host,
- * whatever instance asks, and none while a Retry-After holds. Otherwise says when to ask again.
- */
-export async function takeHostSlot(q: Queryable, host: string, gapMs: number, known = false): Promise<HostSlot> {
-  return withContext(`taking a request slot for ${host}`, async () => {
-    // `known`: the caller saw this host's row before (rows are never deleted), so it need not be created.
-    if (!known) await q.query('insert into fetch_hosts (host, next_slot_at) values ($1, now()) on conflict (host) do nothing', [host]);
-    // The row lock serialises instances: a second taker re-reads the row after the first commits and finds
-    // the slot gone (READ COMMITTED re-checks the WHERE on the new row version).
-    const taken = await q.query(
-      `update fetch_hosts set next_slot_at = now() + make_interval(secs => $2::float8 / 1000)
-        where host = $1 and next_slot_at <= now() and (blocked_until is null or blocked_until <= now()) returning 1`,
-      [host, gapMs],
-    );
-    if (taken.length > 0) return { ok: true };
-    const [r] = await q.query<{ next_slot_at: Date; blocked_until: Date | null; now: Date }>(
-      'select next_slot_at, blocked_until, now() as now from fetch_hosts where host = $1',
-      [host],
-    );
-    const next = new Date(r.next_slot_at);
-    const blocked = r.blocked_until ? new Date(r.blocked_until) : null;
-    const isBlocked = blocked !== null && blocked > new Date(r.now);
-    return { ok: false, retryAt: isBlocked && blocked > next ? blocked : next, blocked: isBlocked };
-  });
-}
-
-/** No request to `host` before `until` (a 429 or 503 with Retry-After). */
-export async function blockHost(q: Queryable, host: string, until: Date): Promise<void> {
-  await withContext(`blocking requests to ${host}`, () =>
-    q.query(
-      `insert into fetch_hosts as h (host, next_slot_at, blocked_until) values ($1, now(), $2)
-       on conflict (host) do update set blocked_until = greatest(coalesce(h.blocked_until, $2), $2)`,
-      [host, until],
     ),
   );
 }

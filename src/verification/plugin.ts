@@ -13,7 +13,6 @@ import { claimVerifyJobs, verifyQueueStats, type Job } from './job-repository.js
 import { Verifier } from './verifier.js';
 import { FeedProbe, type ProbeResult } from './probe.js';
 import { DocumentReader } from './documents.js';
-import { PoliteClient } from './polite.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
 import { FeedChanges, type FeedCheck } from '../platform/feed-changes.js';
@@ -26,8 +25,6 @@ declare module 'fastify' {
       verifier: Verifier;
       /** The worker threads fetched documents are read on. */
       documents: DocumentReader;
-      /** The instance's per-host manners: every request pingd makes of its own accord goes through them. */
-      hosts: PoliteClient;
       worker: QueueWorker<Job> | undefined;
       /**
        * Registers a listener told after outcomes were committed (the stream stamps and sends them): the
@@ -76,7 +73,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   });
   queueGauge(registry, 'pingd_verify_queue', 'Verification jobs', () => verifyQueueStats(app.db));
 
-  const hosts = new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS);
+  const hosts = app.polite;
   const documents = new DocumentReader({
     threads: config.VERIFY_PARSE_THREADS,
     budgetMs: config.VERIFY_PARSE_BUDGET_MS,
@@ -161,7 +158,6 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
   app.decorate('verification', {
     verifier,
     documents,
-    hosts,
     worker,
     onSettled: (l: SettledListener) => void settledListeners.push(l),
     changes,

@@ -7,7 +7,7 @@ import type { Db } from '../platform/db/database.js';
 import type { SafeFetcher } from '../platform/fetch/safe-fetch.js';
 import type { DocumentReader } from './documents.js';
 import { ensureFeed, saveFeed } from './feed-repository.js';
-import { politeHost, type PoliteClient } from './polite.js';
+import { politeHost, type PoliteClient } from '../platform/fetch/polite.js';
 import { FEED_ACCEPT, MAX_REDIRECTS } from './verifier.js';
 
 export type ProbeResult =

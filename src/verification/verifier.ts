@@ -24,7 +24,7 @@ import {
   type FeedRow,
   type FeedUpdate,
 } from './feed-repository.js';
-import { politeHost, type PoliteClient } from './polite.js';
+import { politeHost, type PoliteClient } from '../platform/fetch/polite.js';
 import type { FeedChange, FeedChanges, FeedCheck, FeedInterest } from '../platform/feed-changes.js';
 
 export interface VerifierOptions {
@@ -327,7 +327,7 @@ export class Verifier {
     return this.settle(job, outcome, status, feed, [], update, started);
   }
 
-  /** One GET when the host's manners allow it (polite.ts), counted against the job's bound; failures become outcomes. */
+  /** One GET when the host's manners allow it (platform/fetch/polite.ts), counted against the job's bound; failures become outcomes. */
   private async politeGet(
     run: Run,
     url: string,

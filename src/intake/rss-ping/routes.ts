@@ -20,6 +20,7 @@ import { throttleBeforeParse } from './early-throttle.js';
 import { rssPingAuthenticator } from './auth.js';
 import { payloadRecord } from './payload-record.js';
 import { tokenRoute } from './token-route.js';
+import { errorHandler } from '../../platform/error-handler.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
@@ -56,23 +57,22 @@ export default async function rssPingRoutes(app: FastifyInstance, opts: { config
       .header('cache-control', 'no-store')
       .send(rssPingResponseXml(flerror, message, auth));
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) req.log.error({ err }, 'rss ping handler failed');
-    if (req.method === 'GET')
-      return reply
-        .code(status)
-        .header('content-type', TEXT_TYPE)
-        .send(status === 500 ? 'Internal error; please try again later.' : err.message);
-    requests.inc({ outcome: status === 413 ? 'too_large' : status === 500 ? 'unavailable' : 'invalid', auth: 'none' });
-    const msg =
-      status === 413
-        ? `The rss_ping is larger than ${config.RSSPING_BODY_LIMIT} bytes.`
-        : status === 500
-          ? 'Internal error; please try again later.'
-          : err.message;
-    return sendXml(reply, status, true, msg);
-  });
+  app.setErrorHandler(
+    errorHandler((a, req, reply) => {
+      // Any failure of ours is a 500 here (a 503 too), with no more said.
+      const status = a.statusCode >= 500 ? 500 : a.statusCode;
+      const internal = 'Internal error; please try again later.';
+      if (req.method === 'GET')
+        return reply
+          .code(status)
+          .header('content-type', TEXT_TYPE)
+          .send(status === 500 ? internal : a.message);
+      requests.inc({ outcome: status === 413 ? 'too_large' : status === 500 ? 'unavailable' : 'invalid', auth: 'none' });
+      const msg =
+        status === 413 ? `The rss_ping is larger than ${config.RSSPING_BODY_LIMIT} bytes.` : status === 500 ? internal : a.message;
+      return sendXml(reply, status, true, msg);
+    }),
+  );
 
   const post = async (req: FastifyRequest<{ Params: { endpoint?: string } }>, reply: FastifyReply) => {
     try {

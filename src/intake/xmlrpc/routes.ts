@@ -8,6 +8,7 @@ import { faultXml, pingResponseXml, responseXml } from './serialize.js';
 import { pingFromCall, systemCall } from './methods.js';
 import { THANKS } from '../ping/ping-service.js';
 import { intakeRoute } from '../ping/plugin.js';
+import { errorHandler } from '../../platform/error-handler.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 // The success reply never varies: build its bytes once.
@@ -25,17 +26,15 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.config.BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 200;
-    if (status === 200) req.log.error({ err }, 'xml-rpc handler failed');
-    const msg =
-      status === 413
-        ? `Request body larger than ${opts.config.BODY_LIMIT} bytes.`
-        : status === 200
-          ? 'Internal error; please try again later.'
-          : err.message;
-    return sendXml(reply, faultXml(status === 200 ? FAULT.INTERNAL_ERROR : FAULT.INVALID_REQUEST, msg), status);
-  });
+  // A client's error is a fault with its HTTP status; a failure of ours is a fault over HTTP 200, as an
+  // XML-RPC server answers every call it read.
+  app.setErrorHandler(
+    errorHandler((a, _req, reply) => {
+      if (a.statusCode >= 500) return sendXml(reply, faultXml(FAULT.INTERNAL_ERROR, 'Internal error; please try again later.'), 200);
+      const msg = a.statusCode === 413 ? `Request body larger than ${opts.config.BODY_LIMIT} bytes.` : a.message;
+      return sendXml(reply, faultXml(FAULT.INVALID_REQUEST, msg), a.statusCode);
+    }),
+  );
 
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
     let call;

@@ -1,10 +1,12 @@
-// Owns the outbound HTTP client as a Fastify resource (`app.fetcher`): one SafeFetcher configured from
-// FETCH_* (address policy, deadline, User-Agent), with a counter of outcomes. Modules that fetch from
-// other hosts (RSS Ping's payload_hash_uri, …) use it instead of http.request or fetch().
+// Owns the outbound HTTP client as Fastify resources: `app.fetcher`, one SafeFetcher configured from FETCH_*
+// (address policy, deadline, User-Agent), with a counter of outcomes, and `app.polite`, the instance's
+// per-host manners (polite.ts) every request pingd makes of its own accord goes through. Modules that fetch
+// from other hosts (RSS Ping's payload_hash_uri, …) use them instead of http.request or fetch().
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter } from 'prom-client';
 import { SafeFetcher, type LookupFn } from './safe-fetch.js';
+import { PoliteClient } from './polite.js';
 import { userAgent } from './user-agent.js';
 import type { Config } from '../config.js';
 import { trimEndChar } from '../text/trim.js';
@@ -12,6 +14,7 @@ import { trimEndChar } from '../text/trim.js';
 declare module 'fastify' {
   interface FastifyInstance {
     fetcher: SafeFetcher;
+    polite: PoliteClient;
   }
 }
 
@@ -44,6 +47,7 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config; lookup?
       ...(opts.lookup ? { lookup: opts.lookup } : {}),
     }),
   );
+  app.decorate('polite', new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS));
 }
 
-export default fp(fetchPlugin, { name: 'fetch', dependencies: ['metrics'] });
+export default fp(fetchPlugin, { name: 'fetch', dependencies: ['metrics', 'db'] });

@@ -1,7 +1,8 @@
 // Owns the characters we never publish (what XML 1.0 cannot carry) and all escaping for what we write as
-// XML or HTML: text, single- or double-quoted attribute values, and the fast double-quoted attribute escaper
-// of the large weblogUpdates documents. Everything written is well-formed and reads back as given, minus the
-// removed characters. A utility: it imports nothing from the domain layers.
+// XML: text, single- or double-quoted attribute values, and the fast double-quoted attribute escaper of the
+// large weblogUpdates documents (the pages' HTML is escaped by their Eta templates). Everything written is
+// well-formed and reads back as given, minus the removed characters. A utility: it imports nothing from the
+// domain layers.
 
 // The characters we remove before anything is stored or published. XML 1.0 §2.2 (Char) excludes the C0
 // controls other than tab, LF and CR, U+FFFE/U+FFFF and unpaired surrogates; DEL and the C1 controls are
@@ -19,7 +20,6 @@ export function stripControls(s: string): string {
 }
 
 const XML_ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
-const HTML_ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
 /**
  * Escapes text for element content or a quoted attribute value (both quote styles). Every `&` in the
@@ -30,12 +30,6 @@ const HTML_ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;
 export function escapeXml(s: string): string {
   const clean = stripControls(s);
   return /[&<>"']/.test(clean) ? clean.replace(/[&<>"']/g, (c) => XML_ESC[c]) : clean;
-}
-
-/** Escapes text for HTML element content or a quoted attribute. */
-export function escapeHtml(s: string): string {
-  const clean = stripControls(s);
-  return /[&<>"']/.test(clean) ? clean.replace(/[&<>"']/g, (c) => HTML_ESC[c]) : clean;
 }
 
 // Anything that needs escaping or removing; the fast path (most names and URLs) is one regex test. Any

@@ -1,8 +1,10 @@
 // Owns what rssCloud's endpoints answer, as pure functions: the messages rsscloud-server (the protocol's
 // reference implementation, Dave Winer's and Andrew Shell's) sends, byte for byte where a client could match
-// on them, its REST answer (`<result success="true" msg="…"/>` or `<notifyResult …/>`, or the same as JSON
-// when the client asks for it), and the choice between the two by the Accept header, as Express's
-// req.accepts('xml', 'json') makes it there.
+// on them, its REST answer as 4.0.0 writes it (`<result success="true" msg="…"/>` or `<notifyResult …/>`
+// after xml2js's declaration, or the same as JSON when the client asks for it), and the choice between the
+// two by the Accept header, made by the negotiator package as Express's req.accepts('xml', 'json') makes it
+// there.
+import Negotiator from 'negotiator';
 import { stripControls } from '../../platform/xml/escape.js';
 
 /** rsscloud-server's messages (services/app-messages.js), without the HTML it puts around the protocol name. */
@@ -17,6 +19,10 @@ export const MSG = {
     `The subscription was cancelled because there was an error reading the resource at URL ${url}: ${why}.`,
   failedHandler: (why: string) => `The subscription was cancelled because the call failed when we tested the handler: ${why}.`,
   notEnoughParams: (m: string) => `Can't call "${m}" because there aren't enough parameters.`,
+  // pingd's own: rsscloud-server 4.0.0 takes an xml-rpc subscription without a procedure and then calls
+  // a method with an empty name, which no subscriber can answer.
+  noProcedure: 'The notifyProcedure must be given for the xml-rpc protocol: the name of the method to call on the endpoint.',
+  badProcedure: 'The notifyProcedure must be an XML-RPC method name (letters, digits, _ . : /), at most 128 characters.',
   tooManyParams: (m: string) => `Can't call "${m}" because there are too many parameters.`,
 } as const;
 
@@ -34,43 +40,47 @@ function attr(s: string): string {
 }
 const ATTR_ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '"': '&quot;', '\t': '&#x9;', '\n': '&#xA;', '\r': '&#xD;' };
 
-/** The REST answer as rsscloud-server's xmlbuilder writes it: a declaration, a newline, one empty element. */
+/**
+ * The declaration rsscloud-server 4.0.0 writes (xml2js 0.6's Builder, over xmlbuilder 11). 2.x and 3.0.0
+ * wrote `<?xml version="1.0"?>` (xmlbuilder 15's create()); an XML parser reads either, and FeedLand's
+ * (xml2js.parseString) and the 4.0.0 suite's (chai-xml) compare what follows it.
+ */
+export const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>';
+
+/** The REST answer as rsscloud-server 4.0.0 writes it: the declaration, a newline, one empty element. */
 export function resultXml(element: Element, success: boolean, msg: string): string {
-  return `<?xml version="1.0"?>\n<${element} success="${success ? 'true' : 'false'}" msg="${attr(msg)}"/>`;
+  return `${XML_DECLARATION}\n<${element} success="${success ? 'true' : 'false'}" msg="${attr(msg)}"/>`;
 }
 
 export function resultJson(success: boolean, msg: string): string {
   return JSON.stringify({ success, msg });
 }
 
+/** What an answer can be sent as, in the order a tie goes: XML first, rsscloud-server's default. */
+const ANSWER_TYPES = ['text/xml', 'application/xml', 'application/json'];
+/** Ranges of an Accept header read: far above any client's, and a hostile 16 KiB header costs no more. */
+const MAX_RANGES = 64;
+
 /**
- * XML or JSON by the Accept header, as Express's req.accepts('xml', 'json') chooses there (the negotiator
- * package): no header is XML; otherwise the type with the higher quality, then the one the client listed
- * first, XML when a wildcard alone takes both; null when neither is acceptable (406). The range that applies
- * to a type is its most specific one (text/xml over text/* over *\/*, RFC 9110 §12.5.1).
+ * XML or JSON by the Accept header, chosen by the negotiator package as Express's req.accepts('xml', 'json')
+ * chooses it in rsscloud-server (accepts → negotiator): no header, or an empty one, is XML without asking
+ * it; otherwise the type with the higher quality, then the more specific range (RFC 9110 §12.5.1), then the
+ * one the client listed first, XML on a tie; null when neither is acceptable (406). One difference, on
+ * purpose: pingd offers text/xml (the type it answers with) beside application/xml, where Express maps
+ * 'xml' to application/xml alone and answers `Accept: text/xml` with 406.
  */
 export function negotiate(accept: string | undefined): 'xml' | 'json' | null {
   if (accept === undefined || accept.trim() === '') return 'xml';
-  const best = { xml: { q: 0, spec: -1, at: Infinity }, json: { q: 0, spec: -1, at: Infinity } };
-  const ranges = accept.split(',').slice(0, 64);
-  for (const [at, part] of ranges.entries()) {
-    const [range, ...params] = part.trim().toLowerCase().split(';');
-    let q = 1;
-    for (const p of params) {
-      const m = /^\s*q\s*=\s*([0-9.]+)\s*$/.exec(p);
-      if (m) q = Math.max(0, Math.min(1, Number(m[1]) || 0));
-    }
-    const [type, sub] = range.trim().split('/');
-    if (sub === undefined) continue;
-    const spec = type === '*' ? 0 : sub === '*' ? 1 : 2;
-    const takes = {
-      xml: type === '*' || ((type === 'text' || type === 'application') && (sub === '*' || sub === 'xml')),
-      json: type === '*' || (type === 'application' && (sub === '*' || sub === 'json')),
-    };
-    for (const k of ['xml', 'json'] as const) if (takes[k] && spec > best[k].spec) best[k] = { q, spec, at };
+  const type = new Negotiator({ headers: { accept: firstRanges(accept, MAX_RANGES) } }).mediaType(ANSWER_TYPES);
+  if (type === undefined) return null;
+  return type === 'application/json' ? 'json' : 'xml';
+}
+
+function firstRanges(accept: string, n: number): string {
+  let at = -1;
+  for (let i = 0; i < n; i++) {
+    at = accept.indexOf(',', at + 1);
+    if (at === -1) return accept;
   }
-  const { xml, json } = best;
-  if (xml.q === 0 && json.q === 0) return null;
-  if (json.q !== xml.q) return json.q > xml.q ? 'json' : 'xml';
-  return json.at < xml.at ? 'json' : 'xml';
+  return accept.slice(0, at);
 }

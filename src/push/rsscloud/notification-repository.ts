@@ -5,6 +5,7 @@
 // plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import type { Protocol } from './params.js';
 
 export interface Notification {
   id: number;
@@ -14,7 +15,7 @@ export interface Notification {
   attempts: number;
   host: string;
   /** The subscription, or null when it expired (the notification is dropped). */
-  subscription: { id: number; resourceUrl: string; notifyUrl: string } | null;
+  subscription: { id: number; resourceUrl: string; notifyUrl: string; protocol: Protocol; notifyProcedure: string | null } | null;
 }
 
 /** Queues a notification to every unexpired subscriber of the feed; returns how many were reached. */
@@ -50,7 +51,8 @@ with cand as (
     from c where n.id = c.id
   returning n.*
 )
-select u.id, u.seq, u.attempts, u.endpoint_host, s.id as sub_id, s.resource_url, s.notify_url, (s.expires_at > now()) as live
+select u.id, u.seq, u.attempts, u.endpoint_host, s.id as sub_id, s.resource_url, s.notify_url, s.protocol, s.notify_procedure,
+       (s.expires_at > now()) as live
   from u left join rsscloud_subscriptions s on s.id = u.subscription_id
  order by u.id`;
 
@@ -70,6 +72,8 @@ export async function claimNotifications(
       sub_id: number | null;
       resource_url: string | null;
       notify_url: string | null;
+      protocol: Protocol | null;
+      notify_procedure: string | null;
       live: boolean | null;
     }>(CLAIM, [limit, leaseSec, busyHosts], { name: 'pingd_claim_rsscloud_notifications' });
     return rows.map((r) => ({
@@ -79,7 +83,13 @@ export async function claimNotifications(
       host: r.endpoint_host,
       subscription:
         r.sub_id !== null && r.live === true
-          ? { id: Number(r.sub_id), resourceUrl: r.resource_url as string, notifyUrl: r.notify_url as string }
+          ? {
+              id: Number(r.sub_id),
+              resourceUrl: r.resource_url as string,
+              notifyUrl: r.notify_url as string,
+              protocol: r.protocol as Protocol,
+              notifyProcedure: r.notify_procedure,
+            }
           : null,
     }));
   });

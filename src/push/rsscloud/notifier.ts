@@ -1,13 +1,14 @@
-// Owns rssCloud's outbound requests: the endpoint check of a pleaseNotify (a test POST of url=<feed> to the
-// endpoint, or a GET with url and challenge when a domain was given, as rsscloud-server makes them) and the
-// notifications (POST url=<feed>, application/x-www-form-urlencoded). Every request goes through the safe
+// Owns rssCloud's outbound requests: the endpoint check of a pleaseNotify (a test notification to the
+// endpoint, or for http-post and https-post a GET with url and challenge when a domain was given, as
+// rsscloud-server makes them) and the notifications (notification.ts: POST url=<feed> as a form, or the
+// XML-RPC call of the subscriber's notifyProcedure). Every request goes through the safe
 // fetcher (the address policy on every hop; no redirect is followed: the endpoint itself must answer) and
 // the instance's per-host manners shared with verification and WebSub, bounded in time and answer bytes,
 // with one notification in flight per endpoint host. The decisions are outcomes.ts's.
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
-import type { PoliteClient } from '../../verification/polite.js';
+import type { PoliteClient } from '../../platform/fetch/polite.js';
 import { HostGate } from '../../platform/host-gate.js';
 import { retryAfter } from '../../platform/retry.js';
 import { afterFailure, isReceived, judgeCheck, type NotifyOutcome, type NotifyTiming } from './outcomes.js';
@@ -19,6 +20,7 @@ import {
   type Notification,
 } from './notification-repository.js';
 import { recordAttempt } from './subscription-repository.js';
+import { notifyBody, type NotifyTarget } from './notification.js';
 
 export interface NotifierOptions {
   /** WEBSUB_ANSWER_TIMEOUT_MS: the whole request, its answer read to the end. */
@@ -32,7 +34,6 @@ export interface NotifierOptions {
   log: { debug(obj: object, msg?: string): void };
 }
 
-const FORM = 'application/x-www-form-urlencoded';
 /** Our own bound on requests in flight was reached: try again then. */
 const BUSY_WAIT_MS = 1000;
 
@@ -55,15 +56,17 @@ export class Notifier {
 
   /**
    * The endpoint check of a pleaseNotify for `resourceUrl`: null when it passed, else why not. Waits for the
-   * host's turn up to maxWaitMs (the subscriber is waiting for its answer).
+   * host's turn up to maxWaitMs (the subscriber is waiting for its answer). An xml-rpc endpoint is always
+   * sent a test call, with or without a domain: rsscloud-server 4.0.0 has no challenge for it (Dave's
+   * original rssCloud had none).
    */
-  async check(notifyUrl: string, resourceUrl: string, viaDomain: boolean): Promise<string | null> {
-    const challenge = viaDomain ? randomBytes(15).toString('base64url') : null;
+  async check(notifyUrl: string, target: NotifyTarget, resourceUrl: string, viaDomain: boolean): Promise<string | null> {
+    const challenge = viaDomain && target.protocol !== 'xml-rpc' ? randomBytes(15).toString('base64url') : null;
     const deadline = Date.now() + this.opts.maxWaitMs;
     for (;;) {
       const got =
         challenge === null
-          ? await this.post(notifyUrl, resourceUrl)
+          ? await this.post(notifyUrl, target, resourceUrl)
           : await this.send(notifyUrl, () => {
               const u = new URL(notifyUrl);
               u.searchParams.append('url', resourceUrl);
@@ -92,7 +95,7 @@ export class Notifier {
         this.opts.onOutcome('dropped');
         return 'done';
       }
-      const got = await this.post(sub.notifyUrl, sub.resourceUrl);
+      const got = await this.post(sub.notifyUrl, sub, sub.resourceUrl);
       if (got.kind === 'busy') return this.defer(n.id, got.at);
       if (got.kind === 'ok' && isReceived(got.res.status)) {
         await this.db.transaction(async (tx) => {
@@ -126,12 +129,13 @@ export class Notifier {
     }
   }
 
-  /** POST url=<resource>, as a form. */
-  private post(notifyUrl: string, resourceUrl: string): Promise<Sent> {
+  /** The notification of `resourceUrl`, in the endpoint's protocol. */
+  private post(notifyUrl: string, target: NotifyTarget, resourceUrl: string): Promise<Sent> {
+    const { body, contentType } = notifyBody(target, resourceUrl);
     return this.send(notifyUrl, () =>
       this.fetcher.post(notifyUrl, {
-        body: Buffer.from(new URLSearchParams({ url: resourceUrl }).toString()),
-        contentType: FORM,
+        body,
+        contentType,
         timeoutMs: this.opts.timeoutMs,
         maxBytes: this.opts.answerMaxBytes,
         oversize: 'fail',

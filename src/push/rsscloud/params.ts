@@ -1,23 +1,33 @@
-// Owns reading a pleaseNotify request (RSS 2.0 <cloud>; rsscloud-server's parse-notify-params.js) into what
-// pingd will do, as pure functions: the REST form (notifyProcedure, port, path, protocol, optional domain,
-// url1…urlN) and the XML-RPC call (notifyProcedure, port, path, protocol, urlList[, domain]) give one
+// Owns reading a pleaseNotify request (RSS 2.0 <cloud>; rsscloud-server 4.0.0's subscribe-request.ts) into
+// what pingd will do, as pure functions: the REST form (notifyProcedure, port, path, protocol, optional
+// domain, url1…urlN) and the XML-RPC call (notifyProcedure, port, path, protocol, urlList[, domain]) give one
 // NotifyRequest, or a refusal with rsscloud-server's wording. The endpoint is
-// protocol://domain-or-requester-address:port/path.
+// scheme://domain-or-requester-address:port/path, https for https-post or port 443, else http.
 import { HAS_CONTROL } from '../../platform/xml/escape.js';
 import { normalizeUrl, PingValidationError } from '../../intake/ping/validate.js';
 import { parseIp } from '../../platform/net/ip.js';
 import { MSG } from './answers.js';
 import type { XmlRpcValue } from '../../intake/xmlrpc/values.js';
 
-export type Protocol = 'http-post' | 'https-post';
+/** The three rsscloud-server 4.0.0 takes: a form POST over http or https, or an XML-RPC call. */
+export type Protocol = 'http-post' | 'https-post' | 'xml-rpc';
+const PROTOCOLS: readonly string[] = ['http-post', 'https-post', 'xml-rpc'];
+
+/** An XML-RPC methodName (XML-RPC spec: "identifier characters, upper and lower-case A-Z, the numeric characters, 0-9, underscore, dot, colon and slash"). */
+const METHOD_NAME = /^[A-Za-z0-9_.:/]{1,128}$/;
 
 export interface NotifyRequest {
   protocol: Protocol;
+  /** The method an xml-rpc endpoint is called with; null for http-post and https-post (ignored there). */
+  notifyProcedure: string | null;
   /** Where notifications go. */
   notifyUrl: string;
   /** Its host (name or address, lower case, no port): the bounds count under it. */
   endpointHost: string;
-  /** Whether `domain` was given: the endpoint is then checked with a GET challenge, else with a test POST. */
+  /**
+   * Whether `domain` was given: an http-post or https-post endpoint is then checked with a GET challenge,
+   * else with a test POST; an xml-rpc endpoint always with a test call (rsscloud-server 4.0.0).
+   */
   viaDomain: boolean;
   /** The resources (feeds), normalised, without repeats, in the order given. */
   urls: string[];
@@ -30,6 +40,7 @@ const MAX_PATH = 1024;
 const MAX_DOMAIN = 253;
 
 export interface NotifyFields {
+  notifyProcedure: string | undefined;
   port: string | undefined;
   path: string | undefined;
   protocol: string | undefined;
@@ -46,7 +57,7 @@ export function restFields(form: Record<string, unknown>): NotifyFields | { erro
     return v;
   };
   const fields: Record<string, string | undefined> = {};
-  for (const k of ['port', 'path', 'protocol', 'domain']) {
+  for (const k of ['notifyProcedure', 'port', 'path', 'protocol', 'domain']) {
     const v = one(k);
     if (typeof v === 'object') return v;
     fields[k] = v;
@@ -56,19 +67,33 @@ export function restFields(form: Record<string, unknown>): NotifyFields | { erro
     if (!k.toLowerCase().startsWith('url')) continue;
     for (const u of Array.isArray(v) ? v : [v]) if (typeof u === 'string') urls.push(u);
   }
-  return { port: fields.port, path: fields.path, protocol: fields.protocol, domain: fields.domain, urls };
+  return {
+    notifyProcedure: fields.notifyProcedure,
+    port: fields.port,
+    path: fields.path,
+    protocol: fields.protocol,
+    domain: fields.domain,
+    urls,
+  };
 }
 
 /**
  * The request, checked: missing parameters named together (as rsscloud-server does), the protocol one of
- * the two pingd speaks, the port a number, the path and domain plain, and at most `maxUrls` resources, each
- * an http(s) URL. `clientAddr` is the endpoint's host when no domain is given.
+ * the three rsscloud-server speaks (xml-rpc with the method to call), the port a number, the path and
+ * domain plain, and at most `maxUrls` resources, each an http(s) URL. `clientAddr` is the endpoint's host
+ * when no domain is given.
  */
 export function parseNotify(f: NotifyFields, clientAddr: string | null, maxUrls: number): Parsed {
   const missing = (['port', 'path', 'protocol'] as const).filter((k) => f[k] === undefined);
   if (missing.length > 0) return { ok: false, msg: MSG.missing(missing) };
   const protocol = (f.protocol as string).trim();
-  if (protocol !== 'http-post' && protocol !== 'https-post') return { ok: false, msg: MSG.badProtocol(protocol.slice(0, 64)) };
+  if (!PROTOCOLS.includes(protocol)) return { ok: false, msg: MSG.badProtocol(protocol.slice(0, 64)) };
+  let notifyProcedure: string | null = null;
+  if (protocol === 'xml-rpc') {
+    notifyProcedure = (f.notifyProcedure ?? '').trim();
+    if (notifyProcedure === '') return { ok: false, msg: MSG.noProcedure };
+    if (!METHOD_NAME.test(notifyProcedure)) return { ok: false, msg: MSG.badProcedure };
+  }
   const portText = (f.port as string).trim();
   const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
   if (!(port >= 1 && port <= 65535)) return { ok: false, msg: 'The port must be a number from 1 to 65535.' };
@@ -90,7 +115,9 @@ export function parseNotify(f: NotifyFields, clientAddr: string | null, maxUrls:
   }
   // An IPv6 literal goes in brackets (rsscloud-server's glueUrlParts).
   if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`;
-  const scheme = protocol === 'https-post' ? 'https' : 'http';
+  // rsscloud-server 2.4.0 on: port 443 is https whatever the protocol says (a subscriber behind TLS that
+  // registers http-post on 443 would otherwise be sent plain HTTP on the TLS port).
+  const scheme = protocol === 'https-post' || port === 443 ? 'https' : 'http';
   let endpoint: URL;
   try {
     endpoint = new URL(`${scheme}://${host}:${port}${path}`);
@@ -118,7 +145,8 @@ export function parseNotify(f: NotifyFields, clientAddr: string | null, maxUrls:
   return {
     ok: true,
     request: {
-      protocol,
+      protocol: protocol as Protocol,
+      notifyProcedure,
       notifyUrl: endpoint.href,
       endpointHost: bare.toLowerCase(),
       viaDomain,
@@ -157,5 +185,12 @@ export function rpcFields(params: readonly XmlRpcValue[]): NotifyFields | { erro
     urls.push(s);
   }
   const domain = params.length === 6 ? scalar(params[5]) : undefined;
-  return { port: scalar(params[1]), path: scalar(params[2]), protocol: scalar(params[3]), domain, urls };
+  return {
+    notifyProcedure: scalar(params[0]),
+    port: scalar(params[1]),
+    path: scalar(params[2]),
+    protocol: scalar(params[3]),
+    domain,
+    urls,
+  };
 }

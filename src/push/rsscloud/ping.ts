@@ -6,12 +6,11 @@
 // feed's rssCloud subscribers are notified (plugin.ts).
 import type { Queryable } from '../../platform/db/database.js';
 import type { PingService } from '../../intake/ping/ping-service.js';
-import { REFUSAL_STATUS } from '../../intake/ping/refusals.js';
 import { normalizeUrl, PingValidationError, type RawPing } from '../../intake/ping/validate.js';
 import { MSG } from './answers.js';
 import { resourceOwner } from './resource-repository.js';
 
-export type PingAnswer = { ok: true; msg: string } | { ok: false; status: number; msg: string; retryAfterSec?: number };
+export type PingAnswer = { ok: true; msg: string } | { ok: false; msg: string; retryAfterSec?: number };
 
 export interface PingClient {
   addr: string | null;
@@ -20,12 +19,12 @@ export interface PingClient {
 
 /** The ping of the feed at `rawUrl` (as sent), through intake; resolves after the commit or the refusal. */
 export async function pingResource(pings: PingService, db: Queryable, rawUrl: string | undefined, client: PingClient): Promise<PingAnswer> {
-  if (rawUrl === undefined || rawUrl.trim() === '') return { ok: false, status: 400, msg: MSG.missing(['url']) };
+  if (rawUrl === undefined || rawUrl.trim() === '') return { ok: false, msg: MSG.missing(['url']) };
   let feedUrl: string;
   try {
     feedUrl = normalizeUrl(rawUrl, 'feed URL');
   } catch (err) {
-    if (err instanceof PingValidationError) return { ok: false, status: 400, msg: err.message };
+    if (err instanceof PingValidationError) return { ok: false, msg: err.message };
     throw err;
   }
   // The weblog that names the feed as its own, when verification knows it; else the feed itself, not its
@@ -44,5 +43,5 @@ export async function pingResource(pings: PingService, db: Queryable, rawUrl: st
   };
   const r = await pings.accept(raw);
   if (r.ok) return { ok: true, msg: MSG.pingThanks };
-  return { ok: false, status: REFUSAL_STATUS[r.reason], msg: r.message, ...(r.retryAfterSec ? { retryAfterSec: r.retryAfterSec } : {}) };
+  return { ok: false, msg: r.message, ...(r.retryAfterSec ? { retryAfterSec: r.retryAfterSec } : {}) };
 }

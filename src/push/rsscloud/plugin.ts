@@ -21,7 +21,7 @@ import { parseNotify, rpcFields, type NotifyRequest } from './params.js';
 import { pleaseNotify, type NotifyAnswer } from './subscribe.js';
 import { pingResource } from './ping.js';
 import { rsscloudRoutes } from './routes.js';
-import { NOTIFY_REFUSAL_STATUS, type NotifyRefusal } from './refusals.js';
+import { NOTIFY_REFUSALS, type NotifyRefusal } from './refusals.js';
 import { MSG } from './answers.js';
 
 declare module 'fastify' {
@@ -55,11 +55,11 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   for (const o of NOTIFY_OUTCOMES) notifications.inc({ outcome: o }, 0);
   const requests = new Counter({
     name: 'pingd_rsscloud_subscribe_total',
-    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid 400, not_a_feed and check_failed 422, requester_full, host_full, full and busy 503).',
+    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid, not_a_feed, check_failed, requester_full, host_full, full, busy; each answered 200 with success="false" over REST, fault 4 over XML-RPC).',
     labelNames: ['outcome'] as const,
     registers: [app.metrics],
   });
-  for (const o of ['subscribed', ...Object.keys(NOTIFY_REFUSAL_STATUS)]) requests.inc({ outcome: o }, 0);
+  for (const o of ['subscribed', ...Object.keys(NOTIFY_REFUSALS)]) requests.inc({ outcome: o }, 0);
   new Gauge({
     name: 'pingd_rsscloud_subscriptions',
     help: 'Unexpired rssCloud subscriptions, read at scrape time.',
@@ -74,7 +74,7 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
   queueGauge(app.metrics, 'pingd_rsscloud_queue', 'rssCloud notifications', () => notificationQueueStats(app.db));
 
-  const notifier = new Notifier(app.db, app.fetcher, app.verification.hosts, {
+  const notifier = new Notifier(app.db, app.fetcher, app.polite, {
     timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
     answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
     maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
@@ -166,8 +166,8 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
   app.xmlrpcMethods.add('rssCloud.pleaseNotify', {
     help:
-      'rssCloud.pleaseNotify(notifyProcedure, port, path, protocol, urlList[, domain]): POST url=<feed> to protocol://domain-or-your-address:port/path when a feed of urlList changes, for 25 hours. ' +
-      'protocol is http-post or https-post. Returns true once subscribed; a fault (code 4) says why not.',
+      'rssCloud.pleaseNotify(notifyProcedure, port, path, protocol, urlList[, domain]): tell http(s)://domain-or-your-address:port/path when a feed of urlList changes, for 25 hours. ' +
+      'protocol is http-post or https-post (POST url=<feed>) or xml-rpc (call notifyProcedure(<feed>)). Returns true once subscribed; a fault (code 4) says why not.',
     signatures: [
       ['boolean', 'string', 'int', 'string', 'string', 'array'],
       ['boolean', 'string', 'int', 'string', 'string', 'array', 'string'],

@@ -65,7 +65,7 @@ export async function pleaseNotify(d: SubscribeDeps, r: NotifyRequest, clientAdd
     feeds.push(p.feedId);
   }
 
-  const failed = await d.notifier.check(r.notifyUrl, r.urls[0], r.viaDomain);
+  const failed = await d.notifier.check(r.notifyUrl, r, r.urls[0], r.viaDomain);
   if (failed !== null) return { ok: false, reason: 'check_failed', msg: MSG.failedHandler(failed) };
 
   await d.db.transaction(async (tx) => {
@@ -76,6 +76,7 @@ export async function pleaseNotify(d: SubscribeDeps, r: NotifyRequest, clientAdd
         notifyUrl: r.notifyUrl,
         endpointHost: r.endpointHost,
         protocol: r.protocol,
+        notifyProcedure: r.notifyProcedure,
         requestedBy: requester,
         leaseSec: d.leaseSec,
       });

@@ -43,6 +43,8 @@ export interface NewSubscription {
   notifyUrl: string;
   endpointHost: string;
   protocol: Protocol;
+  /** The method an xml-rpc endpoint is called with; null for the other protocols. */
+  notifyProcedure: string | null;
   requestedBy: string | null;
   leaseSec: number;
 }
@@ -51,12 +53,12 @@ export interface NewSubscription {
 export async function storeSubscription(q: Queryable, s: NewSubscription): Promise<void> {
   await withContext('storing an rssCloud subscription', () =>
     q.query(
-      `insert into rsscloud_subscriptions (feed_id, resource_url, notify_url, endpoint_host, protocol, requested_by, expires_at)
-       values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7::int))
+      `insert into rsscloud_subscriptions (feed_id, resource_url, notify_url, endpoint_host, protocol, notify_procedure, requested_by, expires_at)
+       values ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8::int))
        on conflict (resource_url, notify_url) do update
-          set feed_id = excluded.feed_id, protocol = excluded.protocol, requested_by = excluded.requested_by,
-              renewed_at = now(), expires_at = excluded.expires_at`,
-      [s.feedId, s.resourceUrl, s.notifyUrl, s.endpointHost, s.protocol, s.requestedBy, s.leaseSec],
+          set feed_id = excluded.feed_id, protocol = excluded.protocol, notify_procedure = excluded.notify_procedure,
+              requested_by = excluded.requested_by, renewed_at = now(), expires_at = excluded.expires_at`,
+      [s.feedId, s.resourceUrl, s.notifyUrl, s.endpointHost, s.protocol, s.notifyProcedure, s.requestedBy, s.leaseSec],
     ),
   );
 }

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
 import type { FetchError, FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
-import type { PoliteClient } from '../../verification/polite.js';
+import type { PoliteClient } from '../../platform/fetch/polite.js';
 import { retryAfter } from '../../platform/retry.js';
 import { websubLinks } from '../../platform/public-url.js';
 import { callbackHost, hubBase, withParams } from './request.js';

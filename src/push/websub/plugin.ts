@@ -101,7 +101,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     },
   });
 
-  const hub = new Hub(app.db, app.fetcher, app.verification.hosts, app.publications, {
+  const hub = new Hub(app.db, app.fetcher, app.polite, app.publications, {
     timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
     answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
     hostConcurrency: config.WEBSUB_HOST_CONCURRENCY,

@@ -20,6 +20,7 @@ import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
 import { readPublishForm, type PublishAnswer } from '../../intake/websub/publish.js';
+import { errorHandler } from '../../platform/error-handler.js';
 
 /**
  * A callback as the operator API shows it: a callback's query often carries the subscriber's own token
@@ -107,13 +108,13 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
-    scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-      const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-        return text(reply, 415, 'send the parameters as application/x-www-form-urlencoded (WebSub §5.1)');
-      if (status >= 500) app.log.error({ err }, 'websub request failed');
-      return text(reply, status, status >= 500 ? 'the hub cannot take requests right now; try again later' : err.message);
-    });
+    scope.setErrorHandler(
+      errorHandler((a, _req, reply) => {
+        if (a.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+          return text(reply, 415, 'send the parameters as application/x-www-form-urlencoded (WebSub §5.1)');
+        return text(reply, a.statusCode, a.statusCode >= 500 ? 'the hub cannot take requests right now; try again later' : a.message);
+      }),
+    );
 
     scope.post(HUB_PATH, { schema: { body: Form }, attachValidation: true }, async (req, reply) => {
       let form = (req.body ?? {}) as Record<string, unknown>;

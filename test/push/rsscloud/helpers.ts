@@ -160,6 +160,11 @@ export async function waitForCloud(t: TestApp, cond: () => boolean | Promise<boo
   });
 }
 
-/** rsscloud-server's REST answers, byte for byte. */
+/** rsscloud-server 4.0.0's REST answers, byte for byte (xml2js 0.6's Builder: its declaration, a newline, the element). */
 export const xmlAnswer = (element: 'result' | 'notifyResult', success: boolean, msg: string) =>
-  `<?xml version="1.0"?>\n<${element} success="${success}" msg="${msg.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/"/g, '&quot;')}"/>`;
+  `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<${element} success="${success}" msg="${msg.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/"/g, '&quot;')}"/>`;
+
+/** The XML-RPC call rsscloud-server 4.0.0 notifies an xml-rpc subscriber with, byte for byte (xml2js 0.6). */
+export const notifyCall = (procedure: string, url: string) =>
+  '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<methodCall>\n' +
+  `  <methodName>${procedure}</methodName>\n  <params>\n    <param>\n      <value>${url.replace(/&/g, '&amp;')}</value>\n    </param>\n  </params>\n</methodCall>`;

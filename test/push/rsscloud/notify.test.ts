@@ -1,5 +1,6 @@
 // rssCloud notifications: a feed pinged (by rssCloud.ping, or by weblogUpdates naming the feed) whose
-// verification finds new items reaches each subscriber with POST url=<feed>; an unchanged feed notifies
+// verification finds new items reaches each subscriber with POST url=<feed> (an xml-rpc subscriber with the
+// XML-RPC call of its notifyProcedure, byte for byte as rsscloud-server 4.0.0 sends it); an unchanged feed notifies
 // nobody; a failing endpoint is retried with backoff, then the notification is dropped and counted; one
 // notification in flight per endpoint host.
 import { test, before, after } from 'node:test';
@@ -7,7 +8,17 @@ import assert from 'node:assert/strict';
 import type { TestApp } from '../../helpers/app.js';
 import type { FeedServer } from '../../helpers/feed-server.js';
 import { metric } from '../websub/helpers.js';
-import { cloudApp, form, serveFeed, startEndpoint, startFeedServer, waitForCloud, type Endpoint, type Feed } from './helpers.js';
+import {
+  cloudApp,
+  form,
+  notifyCall,
+  serveFeed,
+  startEndpoint,
+  startFeedServer,
+  waitForCloud,
+  type Endpoint,
+  type Feed,
+} from './helpers.js';
 
 let t: TestApp;
 let feeds: FeedServer;
@@ -61,6 +72,27 @@ test('A changed feed, pinged by rssCloud.ping, notifies its subscribers with POS
   await waitForCloud(t, async () => (await metric(t, 'pingd_rsscloud_notifications_total{outcome="delivered"}')) === 2, 'the metric');
   const [q] = await t.app.db.query<{ n: number }>('select count(*)::int as n from rsscloud_notifications');
   assert.equal(q.n, 0);
+});
+
+test('An xml-rpc subscriber is called: POST text/xml, its notifyProcedure with the feed URL, as rsscloud-server 4.0.0 calls it', async () => {
+  const feed = serveFeed(feeds);
+  const r = await form(t, '/rsscloud/pleaseNotify', {
+    notifyProcedure: 'river.feedUpdated',
+    domain: ep.host,
+    port: String(ep.port),
+    path: '/RPC2-notify',
+    protocol: 'xml-rpc',
+    url1: feed.url,
+  });
+  assert.equal(r.status, 200, r.body);
+  assert.equal(ep.posts('/RPC2-notify').length, 1, 'the test call');
+  feed.add('Called');
+  assert.equal((await form(t, '/rsscloud/ping', { url: feed.url })).status, 200);
+  await waitForCloud(t, () => ep.posts('/RPC2-notify').length === 2, 'the xml-rpc subscriber notified');
+  const call = ep.posts('/RPC2-notify')[1];
+  assert.equal(call.headers['content-type'], 'text/xml');
+  assert.equal(call.body, notifyCall('river.feedUpdated', feed.url));
+  assert.match(String(call.headers['user-agent']), /pingd/);
 });
 
 test('A weblogUpdates.extendedPing naming the feed notifies too (verification is the one judge of "changed")', async () => {

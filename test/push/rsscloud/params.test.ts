@@ -5,11 +5,19 @@ import assert from 'node:assert/strict';
 import { parseNotify, restFields, rpcFields } from '../../../src/push/rsscloud/params.js';
 
 test('the endpoint is protocol://domain-or-requester:port/path; a path gets its slash; an IPv6 requester is bracketed', () => {
-  const f = { port: '5337', path: 'feedupdated', protocol: 'http-post', domain: undefined, urls: ['https://b.example/feed'] };
+  const f = {
+    notifyProcedure: undefined,
+    port: '5337',
+    path: 'feedupdated',
+    protocol: 'http-post',
+    domain: undefined,
+    urls: ['https://b.example/feed'],
+  };
   const v4 = parseNotify(f, '203.0.113.7', 10);
   assert.ok(v4.ok);
   assert.deepEqual(v4.request, {
     protocol: 'http-post',
+    notifyProcedure: null,
     notifyUrl: 'http://203.0.113.7:5337/feedupdated',
     endpointHost: '203.0.113.7',
     viaDomain: false,
@@ -37,6 +45,7 @@ test('the endpoint is protocol://domain-or-requester:port/path; a path gets its 
 
 test('restFields: every url* parameter in order; a repeated single parameter is refused', () => {
   assert.deepEqual(restFields({ url1: 'a', port: '1', URL2: 'b', path: '/', protocol: 'http-post', notifyProcedure: '' }), {
+    notifyProcedure: '',
     port: '1',
     path: '/',
     protocol: 'http-post',
@@ -50,6 +59,7 @@ test('rpcFields: 5 or 6 parameters, the port an int, urlList an array of strings
   const s = (v: string) => ({ type: 'string' as const, value: v });
   const arr = { type: 'array' as const, value: [s('https://b.example/feed')] };
   assert.deepEqual(rpcFields([s(''), { type: 'int', value: 80 }, s('/p'), s('http-post'), arr]), {
+    notifyProcedure: '',
     port: '80',
     path: '/p',
     protocol: 'http-post',
@@ -62,4 +72,47 @@ test('rpcFields: 5 or 6 parameters, the port an int, urlList an array of strings
   assert.deepEqual(rpcFields([s(''), s('80'), s('/p'), s('http-post'), { type: 'array', value: [{ type: 'struct', value: new Map() }] }]), {
     error: 'The urlList must be an array of strings.',
   });
+});
+
+test('xml-rpc: the notifyProcedure is kept (an XML-RPC method name, required); http-post ignores it', () => {
+  const f = {
+    notifyProcedure: 'river.feedUpdated',
+    port: '5337',
+    path: '/RPC2',
+    protocol: 'xml-rpc',
+    domain: undefined,
+    urls: ['https://b.example/feed'],
+  };
+  const x = parseNotify(f, '203.0.113.7', 10);
+  assert.ok(x.ok);
+  assert.deepEqual(
+    [x.request.protocol, x.request.notifyProcedure, x.request.notifyUrl],
+    ['xml-rpc', 'river.feedUpdated', 'http://203.0.113.7:5337/RPC2'],
+  );
+  const noProc = 'The notifyProcedure must be given for the xml-rpc protocol: the name of the method to call on the endpoint.';
+  assert.deepEqual(parseNotify({ ...f, notifyProcedure: undefined }, '203.0.113.7', 10), { ok: false, msg: noProc });
+  assert.deepEqual(parseNotify({ ...f, notifyProcedure: ' ' }, '203.0.113.7', 10), { ok: false, msg: noProc });
+  assert.deepEqual(parseNotify({ ...f, notifyProcedure: 'a b<c>' }, '203.0.113.7', 10), {
+    ok: false,
+    msg: 'The notifyProcedure must be an XML-RPC method name (letters, digits, _ . : /), at most 128 characters.',
+  });
+  const post = parseNotify({ ...f, protocol: 'http-post' }, '203.0.113.7', 10);
+  assert.ok(post.ok);
+  assert.equal(post.request.notifyProcedure, null);
+  assert.deepEqual(parseNotify({ ...f, protocol: 'soap' }, '203.0.113.7', 10), {
+    ok: false,
+    msg: "Can't accept the subscription because the protocol, soap, is unsupported.",
+  });
+});
+
+test('port 443 is https whatever the protocol, as rsscloud-server 2.4.0 on notifies it', () => {
+  const f = { notifyProcedure: 'n.x', port: '443', path: '/p', protocol: 'http-post', domain: 'r.example', urls: ['https://b.example/f'] };
+  for (const protocol of ['http-post', 'https-post', 'xml-rpc']) {
+    const r = parseNotify({ ...f, protocol }, null, 10);
+    assert.ok(r.ok);
+    assert.equal(r.request.notifyUrl, 'https://r.example/p', protocol);
+  }
+  const r = parseNotify({ ...f, port: '8443' }, null, 10);
+  assert.ok(r.ok);
+  assert.equal(r.request.notifyUrl, 'http://r.example:8443/p');
 });

@@ -1,6 +1,6 @@
 // rssCloud's ping as an intake protocol: POST /rsscloud/ping (REST, curl) and rssCloud.ping on /RPC2
 // (Python's xmlrpc.client and the npm xmlrpc client) store a ping through intake's one path, answered as
-// rsscloud-server answers; every refusal's exact answer.
+// rsscloud-server 4.0.0 answers (every refusal too: HTTP 200, success="false"); every refusal's exact answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -26,7 +26,7 @@ test('POST /rsscloud/ping: stored as a ping of the feed (no weblog names it yet)
   const r = await form(t, '/rsscloud/ping', { url: feed });
   assert.equal(r.status, 200);
   assert.equal(r.headers['content-type'], 'text/xml; charset=utf-8');
-  assert.equal(r.body, '<?xml version="1.0"?>\n<result success="true" msg="Thanks for the ping."/>');
+  assert.equal(r.body, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<result success="true" msg="Thanks for the ping."/>');
   const [row] = await findPingsByUrl(t.app.db, feed);
   assert.deepEqual([row.method, row.rss_url, row.name], ['rssCloud', feed, new URL(site).hostname]);
 });
@@ -55,23 +55,40 @@ test('POST /rsscloud/ping with Accept: application/json answers JSON; a type it 
   assert.equal(n.body, 'Not Acceptable');
 });
 
-test('POST /rsscloud/ping refusals: missing url, not a URL, repeated url, throttled (429 with Retry-After), not a form', async () => {
+test('POST /rsscloud/ping refusals, each HTTP 200 with success="false": missing url, not a URL, repeated url, not UTF-8, throttled (with Retry-After); not a form is 415', async () => {
   let r = await form(t, '/rsscloud/ping', {});
-  assert.equal(r.status, 400);
+  assert.equal(r.status, 200);
+  assert.equal(r.headers['content-type'], 'text/xml; charset=utf-8');
   assert.equal(r.body, xmlAnswer('result', false, 'The following parameters were missing from the request body: url.'));
   r = await form(t, '/rsscloud/ping', { url: 'feed.xml' });
-  assert.equal(r.status, 400);
+  assert.equal(r.status, 200);
   assert.equal(r.body, xmlAnswer('result', false, 'The feed URL is not an absolute URL: it must start with http:// or https://.'));
   r = await form(t, '/rsscloud/ping', [
     ['url', 'http://a.example/'],
     ['url', 'http://b.example/'],
   ]);
-  assert.equal(r.status, 400);
+  assert.equal(r.status, 200);
   assert.equal(r.body, xmlAnswer('result', false, 'The parameter url must be given once.'));
+  const bytes = await t.app.inject({
+    method: 'POST',
+    url: '/rsscloud/ping',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: 'url=%FF',
+  });
+  assert.equal(bytes.statusCode, 200);
+  assert.equal(
+    bytes.body,
+    xmlAnswer(
+      'result',
+      false,
+      "the parameter url is not UTF-8 once percent-decoded: a URL's own escapes are sent escaped again (%25FF for %FF)",
+    ),
+  );
   const site = uniqueUrl('again');
   assert.equal((await form(t, '/rsscloud/ping', { url: `${site}rss` })).status, 200);
   r = await form(t, '/rsscloud/ping', { url: `${site}rss` }, { accept: 'application/json' });
-  assert.equal(r.status, 429);
+  assert.equal(r.status, 200);
+  assert.equal(r.headers['content-type'], 'application/json; charset=utf-8');
   assert.ok(Number(r.headers['retry-after']) > 0);
   const j = JSON.parse(r.body);
   assert.equal(j.success, false);
@@ -84,7 +101,7 @@ test('POST /rsscloud/ping refusals: missing url, not a URL, repeated url, thrott
 test('curl: the REST ping as a shell script sends it', async () => {
   const site = uniqueUrl('curl');
   const { stdout } = await run('curl', ['-s', '-d', `url=${encodeURIComponent(`${site}index.xml`)}`, `${t.url}/rsscloud/ping`]);
-  assert.equal(stdout, '<?xml version="1.0"?>\n<result success="true" msg="Thanks for the ping."/>');
+  assert.equal(stdout, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<result success="true" msg="Thanks for the ping."/>');
   assert.equal((await findPingsByUrl(t.app.db, `${site}index.xml`)).length, 1);
 });
 

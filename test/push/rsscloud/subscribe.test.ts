@@ -1,6 +1,7 @@
 // rssCloud subscriptions: a subscriber registering as FeedLand does (REST, http-post, from its own address,
-// with the test POST to it), with a domain (the GET challenge), and through rssCloud.pleaseNotify with
-// Python's xmlrpc.client; renewals, the 25-hour expiry, the bounds and every refusal's exact answer.
+// with the test POST to it), with a domain (the GET challenge), as an xml-rpc endpoint (the test call), and
+// through rssCloud.pleaseNotify with Python's xmlrpc.client; renewals, the 25-hour expiry, the bounds and
+// every refusal's exact answer (HTTP 200 and success="false", as rsscloud-server 4.0.0 answers them).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -8,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { TestApp } from '../../helpers/app.js';
 import type { FeedServer } from '../../helpers/feed-server.js';
-import { cloudApp, form, serveFeed, startEndpoint, startFeedServer, xmlAnswer, type Endpoint } from './helpers.js';
+import { cloudApp, form, notifyCall, serveFeed, startEndpoint, startFeedServer, xmlAnswer, type Endpoint } from './helpers.js';
 
 const run = promisify(execFile);
 const THANKS =
@@ -138,7 +139,7 @@ test('With a domain the endpoint is checked with a GET challenge; an endpoint th
     protocol: 'http-post',
     url1: feed.url,
   });
-  assert.equal(no.status, 422);
+  assert.equal(no.status, 200);
   assert.equal(
     no.body,
     xmlAnswer(
@@ -150,6 +151,62 @@ test('With a domain the endpoint is checked with a GET challenge; an endpoint th
   assert.equal(await subscription(feed.url).then((s) => s?.notify_url), `http://127.0.0.41:${ep.port}/challenged`);
 });
 
+test('protocol=xml-rpc: the endpoint gets a test call of its notifyProcedure (with or without a domain) and is stored with it', async () => {
+  for (const [domain, path] of [
+    [undefined, '/RPC2'],
+    ['127.0.0.41', '/RPC2-domain'],
+  ] as const) {
+    const feed = serveFeed(feeds);
+    const fields: [string, string][] = [
+      ['notifyProcedure', 'river.feedUpdated'],
+      ['port', String(ep.port)],
+      ['path', path],
+      ['protocol', 'xml-rpc'],
+      ['url1', feed.url],
+      ...(domain ? ([['domain', domain]] as [string, string][]) : []),
+    ];
+    const r = await postFrom('127.0.0.41', '/rsscloud/pleaseNotify', fields);
+    assert.equal(r.status, 200, r.body);
+    assert.equal(r.body, xmlAnswer('notifyResult', true, THANKS));
+    // One POST, no challenge GET: as rsscloud-server 4.0.0 checks an xml-rpc endpoint.
+    assert.deepEqual(
+      ep.hits.filter((h) => h.path === path).map((h) => h.method),
+      ['POST'],
+    );
+    const [call] = ep.posts(path);
+    assert.equal(call.headers['content-type'], 'text/xml');
+    assert.equal(call.body, notifyCall('river.feedUpdated', feed.url));
+    const [row] = await t.app.db.query<{ protocol: string; notify_procedure: string; notify_url: string }>(
+      'select protocol, notify_procedure, notify_url from rsscloud_subscriptions where resource_url = $1',
+      [feed.url],
+    );
+    assert.deepEqual(
+      { ...row },
+      { protocol: 'xml-rpc', notify_procedure: 'river.feedUpdated', notify_url: `http://127.0.0.41:${ep.port}${path}` },
+    );
+  }
+  // An endpoint that fails the test call is refused, as any other.
+  const feed = serveFeed(feeds);
+  ep.answer('/RPC2-down', () => ({ status: 500 }));
+  const no = await form(t, '/rsscloud/pleaseNotify', {
+    notifyProcedure: 'river.feedUpdated',
+    domain: '127.0.0.41',
+    port: String(ep.port),
+    path: '/RPC2-down',
+    protocol: 'xml-rpc',
+    url1: feed.url,
+  });
+  assert.equal(no.status, 200);
+  assert.equal(
+    no.body,
+    xmlAnswer(
+      'notifyResult',
+      false,
+      'The subscription was cancelled because the call failed when we tested the handler: the endpoint answered HTTP 500.',
+    ),
+  );
+});
+
 test('Python xmlrpc.client: rssCloud.pleaseNotify answers true, and faults 4 with the reason', async () => {
   const feed = serveFeed(feeds);
   const script = `
@@ -157,7 +214,8 @@ import json, sys, xmlrpc.client
 s = xmlrpc.client.ServerProxy(sys.argv[1])
 out = {}
 out['ok'] = s.rssCloud.pleaseNotify('', int(sys.argv[2]), '/rpc', 'http-post', [sys.argv[3]], '127.0.0.41')
-for name, args in [('few', ['', 1, '/x', 'http-post']), ('proto', ['', int(sys.argv[2]), '/rpc', 'xml-rpc', [sys.argv[3]], '127.0.0.41'])]:
+out['xmlrpc'] = s.rssCloud.pleaseNotify('river.feedUpdated', int(sys.argv[2]), '/rpc-x', 'xml-rpc', [sys.argv[3]], '127.0.0.41')
+for name, args in [('few', ['', 1, '/x', 'http-post']), ('proto', ['', int(sys.argv[2]), '/rpc', 'soap', [sys.argv[3]], '127.0.0.41'])]:
     try:
         s.rssCloud.pleaseNotify(*args)
     except xmlrpc.client.Fault as f:
@@ -167,12 +225,14 @@ print(json.dumps(out))
   const { stdout } = await run('python3', ['-c', script, `${t.url}/RPC2`, String(ep.port), feed.url]);
   const out = JSON.parse(stdout);
   assert.equal(out.ok, true);
+  assert.equal(out.xmlrpc, true);
+  assert.equal(ep.posts('/rpc-x')[0]?.body, notifyCall('river.feedUpdated', feed.url));
   assert.deepEqual(out.few, [4, 'Can\'t call "pleaseNotify" because there aren\'t enough parameters.']);
-  assert.deepEqual(out.proto, [4, "Can't accept the subscription because the protocol, xml-rpc, is unsupported."]);
+  assert.deepEqual(out.proto, [4, "Can't accept the subscription because the protocol, soap, is unsupported."]);
   assert.equal((await subscription(feed.url))?.notify_url, `http://127.0.0.41:${ep.port}/rpc`);
 });
 
-test('pleaseNotify refusals, each with its exact answer', async () => {
+test('pleaseNotify refusals, each HTTP 200 with its exact answer', async () => {
   const feed = serveFeed(feeds);
   feeds.route('/page.html', (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/html' });
@@ -186,7 +246,12 @@ test('pleaseNotify refusals, each with its exact answer', async () => {
   const base = { port: String(ep.port), path: '/x', protocol: 'http-post', domain: '127.0.0.41' };
   const cases: [Record<string, string>, number, string][] = [
     [{ url1: feed.url }, 400, 'The following parameters were missing from the request body: port, path, protocol.'],
-    [{ ...base, protocol: 'xml-rpc', url1: feed.url }, 400, "Can't accept the subscription because the protocol, xml-rpc, is unsupported."],
+    [{ ...base, protocol: 'soap', url1: feed.url }, 400, "Can't accept the subscription because the protocol, soap, is unsupported."],
+    [
+      { ...base, protocol: 'xml-rpc', url1: feed.url },
+      400,
+      'The notifyProcedure must be given for the xml-rpc protocol: the name of the method to call on the endpoint.',
+    ],
     [{ ...base }, 400, 'No resources specified.'],
     [{ ...base, port: '70000', url1: feed.url }, 400, 'The port must be a number from 1 to 65535.'],
     [{ ...base, path: '/a b', url1: feed.url }, 400, 'The path contains whitespace or control characters.'],
@@ -209,9 +274,12 @@ test('pleaseNotify refusals, each with its exact answer', async () => {
       'The subscription was cancelled because the call failed when we tested the handler: the endpoint answered HTTP 500.',
     ],
   ];
-  for (const [fields, status, msg] of cases) {
+  // The second figure is the status pingd answered before it answered as rsscloud-server 4.0.0 does: each
+  // refusal is now a 200 whatever its kind, and its kind is the metric's label.
+  for (const [fields, , msg] of cases) {
     const r = await form(t, '/rsscloud/pleaseNotify', fields);
-    assert.equal(r.status, status, `${JSON.stringify(fields)}: ${r.body}`);
+    assert.equal(r.status, 200, `${JSON.stringify(fields)}: ${r.body}`);
+    assert.equal(r.headers['content-type'], 'text/xml; charset=utf-8');
     assert.equal(r.body, xmlAnswer('notifyResult', false, msg), JSON.stringify(fields));
   }
   // A metadata address is never asked, whatever the loopback allowance: the address policy refuses it.
@@ -221,14 +289,14 @@ test('pleaseNotify refusals, each with its exact answer', async () => {
     { ...base, domain: '169.254.169.254', url1: feed.url },
     { accept: 'application/json' },
   );
-  assert.equal(meta.status, 422);
+  assert.equal(meta.status, 200);
   const j = JSON.parse(meta.body);
   assert.equal(j.success, false);
   assert.match(j.msg, /^The subscription was cancelled because the call failed when we tested the handler: .*169\.254\.169\.254/);
   assert.equal(await subscription(feed.url), undefined);
 });
 
-test('Bounds: RSSCLOUD_MAX_PER_HOST and RSSCLOUD_MAX_SUBSCRIPTIONS refuse new subscriptions with 503 and Retry-After, renewals pass', async () => {
+test('Bounds: RSSCLOUD_MAX_PER_HOST and RSSCLOUD_MAX_SUBSCRIPTIONS refuse new subscriptions (200, success="false", Retry-After), renewals pass', async () => {
   const small = await cloudApp({ RSSCLOUD_MAX_PER_HOST: 1, RSSCLOUD_MAX_SUBSCRIPTIONS: 2 });
   const ep2 = await startEndpoint('127.0.0.42');
   try {
@@ -243,7 +311,7 @@ test('Bounds: RSSCLOUD_MAX_PER_HOST and RSSCLOUD_MAX_SUBSCRIPTIONS refuse new su
       });
     assert.equal((await sub('127.0.0.41', a.url)).status, 200);
     const host = await sub('127.0.0.41', b.url);
-    assert.equal(host.status, 503);
+    assert.equal(host.status, 200);
     assert.equal(host.headers['retry-after'], '3600');
     assert.equal(
       host.body,
@@ -256,7 +324,7 @@ test('Bounds: RSSCLOUD_MAX_PER_HOST and RSSCLOUD_MAX_SUBSCRIPTIONS refuse new su
     assert.equal((await sub('127.0.0.41', a.url)).status, 200, 'a renewal passes');
     assert.equal((await sub('127.0.0.42', b.url)).status, 200);
     const full = await sub('127.0.0.43', c.url);
-    assert.equal(full.status, 503);
+    assert.equal(full.status, 200);
     assert.equal(
       full.body,
       xmlAnswer(
@@ -293,7 +361,7 @@ test('Bounds: RSSCLOUD_MAX_PER_REQUESTER refuses a client asking for more, whate
       protocol: 'http-post',
       url1: b.url,
     });
-    assert.equal(no.status, 503);
+    assert.equal(no.status, 200);
     assert.equal(no.headers['retry-after'], '3600');
     assert.equal(
       no.body,

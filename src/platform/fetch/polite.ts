@@ -1,12 +1,13 @@
 // Owns the per-host manners of every request pingd makes of its own accord (the aggregator-behaviour guide):
-// at most 2 requests in flight per host in this instance, the database's per-host slot across instances,
-// requests spaced by FETCH_HOST_INTERVAL_MS as they leave, and a 429/503 with Retry-After blocking the host.
-// One per instance, shared by verification and the WebSub hub, so a host sees one budget from pingd.
-import type { Db } from '../platform/db/database.js';
-import { FetchError, type FetchResult } from '../platform/fetch/safe-fetch.js';
-import { HostGate } from '../platform/host-gate.js';
-import { blockHost, takeHostSlot } from './feed-repository.js';
-import { retryAfter } from '../platform/retry.js';
+// at most 2 requests in flight per host in this instance, the database's per-host slot across instances
+// (host-repository.ts), requests spaced by FETCH_HOST_INTERVAL_MS as they leave, and a 429/503 with
+// Retry-After blocking the host. One per instance (`app.polite`, the fetch plugin's), shared by
+// verification, the WebSub hub and rssCloud, so a host sees one budget from pingd.
+import type { Db } from '../db/database.js';
+import { FetchError, type FetchResult } from './safe-fetch.js';
+import { HostGate } from '../host-gate.js';
+import { blockHost, takeHostSlot } from './host-repository.js';
+import { retryAfter } from '../retry.js';
 
 export type Polite =
   | { kind: 'ok'; res: FetchResult }
