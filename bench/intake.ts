@@ -67,6 +67,21 @@ function intakeGroups(feedHosts: FeedHosts | undefined): IntakeGroup[] {
       }
     }
   }
+  // Intake with spam scoring off against the default (mark: the URL family scored for each new weblog, as
+  // under hold) on distinct URLs: what the scoring costs a ping (issue 39, item 4). Renderer and
+  // verification stopped so that the difference is the scoring's.
+  if (wanted('ping-spam')) {
+    for (const backend of OPTS.backends) {
+      for (const filter of ['off', 'mark']) {
+        groups.push({
+          backend,
+          label: `${backend}, SPAM_FILTER=${filter}`,
+          scenarios: [{ id: 'ping-spam', label: 'weblogUpdates.ping, distinct URLs (new weblogs: each scored)', spec: pingSpec }],
+          env: { RENDER_SCHEDULER: 'false', SPAM_FILTER: filter },
+        });
+      }
+    }
+  }
   if (OPTS.backends.includes('postgres')) {
     groups.push({
       backend: 'postgres',
