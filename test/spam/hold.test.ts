@@ -62,9 +62,9 @@ async function streamed(t: TestApp, query = ''): Promise<string[]> {
 
 const weblogPage = (t: TestApp, url: string) => t.app.inject({ url: `/weblog?url=${encodeURIComponent(url)}` });
 
-test('SPAM_THRESHOLD defaults to the scorer’s DEFAULT_SPAM_THRESHOLD', () => {
+test('SPAM_THRESHOLD defaults to the scorer’s DEFAULT_SPAM_THRESHOLD; SPAM_FILTER to hold', () => {
   assert.equal(loadConfig({}, {}).SPAM_THRESHOLD, DEFAULT_SPAM_THRESHOLD);
-  assert.equal(loadConfig({}, {}).SPAM_FILTER, 'mark');
+  assert.equal(loadConfig({}, {}).SPAM_FILTER, 'hold');
 });
 
 test('SPAM_FILTER=hold: the splog is held out of the documents and the stream, its ping acknowledged and explained; pins list or hold', async () => {
