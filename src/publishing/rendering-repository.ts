@@ -383,3 +383,38 @@ export async function deleteArchivesBefore(q: Queryable, cutoff: Date, limit: nu
     return rows.length;
   });
 }
+
+/**
+ * Marks the finished hours holding pings of `weblogIds` as to be rendered again (archive_stale_hours): the
+ * spam rescoring job, in the commit that held or released them. The open hour is rendered on every tick.
+ */
+export async function markArchiveHoursStale(q: Queryable, weblogIds: number[]): Promise<void> {
+  if (weblogIds.length === 0) return;
+  await store(`marking the archive hours of ${weblogIds.length} weblogs to render again`, () =>
+    q.query(
+      `insert into archive_stale_hours (hour)
+       select distinct date_trunc('hour', p.received_at) from pings p
+        where p.weblog_id = any($1::bigint[]) and p.received_at < date_trunc('hour', now())
+       on conflict (hour) do nothing`,
+      [weblogIds],
+    ),
+  );
+}
+
+/** The oldest-marked stale archive hours (ms since the epoch), at most `limit`. */
+export async function staleArchiveHours(q: Queryable, limit: number): Promise<number[]> {
+  return store('reading the archive hours to render again', async () => {
+    const rows = await q.query<{ ms: number }>(
+      `select floor(extract(epoch from hour) * 1000)::float8 as ms from archive_stale_hours order by marked_at, hour limit $1`,
+      [limit],
+    );
+    return rows.map((r) => Number(r.ms));
+  });
+}
+
+/** The hour was rendered again (or has no published archive to render). */
+export async function clearStaleArchiveHour(q: Queryable, hourMs: number): Promise<void> {
+  await store('clearing a stale archive hour', () =>
+    q.query(`delete from archive_stale_hours where hour = to_timestamp($1::float8 / 1000.0)`, [hourMs]),
+  );
+}

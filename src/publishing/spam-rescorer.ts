@@ -10,7 +10,7 @@ import { inBackground, type Db } from '../platform/db/database.js';
 import { gatherEvidence } from '../spam/evidence-repository.js';
 import { rescoreCursor, rescoreTargets, writeRescores, type HoldRule, type Rescored } from '../spam/spam-repository.js';
 import { scoreWeblog } from '../spam/score.js';
-import { touchWatermark, WEBLOG_REMOVALS_WATERMARK } from './rendering-repository.js';
+import { markArchiveHoursStale, touchWatermark, WEBLOG_REMOVALS_WATERMARK } from './rendering-repository.js';
 
 /** Held by the instance that rescores (session-level, so a second instance skips its run). */
 export const SPAM_RESCORE_LOCK = 0x73636f72; // 'scor'
@@ -81,7 +81,11 @@ export class SpamRescorer {
           // the watermark move.
           const changed = await db.transaction(async (tx) => {
             const c = await writeRescores(tx, rule, rows, t.last);
-            if (c.length > 0) await touchWatermark(tx, WEBLOG_REMOVALS_WATERMARK);
+            if (c.length > 0) {
+              await touchWatermark(tx, WEBLOG_REMOVALS_WATERMARK);
+              // Their earlier hours' archives too: the renderer renders them again a few per tick.
+              await markArchiveHoursStale(tx, c);
+            }
             return c;
           });
           weblogs += rows.length;

@@ -1,13 +1,15 @@
 // The background rescoring (src/publishing/spam-rescorer.ts) against a real database: intake scores a new
 // weblog's URL alone, so a subdomain farm with plain names pinging on a timer is listed at first; once the
 // job has gathered every family's evidence by SQL, the farm is held (its score rose: siblings, clockwork
-// rhythm) and leaves changes.xml at the next render, while an honest weblog stays. A splog-looking URL whose
-// publisher registers for RSS Ping falls below the threshold at its next ping's rescoring and is listed.
+// rhythm) and leaves changes.xml and the earlier hours' archives at the next render, while an honest weblog
+// stays. A splog-looking URL whose publisher registers for RSS Ping falls below the threshold at its next
+// ping's rescoring and is listed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startApp, methodCall, readReply, type TestApp } from '../helpers/app.js';
 import { insertPings } from '../publishing/helpers.js';
+import { archivePath, hourStart } from '../../src/publishing/documents/archive.js';
 import { addPublisher } from '../../src/intake/rss-ping/publisher-repository.js';
 import { deriveKey, sealPassword } from '../../src/intake/rss-ping/secret-box.js';
 
@@ -74,6 +76,17 @@ test('a subdomain farm pinging on a timer is listed on its URL alone, then held 
 
   const before = await listed();
   assert.ok(farm.every((u) => before.has(u)) && before.has(honest), 'on their URLs alone, all are listed');
+  // The finished hours the farm pinged in, rendered before the job runs: the farm is in their archives.
+  const pastHours = [...new Set(Array.from({ length: 7 }, (_, k) => hourStart(now - (7 - k) * 600_000)))].filter((h) => h < hourStart(now));
+  const inArchive = async (h: number) => {
+    const doc = await t.app.inject({ method: 'GET', url: archivePath(h) });
+    assert.equal(doc.statusCode, 200, `${archivePath(h)}: ${doc.statusCode}`);
+    return farm.filter((u) => doc.body.includes(`url="${u}"`)).length;
+  };
+  for (const h of pastHours) {
+    await t.app.renderer.renderHour(h);
+    assert.ok((await inArchive(h)) > 0, `${archivePath(h)} lists the farm before the job`);
+  }
   assert.equal((await spamOf(farm[0])).held, false);
 
   const run = await t.app.spamRescorer.runOnce();
@@ -94,6 +107,9 @@ test('a subdomain farm pinging on a timer is listed on its URL alone, then held 
     'the farm left changes.xml at the next render',
   );
   assert.ok(after.has(honest));
+  // The same render took the archive hours the job marked: the farm left the earlier hours' archives too.
+  for (const h of pastHours) assert.equal(await inArchive(h), 0, `${archivePath(h)} after the job`);
+  assert.deepEqual(await t.app.db.query('select hour from archive_stale_hours'), [], 'every marked hour rendered');
 });
 
 test("a splog-looking URL is held at intake; once its publisher registers, its next ping's rescoring lets it be listed", async () => {

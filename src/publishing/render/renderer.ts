@@ -1,7 +1,8 @@
 // Owns rendering's ticks: on each (under an advisory lock, so one instance renders at a time and every
 // instance serves what it stored) the live documents that changed (live.ts), the current hour's archive,
-// and every finished hour not yet closed, catching up on hours missed while down (hours.ts), then pruning
-// superseded renderings; one render at a time in this process, each document's failure its own. Storing a
+// and every finished hour not yet closed, catching up on hours missed while down (hours.ts), a few finished
+// hours the spam rescoring held or released a weblog in (archive_stale_hours), then pruning superseded
+// renderings; one render at a time in this process, each document's failure its own. Storing a
 // rendering is store-rendering.ts's; reading back is the reader's (../read/reader.ts).
 import { inBackground, type Queryable } from '../../platform/db/database.js';
 import { readClock } from '../../platform/db/clock.js';
@@ -10,7 +11,14 @@ import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, hourStart } from '../documents/
 import { HourCache } from '../documents/hour-cache.js';
 import type { TickShared } from '../documents/document.js';
 import type { DocumentRegistry } from '../documents/registry.js';
-import { getWatermark, pruneRenderings, WEBLOG_REMOVALS_WATERMARK } from '../rendering-repository.js';
+import {
+  clearStaleArchiveHour,
+  currentRendering,
+  getWatermark,
+  pruneRenderings,
+  staleArchiveHours,
+  WEBLOG_REMOVALS_WATERMARK,
+} from '../rendering-repository.js';
 import { closeLimitUs, renderTime } from './render-time.js';
 import type { RenderOutcome, RenderReport } from './store-rendering.js';
 import { renderLive, type LiveOptions } from './live.js';
@@ -20,6 +28,12 @@ import { closeHours, renderArchive, type HourReads } from './hours.js';
 export const RENDER_LOCK = 0x70756221; // 'pub!'
 /** The embedded database's statistics are refreshed this often (it has no autovacuum). */
 const ANALYZE_EVERY_MS = 10 * 60_000;
+/**
+ * Finished hours rendered again per tick because the spam rescoring held or released a weblog with pings in
+ * them: a flip of a farm marks every hour it pinged in, and each costs a read of the whole hour, so they are
+ * spread over ticks rather than taken at once.
+ */
+const STALE_HOURS_PER_TICK = 4;
 /** Superseded renderings keep their bytes this long, for responses still streaming them. */
 const GRACE_SEC = 120;
 
@@ -211,6 +225,22 @@ export class Renderer {
     } catch (err) {
       // Finding the hours to close failed (the watermark or first-ping query): the live documents are done.
       report.failed.push({ path: 'finished hours', error: (err as Error).message });
+      this.opts.log.error({ err: { message: (err as Error).message } }, 'rendering failed');
+    }
+    try {
+      for (const h of await staleArchiveHours(q, STALE_HOURS_PER_TICK)) {
+        const path = archivePath(h);
+        // The current hour was rendered above; an hour never published is rendered when it is closed.
+        const rendered =
+          h === current ||
+          !(await currentRendering(q, path)) ||
+          (await attempt(path, ARCHIVE_DOCUMENT, () =>
+            renderArchive(this.opts, this.hours, q, h, { closed: (h + HOUR_MS) * 1000 <= closeLimitUs(t), t, force: true }),
+          ));
+        if (rendered) await clearStaleArchiveHour(q, h);
+      }
+    } catch (err) {
+      report.failed.push({ path: 'stale archive hours', error: (err as Error).message });
       this.opts.log.error({ err: { message: (err as Error).message } }, 'rendering failed');
     }
     try {
