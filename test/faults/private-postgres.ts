@@ -16,6 +16,16 @@ export function privatePostgresAvailable(): boolean {
   return existsSync(join(BIN, 'pg_ctl')) && process.getuid?.() === 0;
 }
 
+/**
+ * Why a test of a replicated pair cannot run here, or false when it can: it needs the PostgreSQL backend
+ * (the embedded database has no standby) and private clusters (PostgreSQL 15 binaries and root).
+ */
+export function replicatedPairSkip(backend: string): string | false {
+  if (backend !== 'postgres') return 'failover needs PostgreSQL servers: the embedded database has no standby';
+  if (!privatePostgresAvailable()) return 'needs private PostgreSQL clusters (PostgreSQL 15 binaries and root)';
+  return false;
+}
+
 export async function freePort(): Promise<number> {
   const s = createServer();
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
