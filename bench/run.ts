@@ -34,6 +34,7 @@ import { runWrkBench } from './wrk.js';
 import { runSoak } from './soak.js';
 import { runScale } from './scale.js';
 import { runMulti } from './multi.js';
+import { runFailover } from './failover.js';
 import { runSpam } from './spam.js';
 import type { DirectOptions } from './lib/run-direct.js';
 
@@ -54,7 +55,12 @@ async function environment(): Promise<string> {
 }
 
 /** The long scenarios run alone when asked for by flag. */
-const ALONE: Record<string, (o: DirectOptions) => Promise<boolean>> = { '--soak': runSoak, '--scale': runScale, '--multi': runMulti };
+const ALONE: Record<string, (o: DirectOptions) => Promise<boolean>> = {
+  '--soak': runSoak,
+  '--scale': runScale,
+  '--multi': runMulti,
+  '--failover': runFailover,
+};
 
 /** `npm run bench -- --help`: this module's own opening comment (scenarios, flags, environment), as usage. */
 /** Every scenario: its ids (BENCH_SCENARIOS), the module that owns it, what it measures. */
@@ -77,6 +83,12 @@ export const SCENARIOS: { ids: string[]; module: string; what: string; by?: stri
   { ids: [], by: '--soak', module: 'bench/soak.ts', what: 'sustained intake with the renderer on, document age over time' },
   { ids: [], by: '--scale', module: 'bench/scale.ts', what: 'a month of pings (100M on PostgreSQL) against an empty database' },
   { ids: [], by: '--multi', module: 'bench/multi.ts', what: 'three instances on one PostgreSQL behind a round-robin proxy' },
+  {
+    ids: [],
+    by: '--failover',
+    module: 'bench/failover.ts',
+    what: 'the primary crashed and the standby promoted under 200 pings/s: lost, refused, write and stream gaps',
+  },
 ];
 
 /** `npm run bench -- --help`: this module's opening comment, then the scenarios and the flags. */

@@ -96,6 +96,8 @@ export interface PingdOptions {
   imports?: string[];
   /** Run this tsc build (compilePingd) as `node dist/cli.js serve` instead of src/ under tsx; imports are ignored. */
   compiled?: CompiledPingd;
+  /** Keep pingd's log (its stdout: JSON lines, the last 200,000 characters) as the child's `log`; otherwise stdout is not read. */
+  keepLog?: boolean;
 }
 
 /** A tsc build of pingd in a temporary tree (compilePingd). */
@@ -152,16 +154,22 @@ export async function startPingd(opts: PingdOptions): Promise<Child> {
     // Verification off unless a group turns it on with weblog hosts on loopback: the usual bench pings name
     // hosts under bench.example.com, which verification would look up and fetch.
     env: { ...inherited, LOG_LEVEL: 'warn', VERIFY_PINGS: 'off', ...opts.env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', opts.keepLog ? 'pipe' : 'ignore', 'pipe'],
   });
   let err = '';
   proc.stderr!.on('data', (d: Buffer) => {
     err += d.toString();
     if (err.length > 20_000) err = err.slice(-20_000);
   });
+  let out = '';
+  proc.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.length > 200_000) out = out.slice(-200_000);
+  });
   await waitReady(`http://127.0.0.1:${port}/pingSiteForm`, proc, () => err);
   const child = wrap(proc, port);
   Object.defineProperty(child, 'stderr', { get: () => err });
+  Object.defineProperty(child, 'log', { get: () => out });
   return child;
 }
 

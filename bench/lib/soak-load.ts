@@ -14,6 +14,8 @@ const HEAD = Buffer.from(
 const TAIL = Buffer.from('</string></value></param>\n</params></methodCall>\n');
 /** flerror 0 in pingd's reply (bench/lib/scenarios.ts isRpcAck recognises it the same way). */
 const ACK = '<boolean>0</boolean>';
+/** flerror 1: refused, saying why (throttled, the database unavailable…). */
+const REFUSED = '<boolean>1</boolean>';
 
 export interface Window {
   /** Seconds this window covers. */
@@ -51,6 +53,8 @@ export interface PingLoadOptions {
   /** Open model: requests due while this many are unanswered are not sent but counted (`shed`), so a stalled
    * server cannot make the client queue without bound. */
   maxInFlight?: number;
+  /** Told of every answer: the weblog pinged, the outcome ('ack' or a failure's kind), when it was due and when it came (performance.now()). */
+  onAnswer?: (weblog: string, outcome: string, dueMs: number, atMs: number) => void;
 }
 
 export const pingBody = (weblogUrl: string): Buffer => Buffer.concat([HEAD, Buffer.from(weblogUrl), TAIL]);
@@ -99,6 +103,7 @@ export function startPingLoad(o: PingLoadOptions): PingLoad {
           win.latencies.push(performance.now() - dueMs);
           if (o.keepUrls) ackedUrls.push(weblog);
         } else fail(outcome);
+        o.onAnswer?.(weblog, outcome, dueMs, performance.now());
         if (inFlight === 0 && stopping) settle?.();
         resolve();
       };
@@ -118,6 +123,7 @@ export function startPingLoad(o: PingLoadOptions): PingLoad {
             const text = Buffer.concat(chunks).toString('utf8');
             if (res.statusCode !== 200) finish(`status ${res.statusCode}`);
             else if (text.includes(ACK)) finish('ack');
+            else if (text.includes(REFUSED)) finish('flerror 1');
             else finish(`fault: ${/<name>faultString<\/name>\s*<value>(?:<string>)?([^<]{0,80})/.exec(text)?.[1] ?? text.slice(0, 80)}`);
           });
           res.on('error', (e: NodeJS.ErrnoException) => finish(`error: ${e.code ?? e.message}`));

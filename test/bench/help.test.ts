@@ -31,10 +31,11 @@ test('npm run bench -- --help lists the scenarios and flags, exits 0 and starts 
       'bench/soak.ts',
       'bench/scale.ts',
       'bench/multi.ts',
+      'bench/failover.ts',
     ],
   );
   for (const l of listed) assert.ok(existsSync(new URL(`../../${l.module}`, import.meta.url)), l.module);
   assert.equal(listed[0].ids, 'ping, extendedPing, pingSiteForm, ping-hosts, ping+render');
-  assert.match(out, /^Flags: --help, --write, --soak, --scale, --multi\.$/m);
+  assert.match(out, /^Flags: --help, --write, --soak, --scale, --multi, --failover\.$/m);
   assert.doesNotMatch(out + err, /pingd benchmark:/, 'no benchmark started');
 });

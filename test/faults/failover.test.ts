@@ -8,9 +8,10 @@
 // (it must never be written to). Issue 41, items 1, 2, 3 and 5.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BACKEND, methodCall, readReply, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
-import { privatePostgresAvailable, startReplicatedPair, type ReplicatedPair } from './private-postgres.js';
+import { BACKEND, startApp, uniqueUrl, type TestApp } from '../helpers/app.js';
+import { replicatedPairSkip, startReplicatedPair, type ReplicatedPair } from './private-postgres.js';
 import { waitFor } from '../helpers/wait.js';
+import { load } from './failover-load.js';
 
 /** DB_TIMEOUT_MS here: a ping waits at most this for the database, then is refused. */
 const DB_TIMEOUT_MS = 5000;
@@ -19,50 +20,6 @@ const HANG_MS = DB_TIMEOUT_MS + 5000;
 /** Writes must be back this soon after `pg_ctl promote` returned. */
 const RESUME_BOUND_MS = 10_000;
 const UNAVAILABLE = /^The (ping could not be stored \(database unavailable\)|database did not answer in time)/;
-
-interface Sent {
-  url: string;
-  /** performance.now() when sent and when answered. */
-  start: number;
-  end: number;
-  status?: number;
-  flerror?: boolean;
-  message?: string;
-  transport?: string;
-}
-
-async function ping(base: string, url: string): Promise<Sent> {
-  const start = performance.now();
-  try {
-    const res = await fetch(`${base}/RPC2`, {
-      method: 'POST',
-      headers: { 'content-type': 'text/xml' },
-      body: methodCall('weblogUpdates.ping', ['Failover', url]),
-      signal: AbortSignal.timeout(30_000),
-    });
-    const r = readReply(res.status, await res.text());
-    return { url, start, end: performance.now(), status: res.status, flerror: r.flerror, message: r.message };
-  } catch (err) {
-    return { url, start, end: performance.now(), transport: (err as Error).message };
-  }
-}
-
-/** `concurrency` clients pinging over HTTP, each its next ping as soon as the last is answered. */
-function load(base: string, concurrency: number) {
-  const sent: Sent[] = [];
-  let stopped = false;
-  const workers = Array.from({ length: concurrency }, async () => {
-    while (!stopped) sent.push(await ping(base, uniqueUrl('failover')));
-  });
-  return {
-    sent,
-    acked: () => sent.filter((s) => s.flerror === false).length,
-    async stop() {
-      stopped = true;
-      await Promise.all(workers);
-    },
-  };
-}
 
 const pairs: ReplicatedPair[] = [];
 const apps: TestApp[] = [];
@@ -168,12 +125,7 @@ async function failover(ctx: { diagnostic(s: string): void }, standbyFirst: bool
   }
 }
 
-const skip =
-  BACKEND !== 'postgres'
-    ? 'failover needs PostgreSQL servers: the embedded database has no standby'
-    : !privatePostgresAvailable()
-      ? 'needs private PostgreSQL clusters (PostgreSQL 15 binaries and root)'
-      : false;
+const skip = replicatedPairSkip(BACKEND);
 
 test(
   'primary crashes under load, the synchronous standby is promoted: no acknowledged ping lost, writes resume',

@@ -1,7 +1,7 @@
 // A PostgreSQL cluster of the test's own, which it may stop and start (the shared one on :5432 must never
 // be touched): initdb into a temporary directory owned by the postgres user, pg_ctl on a free port with
 // the socket in that directory. Needs the PostgreSQL 15 binaries and root (for runuser), as on CI.
-import { mkdtempSync, chownSync, rmSync, existsSync, appendFileSync } from 'node:fs';
+import { mkdtempSync, chownSync, rmSync, existsSync, appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync, execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -14,6 +14,16 @@ const run = promisify(execFile);
 
 export function privatePostgresAvailable(): boolean {
   return existsSync(join(BIN, 'pg_ctl')) && process.getuid?.() === 0;
+}
+
+/**
+ * Why a test of a replicated pair cannot run here, or false when it can: it needs the PostgreSQL backend
+ * (the embedded database has no standby) and private clusters (PostgreSQL 15 binaries and root).
+ */
+export function replicatedPairSkip(backend: string): string | false {
+  if (backend !== 'postgres') return 'failover needs PostgreSQL servers: the embedded database has no standby';
+  if (!privatePostgresAvailable()) return 'needs private PostgreSQL clusters (PostgreSQL 15 binaries and root)';
+  return false;
 }
 
 export async function freePort(): Promise<number> {
@@ -71,7 +81,9 @@ function postgresIds(): { uid: number; gid: number } {
 /**
  * A TCP proxy in front of a database that a test can break: `blackhole()` keeps every connection open
  * but forwards nothing (a cut cable, a silent firewall: the worst case, no error ever arrives), `reset()`
- * drops every connection and refuses new ones, `heal()` forwards again.
+ * drops every connection and refuses new ones, `heal()` forwards again. With `delayMs`, what the target
+ * sends reaches the client that much later (a link with lag); what is still delayed when either side
+ * closes is dropped, as what a crashed server had not yet got across.
  */
 export interface FaultyProxy {
   port: number;
@@ -82,7 +94,7 @@ export interface FaultyProxy {
   close(): Promise<void>;
 }
 
-export async function startProxy(targetHost: string, targetPort: number): Promise<FaultyProxy> {
+export async function startProxy(targetHost: string, targetPort: number, opts: { delayMs?: number } = {}): Promise<FaultyProxy> {
   const pairs = new Set<[Socket, Socket]>();
   const proxy: FaultyProxy = {
     port: 0,
@@ -114,13 +126,14 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
     const upstream = connect(targetPort, targetHost);
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
-    const forward = (from: Socket, to: Socket) =>
+    const forward = (from: Socket, to: Socket, delayMs = 0) =>
       from.on('data', (d) => {
-        if (proxy.mode === 'forward') to.write(d);
-        // blackhole: swallowed; both sides keep waiting
+        if (proxy.mode !== 'forward') return; // blackhole: swallowed; both sides keep waiting
+        if (delayMs === 0) to.write(d);
+        else setTimeout(() => to.destroyed || to.write(d), delayMs);
       });
     forward(client, upstream);
-    forward(upstream, client);
+    forward(upstream, client, opts.delayMs);
     const end = () => {
       pairs.delete(pair);
       client.destroy();
@@ -155,9 +168,12 @@ export interface ReplicatedPair {
  * A primary and a synchronous streaming standby on loopback, each its own cluster and port: initdb, the
  * primary started, `pg_basebackup -R -X stream` for the standby (it follows the primary through the
  * primary_conninfo that -R writes), and `synchronous_standby_names = '*'` set only once the standby streams
- * (set before, every commit on the primary waits for a standby that is not there).
+ * (set before, every commit on the primary waits for a standby that is not there). With `synchronous:
+ * false` it stays asynchronous (synchronous_standby_names empty: a commit waits for no standby). With
+ * `linkDelayMs`, the standby streams through a proxy that delivers the primary's WAL that much later (a
+ * standby that far behind; what is still on its way when the primary crashes never arrives).
  */
-export async function startReplicatedPair(): Promise<ReplicatedPair> {
+export async function startReplicatedPair(opts: { synchronous?: boolean; linkDelayMs?: number } = {}): Promise<ReplicatedPair> {
   const dir = mkdtempSync(join(tmpdir(), 'pingd-pg-pair-'));
   const { uid, gid } = postgresIds();
   chownSync(dir, uid, gid);
@@ -193,8 +209,10 @@ export async function startReplicatedPair(): Promise<ReplicatedPair> {
   };
   const primary = node('primary', await freePort());
   const standby = node('standby', await freePort());
+  let link: FaultyProxy | undefined;
   const destroy = async () => {
     for (const data of started) await asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', '-t', '30', 'stop']).catch(() => {});
+    await link?.close();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -214,11 +232,23 @@ export async function startReplicatedPair(): Promise<ReplicatedPair> {
       '-X',
       'stream',
     ]);
+    if (opts.linkDelayMs) {
+      link = await startProxy('127.0.0.1', primary.port, { delayMs: opts.linkDelayMs });
+      // -R wrote primary_conninfo with the primary's port: the standby connects through the link instead.
+      const auto = join(standby.data, 'postgresql.auto.conf');
+      writeFileSync(auto, readFileSync(auto, 'utf8').replace(`port=${primary.port}`, `port=${link.port}`));
+    }
     await standby.start();
     await waitStreaming(primary, 'async');
-    await primary.query(`alter system set synchronous_standby_names = '*'`);
-    await primary.query('select pg_reload_conf()');
-    await waitStreaming(primary, 'sync');
+    if (link) {
+      const [w] = await standby.query<{ port: number }>('select sender_port as port from pg_stat_wal_receiver');
+      if (w?.port !== link.port) throw new Error(`the standby streams from port ${w?.port}, not through the delaying link (${link.port})`);
+    }
+    if (opts.synchronous ?? true) {
+      await primary.query(`alter system set synchronous_standby_names = '*'`);
+      await primary.query('select pg_reload_conf()');
+      await waitStreaming(primary, 'sync');
+    }
   } catch (err) {
     await destroy();
     throw err;

@@ -25,6 +25,8 @@ export interface SseConnection {
   /** The id of the last event received (what EventSource sends as Last-Event-ID). */
   lastEventId: string;
   ended: boolean;
+  /** Resolves once the response has ended (or the connection dropped). */
+  finished: Promise<void>;
   /** Resolves when `n` events have arrived (rejects after timeoutMs with what arrived). */
   waitFor(n: number, timeoutMs?: number): Promise<SseEvent[]>;
   waitUntil(pred: (c: SseConnection) => boolean, timeoutMs?: number, what?: string): Promise<void>;
@@ -36,6 +38,8 @@ export interface SseConnection {
 export function openStream(url: string, headers: Record<string, string> = {}): Promise<SseConnection> {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers } }, (res) => {
+      let finish!: () => void;
+      const finished = new Promise<void>((r) => (finish = r));
       const c: SseConnection = {
         status: res.statusCode ?? 0,
         headers: res.headers,
@@ -46,6 +50,7 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
         retry: null,
         lastEventId: headers['last-event-id'] ?? '',
         ended: false,
+        finished,
         body: '',
         waitFor: (n, timeoutMs) => c.waitUntil((x) => x.events.length >= n, timeoutMs, `${n} events`).then(() => c.events.slice(0, n)),
         async waitUntil(pred, timeoutMs = 15_000, what = 'condition') {
@@ -105,13 +110,82 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
           else if (field === 'retry' && /^\d+$/.test(value)) c.retry = Number(value);
         }
       });
-      res.on('end', () => (c.ended = true));
-      res.on('close', () => (c.ended = true));
-      res.on('error', () => (c.ended = true));
+      const end = () => {
+        c.ended = true;
+        finish();
+      };
+      res.on('end', end);
+      res.on('close', end);
+      res.on('error', end);
       resolve(c);
     });
     req.on('error', reject);
   });
+}
+
+export interface StreamFollower {
+  /** Every connection answered, in order (the current one last). */
+  connections: SseConnection[];
+  /** Connection attempts that got no answer (refused, reset). */
+  failedOpens: number;
+  /** The events of every connection, in the order they arrived. */
+  events(): SseEvent[];
+  /** Ends the current connection as a dropped link would: the follower reconnects, as after any end. */
+  drop(): void;
+  /** Stops following. */
+  close(): void;
+}
+
+/**
+ * Follows a stream the way an EventSource does (HTML, "Server-sent events", processing model): when a
+ * connection ends or cannot be made, it waits the reconnection time (the last `retry:` the server sent, 3 s
+ * until then) and connects again with the last event id as Last-Event-ID. An answer other than a 200 stream
+ * ends it for good. Resolves once the first attempt is over: answered (its start decided by the server), or failed.
+ */
+export async function followStream(url: string, headers: Record<string, string> = {}): Promise<StreamFollower> {
+  let closed = false;
+  let retryMs = 3000;
+  let lastEventId = '';
+  let wake: (() => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let first: (() => void) | undefined;
+  const firstAnswer = new Promise<void>((r) => (first = r));
+  const f: StreamFollower = {
+    connections: [],
+    failedOpens: 0,
+    events: () => f.connections.flatMap((c) => c.events),
+    drop: () => f.connections.at(-1)?.close(),
+    close() {
+      closed = true;
+      clearTimeout(timer);
+      wake?.();
+      f.connections.at(-1)?.close();
+    },
+  };
+  void (async () => {
+    while (!closed) {
+      try {
+        const c = await openStream(url, lastEventId === '' ? headers : { ...headers, 'last-event-id': lastEventId });
+        f.connections.push(c);
+        first?.();
+        if (closed) c.close();
+        await c.finished;
+        if (c.status !== 200) return;
+        lastEventId = c.lastEventId;
+        if (c.retry !== null) retryMs = c.retry;
+      } catch {
+        f.failedOpens++;
+        first?.();
+      }
+      if (closed) return;
+      await new Promise<void>((r) => {
+        wake = r;
+        timer = setTimeout(r, retryMs);
+      });
+    }
+  })();
+  await firstAnswer;
+  return f;
 }
 
 /** The JSON data of the events of one type. */
