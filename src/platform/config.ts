@@ -378,7 +378,7 @@ const SPEC = {
   PUBLIC_URL: {
     default: '',
     parse: publicUrl,
-    doc: "Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute; unset = the request's Host (links inside documents: http://localhost:PORT)",
+    doc: "Where clients reach this service, e.g. https://ping.example.com: makes published links and WebSub hub/self links absolute, and is the WebSub hub (`PUBLIC_URL/websub`) and rssCloud address a feed names to lower its spam score (trust.names_pingd); unset = the request's Host (links inside documents: http://localhost:PORT), and no feed is taken to name this server",
   },
   STREAM_MAX_CLIENTS: {
     default: '1000',

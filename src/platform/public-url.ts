@@ -22,6 +22,12 @@ export function requestBase(publicUrl: string | undefined, port: number, req: { 
 /** Where the WebSub hub takes subscriptions (under the public base). */
 export const HUB_PATH = '/websub';
 
+/** Where XML-RPC is answered (weblogUpdates.*, rssCloud.*), under the public base. */
+export const RPC_PATHS: readonly string[] = ['/RPC2', '/rpc2', '/'];
+
+/** Where rssCloud takes subscriptions over REST (over XML-RPC: rssCloud.pleaseNotify on RPC_PATHS). */
+export const RSSCLOUD_NOTIFY_PATH = '/rsscloud/pleaseNotify';
+
 /** WebSub discovery (§4) and distribution (§7): the Link header naming the hub and the topic itself. */
 export function websubLinks(base: string, topicUrl: string): string {
   return `<${base}${HUB_PATH}>; rel="hub", <${topicUrl}>; rel="self"`;

@@ -1,7 +1,8 @@
 // Owns gathering the WeblogEvidence of verdict.ts from pingd's tables, for a set of weblogs at once (the
 // rescoring job's batch), the way bench/spam/evidence.ts derives it on the corpus: ping times from `pings`,
 // siblings by weblog_spam.site, the sites pinged from the weblog's last client address, settled
-// verification outcomes, and items verification found (`feed_items`). A fixed number of statements per
+// verification outcomes, items verification found (`feed_items`), and whether the weblog's current feed
+// names pingd as its hub or cloud (`feeds.names_pingd`). A fixed number of statements per
 // batch, whatever its size. "The last hour" is the hour before the weblog's own latest ping, as on the
 // corpus: a rescore right after a ping sees the hour before now.
 import type { Queryable } from '../platform/db/database.js';
@@ -35,6 +36,7 @@ interface BaseRow {
   new_items: number;
   recent: { t: string | null; l: string | null }[] | string | null;
   publisher: boolean;
+  names_pingd: boolean;
 }
 
 const json = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
@@ -42,7 +44,9 @@ const json = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JS
 // Per weblog (scored, i.e. with a weblog_spam row): its last RHYTHM_PINGS ping times and its last ping's
 // client address (pings_weblog_id), its last CONTENT_VERIFICATIONS settled outcomes with their new items
 // (ping_verifications_weblog_settled), how many items verification found new and the newest RECENT_ITEMS of
-// them (feed_items_weblog_id), and whether a publisher registered its URL for RSS Ping.
+// them (feed_items_weblog_id), whether a publisher registered its URL for RSS Ping, and whether its current
+// feed (weblogs.feed_id: the one its latest verification read) named pingd as its hub or cloud when last
+// read as a feed (one probe of the feeds primary key).
 const BASE = `
 select w.id, w.url, w.name, s.site,
   (select array_agg(x.ms order by x.id) from (
@@ -57,7 +61,8 @@ select w.id, w.url, w.name, s.site,
   (select count(*) from feed_items fi where fi.weblog_id = w.id)::int as new_items,
   (select jsonb_agg(jsonb_build_object('t', r.title, 'l', r.link) order by r.id desc) from (
      select fi.id, fi.title, fi.link from feed_items fi where fi.weblog_id = w.id order by fi.id desc limit ${RECENT_ITEMS}) r) as recent,
-  exists (select 1 from rssping_publishers rp where rp.site_url = w.url) as publisher
+  exists (select 1 from rssping_publishers rp where rp.site_url = w.url) as publisher,
+  coalesce((select f.names_pingd from feeds f where f.id = w.feed_id), false) as names_pingd
 from weblogs w join weblog_spam s on s.weblog_id = w.id
 where w.id = any($1::bigint[])`;
 
@@ -99,8 +104,7 @@ group by x.id, x.k`;
 
 /**
  * The evidence of each scored weblog of `weblogIds` (a weblog without a weblog_spam row, pinged under
- * SPAM_FILTER=off, is left out). `namesPingd` is always false: verification does not keep the hub or
- * cloud a fetched feed names, so nothing in the tables says a feed chose pingd.
+ * SPAM_FILTER=off, is left out).
  */
 export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise<GatheredWeblog[]> {
   if (weblogIds.length === 0) return [];
@@ -121,7 +125,7 @@ export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise
         oneTargetLinkShare: 0,
         verifiedNewItems: Number(r.new_items),
         registeredPublisher: Boolean(r.publisher),
-        namesPingd: false,
+        namesPingd: Boolean(r.names_pingd),
       };
       out.push({
         weblogId: Number(r.id),

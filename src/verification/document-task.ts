@@ -1,6 +1,7 @@
 // Owns what verification does with a fetched document's bytes, as one pure function run on a worker
 // thread (documents.ts): a homepage becomes the feed link it declares, a feed becomes its XML redirect or
-// its items compared with what was seen, and what it will publish is cleaned (publishable.ts). Everything
+// its items compared with what was seen (and whether it names this server as its hub or cloud:
+// names-pingd.ts), and what it will publish is cleaned (publishable.ts). Everything
 // that costs time in proportion to a stranger's document happens here, so the event loop only copies the
 // bytes in and a small result out (at most PUBLISH_LIMIT items and SEEN_LIMIT identities).
 import { isMainThread } from 'node:worker_threads';
@@ -11,6 +12,7 @@ import { chooseFeed, discoverFeeds } from './discover.js';
 import { parseFeed, type FeedHints } from './feed-parser.js';
 import { novelty, type FeedItem } from './identity.js';
 import { entriesDocument, feedExcerpt, type FeedFormat } from './excerpt.js';
+import { namesPingd, type OwnEndpoints } from './names-pingd.js';
 
 export type DocumentTask =
   | { kind: 'page'; body: Uint8Array; contentType: string; url: string }
@@ -23,6 +25,8 @@ export type DocumentTask =
       firstFetch: boolean;
       /** Also cut the document down to its new entries (a WebSub topic with subscribers: excerpt.ts). */
       excerpt?: boolean;
+      /** This server's hub and cloud (PUBLIC_URL's; null or absent: unset, nothing names it). */
+      own?: OwnEndpoints | null;
     };
 
 /** An item as it is stored and republished: cleaned, its link absolute http(s) or none. */
@@ -47,6 +51,8 @@ export type DocumentResult =
       fresh: number;
       publish: PublishedItem[];
       seen: string[];
+      /** It names this server as its WebSub hub or rssCloud cloud (names-pingd.ts). */
+      namesPingd: boolean;
       /** The document with only the published entries, when asked and there were new entries after a first fetch. */
       excerpt?: { contentType: string; body: Uint8Array } | null;
     };
@@ -86,7 +92,17 @@ export default function readDocument(task: DocumentTask): DocumentResult {
       ? { contentType: task.contentType || defaultType(parsed.format), body: cut }
       : entriesDocument(parsed.format, { title, url: task.url, siteUrl }, publish);
   }
-  return { kind: 'feed', title, siteUrl, hints: parsed.hints, fresh: n.fresh.length, publish, seen: n.seen, excerpt };
+  return {
+    kind: 'feed',
+    title,
+    siteUrl,
+    hints: parsed.hints,
+    fresh: n.fresh.length,
+    publish,
+    seen: n.seen,
+    namesPingd: namesPingd(parsed, task.own ?? null),
+    excerpt,
+  };
 }
 
 /** A feed served without a Content-Type is delivered with its format's own. */

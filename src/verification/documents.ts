@@ -4,6 +4,7 @@
 // `busy` (the job comes back shortly, like a host that is busy).
 import { BudgetPool, moduleBeside } from '../platform/work/budget-pool.js';
 import type { DocumentResult, DocumentTask } from './document-task.js';
+import type { OwnEndpoints } from './names-pingd.js';
 
 export type ReadResult = DocumentResult | { kind: 'too_complex'; reason: 'time' | 'memory' } | { kind: 'busy' };
 
@@ -15,12 +16,16 @@ export interface DocumentReaderOptions {
   maxWaiting: number;
   /** A reading thread failed outside any document (it could not start). */
   onError?: (err: Error) => void;
+  /** This server's hub and cloud (ownEndpoints(PUBLIC_URL)): every feed read says whether it names them. */
+  own?: OwnEndpoints | null;
 }
 
 export class DocumentReader {
   private readonly pool: BudgetPool<DocumentTask, DocumentResult>;
+  private readonly own: OwnEndpoints | null;
 
   constructor(opts: DocumentReaderOptions) {
+    this.own = opts.own ?? null;
     this.pool = new BudgetPool({
       filename: moduleBeside(import.meta.url, 'document-task'),
       threads: opts.threads,
@@ -41,7 +46,7 @@ export class DocumentReader {
   }
 
   async read(task: DocumentTask): Promise<ReadResult> {
-    const r = await this.pool.run(task);
+    const r = await this.pool.run(task.kind === 'feed' ? { ...task, own: this.own } : task);
     if (r.kind === 'ok') return r.value;
     if (r.kind === 'over_budget') return { kind: 'too_complex', reason: r.reason };
     return r;

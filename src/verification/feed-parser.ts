@@ -1,8 +1,9 @@
 // Owns reading a fetched body as a feed: bytes decoded by their declared charset, the RSS Feed State
 // document's XML redirect recognised (its own example is malformed, `<newLocation>…<newLocation>`, and real
 // publishers copy it), then RSS 0.91–2.0, RSS 1.0, Atom 0.3/1.0 or JSON Feed parsed by feedsmith into
-// the few fields verification uses: each item's title, link, guid, date and text, and the feed's polling
-// hints (ttl, skipHours, skipDays, sy:updatePeriod/updateFrequency). Pure: bytes in, a value out.
+// the few fields verification uses: each item's title, link, guid, date and text, the feed's polling
+// hints (ttl, skipHours, skipDays, sy:updatePeriod/updateFrequency), and where it says readers subscribe
+// (its WebSub hubs and its rssCloud cloud). Pure: bytes in, a value out.
 // Why feedsmith: bench/results/evidence/2026-11-22-feed-parser.md.
 import { parseFeed as feedsmith } from 'feedsmith';
 import { decodeXml } from '../platform/xml/decode.js';
@@ -17,6 +18,18 @@ export interface FeedHints {
   updateFrequency?: number;
 }
 
+/**
+ * An rssCloud cloud (RSS 2.0 `<cloud domain port path registerProcedure protocol>`): where readers register
+ * to be told the feed changed. `port` is null when the element gives none a number reads.
+ */
+export interface FeedCloud {
+  domain: string;
+  port: number | null;
+  path: string;
+  registerProcedure: string | null;
+  protocol: string | null;
+}
+
 export type Parsed =
   | {
       kind: 'feed';
@@ -26,12 +39,25 @@ export type Parsed =
       siteUrl: string | null;
       items: FeedItem[];
       hints: FeedHints;
+      /**
+       * The WebSub hubs it names (WebSub §4): RSS's and RDF's `<atom:link rel="hub">`, Atom's
+       * `<link rel="hub">`, JSON Feed's `hubs[].url` of type WebSub; at most MAX_HUBS, as written.
+       */
+      hubs: string[];
+      /** Its rssCloud cloud: RSS 2.0's `<cloud>`, or a JSON Feed hub of type rssCloud (its URL's parts). */
+      cloud: FeedCloud | null;
     }
   | { kind: 'redirect'; newLocation: string | null }
   | { kind: 'not_a_feed'; reason: string };
 
 /** Text fields are cut to this many characters: a feed's item is stored and republished, not archived. */
 const MAX_TEXT = 4000;
+/**
+ * Hubs kept of one feed: a feed names one or two (WordPress's WebSub plugin names its list, two by default);
+ * a hub, a cloud field or a rel longer than MAX_ATTR is not one anybody registers at, and is passed over.
+ */
+export const MAX_HUBS = 8;
+const MAX_ATTR = 2048;
 
 // Everything below reads text a stranger wrote (anyone can ping with a feed URL they control), so every scan
 // is linear in the text: indexOf from a position that only moves forward, never a regex that can backtrack
@@ -140,6 +166,8 @@ interface RssLike {
   skipHours?: number[];
   skipDays?: string[];
   sy?: { updatePeriod?: string; updateFrequency?: number };
+  cloud?: { domain?: string; port?: number; path?: string; registerProcedure?: string; protocol?: string };
+  atom?: { links?: AtomLink[] };
   items?: {
     title?: string;
     link?: string;
@@ -156,9 +184,14 @@ interface AtomText {
   value?: string;
 }
 
+interface AtomLink {
+  href?: string;
+  rel?: string;
+}
+
 interface AtomLike {
   title?: AtomText | string;
-  links?: { href?: string; rel?: string }[];
+  links?: AtomLink[];
   entries?: {
     id?: string;
     title?: AtomText | string;
@@ -173,6 +206,7 @@ interface AtomLike {
 interface JsonLike {
   title?: string;
   home_page_url?: string;
+  hubs?: { type?: string; url?: string }[];
   items?: {
     id?: string | number;
     url?: string;
@@ -237,7 +271,16 @@ function rssLike(format: 'rss' | 'rdf', f: RssLike, xml: string): Parsed {
   if (skipDays.length) hints.skipDays = skipDays;
   if (f.sy?.updatePeriod) hints.updatePeriod = f.sy.updatePeriod;
   if (typeof f.sy?.updateFrequency === 'number') hints.updateFrequency = f.sy.updateFrequency;
-  return { kind: 'feed', format, title: text(f.title), siteUrl: text(f.link), items, hints };
+  return {
+    kind: 'feed',
+    format,
+    title: text(f.title),
+    siteUrl: text(f.link),
+    items,
+    hints,
+    hubs: hubLinks(f.atom?.links),
+    cloud: rssCloud(f.cloud),
+  };
 }
 
 function atom(f: AtomLike): Parsed {
@@ -253,7 +296,16 @@ function atom(f: AtomLike): Parsed {
     };
   });
   const site = f.links?.find((l) => !l.rel || l.rel === 'alternate')?.href;
-  return { kind: 'feed', format: 'atom', title: text(f.title), siteUrl: text(site), items, hints: {} };
+  return {
+    kind: 'feed',
+    format: 'atom',
+    title: text(f.title),
+    siteUrl: text(site),
+    items,
+    hints: {},
+    hubs: hubLinks(f.links),
+    cloud: null,
+  };
 }
 
 function json(f: JsonLike): Parsed {
@@ -265,5 +317,67 @@ function json(f: JsonLike): Parsed {
     summary: text(i.summary),
     content: text(i.content_html ?? i.content_text),
   }));
-  return { kind: 'feed', format: 'json', title: text(f.title), siteUrl: text(f.home_page_url), items, hints: {} };
+  const hubs: string[] = [];
+  let cloud: FeedCloud | null = null;
+  for (const h of Array.isArray(f.hubs) ? f.hubs : []) {
+    const url = attr(h?.url);
+    const type = attr(h?.type)?.toLowerCase();
+    if (url === null) continue;
+    if (type === 'rsscloud') cloud ??= cloudOfUrl(url);
+    else if ((type === undefined || type === 'websub') && hubs.length < MAX_HUBS) hubs.push(url);
+  }
+  return { kind: 'feed', format: 'json', title: text(f.title), siteUrl: text(f.home_page_url), items, hints: {}, hubs, cloud };
+}
+
+/** An attribute's text, trimmed: null when empty, not text, or longer than MAX_ATTR. */
+function attr(v: unknown): string | null {
+  if (typeof v !== 'string') return null;
+  const t = v.trim();
+  return t && t.length <= MAX_ATTR ? t : null;
+}
+
+/** IANA's IRI form of the registered relation `hub` (RFC 4287 §4.2.7.2: the same relation). */
+const HUB_IRI = 'http://www.iana.org/assignments/relation/hub';
+
+/** The hrefs of the links whose rel is `hub` (any case; among others, space-separated, as in RFC 8288). */
+export function hubLinks(links: AtomLink[] | undefined): string[] {
+  const out: string[] = [];
+  for (const l of Array.isArray(links) ? links : []) {
+    if (out.length >= MAX_HUBS) break;
+    const rel = attr(l?.rel);
+    const href = attr(l?.href);
+    if (rel === null || href === null) continue;
+    // A character class repeated once per run of spaces: linear, nothing to backtrack.
+    if (
+      rel
+        .toLowerCase()
+        .split(/[\t\n\r ]+/)
+        .some((r) => r === 'hub' || r === HUB_IRI)
+    )
+      out.push(href);
+  }
+  return out;
+}
+
+function rssCloud(c: RssLike['cloud']): FeedCloud | null {
+  const domain = attr(c?.domain);
+  const path = attr(c?.path);
+  if (!c || domain === null || path === null) return null;
+  const port = typeof c.port === 'number' && Number.isInteger(c.port) && c.port > 0 && c.port <= 65535 ? c.port : null;
+  return { domain, port, path, registerProcedure: attr(c.registerProcedure), protocol: attr(c.protocol) };
+}
+
+/** A cloud named by URL (a JSON Feed hub of type rssCloud): its host, port and path; https is https-post. */
+function cloudOfUrl(raw: string): FeedCloud | null {
+  if (!URL.canParse(raw)) return null;
+  const u = new URL(raw);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+  const https = u.protocol === 'https:';
+  return {
+    domain: u.hostname,
+    port: u.port ? Number(u.port) : https ? 443 : 80,
+    path: u.pathname,
+    registerProcedure: null,
+    protocol: https ? 'https-post' : 'http-post',
+  };
 }

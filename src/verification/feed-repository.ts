@@ -28,11 +28,13 @@ export interface FeedRow {
   title: string | null;
   /** The feed's own site (its <link>), as the last fetch found it. */
   siteUrl: string | null;
+  /** It named this server as its WebSub hub or rssCloud cloud when last read as a feed (names-pingd.ts). */
+  namesPingd: boolean;
   seen: string[];
 }
 
 const COLUMNS = `id, url, fetch_url, moved_to, moved_seen, etag, last_modified, last_status, last_outcome, last_fetch_at,
-  last_success_at, next_fetch_after, failures, gone, hints, title, site_url, seen`;
+  last_success_at, next_fetch_after, failures, gone, hints, title, site_url, names_pingd, seen`;
 
 type Raw = {
   id: number;
@@ -52,6 +54,7 @@ type Raw = {
   hints: FeedHints | string;
   title: string | null;
   site_url: string | null;
+  names_pingd: boolean;
   seen: string[] | null;
 };
 
@@ -76,6 +79,7 @@ function feedOf(r: Raw): FeedRow {
     hints: typeof r.hints === 'string' ? (JSON.parse(r.hints) as FeedHints) : (r.hints ?? {}),
     title: r.title,
     siteUrl: r.site_url,
+    namesPingd: Boolean(r.names_pingd),
     seen: r.seen ?? [],
   };
 }
@@ -123,6 +127,7 @@ export interface FeedUpdate {
   hints: FeedHints;
   title: string | null;
   siteUrl: string | null;
+  namesPingd: boolean;
   seen: string[];
 }
 
@@ -131,7 +136,7 @@ export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise
     q.query(
       `update feeds set fetch_url = $2, moved_to = $3, moved_seen = $4, etag = $5, last_modified = $6, last_status = $7,
               last_outcome = $8, last_fetch_at = now(), last_success_at = $9, next_fetch_after = $10, failures = $11,
-              gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[], site_url = $16
+              gone = $12, hints = $13::jsonb, title = $14, seen = $15::text[], site_url = $16, names_pingd = $17
         where id = $1`,
       [
         id,
@@ -150,6 +155,7 @@ export async function saveFeed(q: Queryable, id: number, u: FeedUpdate): Promise
         u.title,
         u.seen,
         u.siteUrl,
+        u.namesPingd,
       ],
     ),
   );

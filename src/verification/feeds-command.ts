@@ -12,8 +12,9 @@ export const FEEDS_OPTIONS = { json: { type: 'boolean' } } as const;
 export const FEEDS_USAGE = `pingd feeds show <url> [--json]
 pingd feeds reset <url>
 
-  show     the feed's HTTP state (URL fetched, validators, last status and outcome, backoff, gone, hints);
-           <url> is a feed URL or a weblog's URL (then its weblog record, last verification and spam score too)
+  show     the feed's HTTP state (URL fetched, validators, last status and outcome, backoff, gone, hints,
+           whether it names this server as its hub or cloud); <url> is a feed URL or a weblog's URL (then
+           its weblog record, last verification and spam score too)
   reset    clear a feed's gone flag, failures and backoff (a 410 is not final if the publisher says so)
 
 Exit codes: 0 done, 1 not found, 2 usage error.`;

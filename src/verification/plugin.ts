@@ -13,6 +13,7 @@ import { claimVerifyJobs, verifyQueueStats, type Job } from './job-repository.js
 import { Verifier } from './verifier.js';
 import { FeedProbe, type ProbeResult } from './probe.js';
 import { DocumentReader } from './documents.js';
+import { ownEndpoints } from './names-pingd.js';
 import { QueueWorker } from '../platform/queue/worker.js';
 import { weblogRoutes } from './routes.js';
 import { FeedChanges, type FeedCheck } from '../platform/feed-changes.js';
@@ -79,6 +80,7 @@ async function verificationPlugin(app: FastifyInstance, opts: { config: Config }
     budgetMs: config.VERIFY_PARSE_BUDGET_MS,
     memoryMb: config.VERIFY_PARSE_MEMORY_MB,
     maxWaiting: config.VERIFY_CONCURRENCY,
+    own: ownEndpoints(config.PUBLIC_URL),
     onError: (err) =>
       app.log.error(
         { err: { message: err.message } },

@@ -100,6 +100,7 @@ export class FeedProbe {
         hints: read.hints,
         title: read.title ?? feed.title,
         siteUrl: read.siteUrl ?? feed.siteUrl,
+        namesPingd: read.namesPingd,
         seen: read.seen,
       });
       return { ok: true, feedId: feed.id, title: read.title ?? feed.title };

@@ -273,6 +273,8 @@ export class Verifier {
         hints: read.hints,
         title: read.title ?? feed.title,
         siteUrl: read.siteUrl ?? feed.siteUrl,
+        // Read anew from every document that parses as a feed: a publisher that stops naming pingd loses it.
+        namesPingd: read.namesPingd,
         seen: read.seen,
       };
       const change: FeedChange | undefined =
@@ -322,6 +324,7 @@ export class Verifier {
       hints: feed.hints,
       title: feed.title,
       siteUrl: feed.siteUrl,
+      namesPingd: feed.namesPingd,
       seen: feed.seen,
     };
     return this.settle(job, outcome, status, feed, [], update, started);

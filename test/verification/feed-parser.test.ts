@@ -1,12 +1,12 @@
 // Reading a fetched body as a feed: every fixture's items (title, link, guid, date) and channel hints as
 // listed in expected.json, charsets from the XML declaration, the XML redirect (including the RSS Feed
-// State document's own malformed example), and everything else as not_a_feed, without hanging on hostile
-// entity expansion.
+// State document's own malformed example), the WebSub hubs and rssCloud cloud a feed names, and everything
+// else as not_a_feed, without hanging on hostile entity expansion.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
-import { parseFeed, type Parsed } from '../../src/verification/feed-parser.js';
+import { MAX_HUBS, parseFeed, type Parsed } from '../../src/verification/feed-parser.js';
 import type { FeedHints } from '../../src/verification/feed-repository.js';
 
 interface ExpectedItem {
@@ -232,4 +232,108 @@ test('two or more days and hours are read too, and a channel without them has no
   assert.deepEqual(two.hints.skipHours, [0, 23]);
   const none = asFeed(parseFeed(rss('')));
   assert.deepEqual(none.hints, {});
+});
+
+// Where a feed says readers subscribe (issue 39's trust.names_pingd reads them: names-pingd.ts).
+const HUB = 'https://ping.example.com/websub';
+
+test('RSS 2.0: <atom:link rel="hub"> under any prefix bound to Atom, and <cloud>, are read; other links are not hubs', () => {
+  const feed = asFeed(
+    parseFeed(
+      Buffer.from(
+        `<?xml version="1.0"?><rss version="2.0" xmlns:a10="http://www.w3.org/2005/Atom"><channel><title>T</title>` +
+          `<link>http://x.example/</link><description>D</description>` +
+          `<a10:link rel="self" href="http://x.example/feed.xml"/><a10:link rel="HUB" href=" ${HUB} "/>` +
+          `<cloud domain="ping.example.com" port="443" path="/rsscloud/pleaseNotify" registerProcedure="" protocol="https-post"/>` +
+          `<item><title>One</title></item></channel></rss>`,
+      ),
+    ),
+  );
+  assert.equal(feed.format, 'rss');
+  assert.deepEqual(feed.hubs, [HUB]);
+  assert.deepEqual(feed.cloud, {
+    domain: 'ping.example.com',
+    port: 443,
+    path: '/rsscloud/pleaseNotify',
+    registerProcedure: null,
+    protocol: 'https-post',
+  });
+  const plain = asFeed(parseFeed(rss('')));
+  assert.deepEqual([plain.hubs, plain.cloud], [[], null]);
+});
+
+test("rss092.xml's Radio UserLand <cloud> (XML-RPC) is read with its procedure; a cloud without a domain or path is none", () => {
+  assert.deepEqual(asFeed(parseFeed(fixture('rss092.xml'))).cloud, {
+    domain: 'rpc.radio.example.net',
+    port: 80,
+    path: '/RPC2',
+    registerProcedure: 'xmlStorageSystem.rssPleaseNotify',
+    protocol: 'xml-rpc',
+  });
+  assert.equal(asFeed(parseFeed(rss('<cloud domain="" port="80" path="/RPC2" protocol="xml-rpc"/>'))).cloud, null);
+  assert.equal(asFeed(parseFeed(rss('<cloud domain="c.example" port="80" protocol="xml-rpc"/>'))).cloud, null);
+  assert.equal(asFeed(parseFeed(rss('<cloud domain="c.example" port="eighty" path="/RPC2"/>'))).cloud?.port, null);
+});
+
+test('RSS 1.0 (RDF) names its hub with <atom:link rel="hub"> too', () => {
+  const feed = asFeed(
+    parseFeed(
+      Buffer.from(
+        `<?xml version="1.0"?><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"` +
+          ` xmlns:atom="http://www.w3.org/2005/Atom"><channel rdf:about="http://x.example/"><title>T</title><link>http://x.example/</link>` +
+          `<description>D</description><atom:link rel="hub" href="${HUB}"/></channel>` +
+          `<item rdf:about="http://x.example/1"><title>One</title><link>http://x.example/1</link></item></rdf:RDF>`,
+      ),
+    ),
+  );
+  assert.deepEqual([feed.format, feed.hubs, feed.cloud], ['rdf', [HUB], null]);
+});
+
+test('Atom: <link rel="hub"> (or IANA\'s IRI for it) is a hub; self and alternate are not', () => {
+  const atom = (links: string) =>
+    asFeed(
+      parseFeed(
+        Buffer.from(
+          `<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>T</title><id>urn:x</id>` +
+            `<updated>2026-11-20T00:00:00Z</updated>${links}<entry><id>urn:1</id><title>One</title>` +
+            `<updated>2026-11-20T00:00:00Z</updated></entry></feed>`,
+        ),
+      ),
+    );
+  const feed = atom(
+    `<link rel="alternate" href="http://x.example/"/><link rel="self" href="http://x.example/feed.atom"/>` +
+      `<link rel="hub" href="${HUB}"/><link rel="http://www.iana.org/assignments/relation/hub" href="https://other.example/hub"/>`,
+  );
+  assert.deepEqual([feed.format, feed.hubs, feed.cloud], ['atom', [HUB, 'https://other.example/hub'], null]);
+  assert.equal(feed.siteUrl, 'http://x.example/');
+  const many = atom(Array.from({ length: 50 }, (_, i) => `<link rel="hub" href="https://h${i}.example/"/>`).join(''));
+  assert.equal(many.hubs.length, MAX_HUBS, 'at most MAX_HUBS are kept');
+});
+
+test('JSON Feed: hubs[] of type WebSub are hubs, one of type rssCloud is the cloud (its URL in parts)', () => {
+  const feed = asFeed(
+    parseFeed(
+      Buffer.from(
+        JSON.stringify({
+          version: 'https://jsonfeed.org/version/1.1',
+          title: 'T',
+          hubs: [
+            { type: 'WebSub', url: HUB },
+            { type: 'rssCloud', url: 'https://ping.example.com/rsscloud/pleaseNotify' },
+            { type: 'carrier-pigeon', url: 'https://pigeons.example/' },
+          ],
+          items: [{ id: '1', content_text: 'One' }],
+        }),
+      ),
+      'application/feed+json',
+    ),
+  );
+  assert.deepEqual(feed.hubs, [HUB]);
+  assert.deepEqual(feed.cloud, {
+    domain: 'ping.example.com',
+    port: 443,
+    path: '/rsscloud/pleaseNotify',
+    registerProcedure: null,
+    protocol: 'https-post',
+  });
 });

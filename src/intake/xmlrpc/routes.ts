@@ -9,12 +9,11 @@ import { pingFromCall, systemCall } from './methods.js';
 import { THANKS } from '../ping/ping-service.js';
 import { intakeRoute } from '../ping/plugin.js';
 import { errorHandler } from '../../platform/error-handler.js';
+import { RPC_PATHS } from '../../platform/public-url.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
 // The success reply never varies: build its bytes once.
 const THANKS_BYTES = Buffer.from(pingResponseXml(false, THANKS));
-
-export const RPC_PATHS = ['/RPC2', '/rpc2', '/'];
 
 function sendXml(reply: FastifyReply, body: string | Buffer, status = 200): FastifyReply {
   return reply.code(status).header('content-type', XML_TYPE).send(body);

@@ -19,6 +19,7 @@ import type { NotifyRefusal } from './refusals.js';
 import type { NotifyAnswer } from './subscribe.js';
 import type { NotifyRequest } from './params.js';
 import { errorHandler } from '../../platform/error-handler.js';
+import { RSSCLOUD_NOTIFY_PATH } from '../../platform/public-url.js';
 
 export interface RsscloudRouteOptions {
   maxUrls: number;
@@ -46,7 +47,7 @@ export async function rsscloudRoutes(app: FastifyInstance, opts: RsscloudRouteOp
     await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
     scope.setErrorHandler(
       errorHandler((a, req, reply) => {
-        const element: Element = req.url.startsWith('/rsscloud/pleaseNotify') ? 'notifyResult' : 'result';
+        const element: Element = req.url.startsWith(RSSCLOUD_NOTIFY_PATH) ? 'notifyResult' : 'result';
         if (a.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
           return answer(req, reply, element, false, 'Send the parameters as application/x-www-form-urlencoded.', 415);
         if (a.statusCode >= 500) return answer(req, reply, element, false, 'Internal error; please try again later.', 500);
@@ -70,7 +71,7 @@ export async function rsscloudRoutes(app: FastifyInstance, opts: RsscloudRouteOp
       return answer(req, reply, 'result', false, r.msg);
     });
 
-    scope.post('/rsscloud/pleaseNotify', { schema: { body: Type.Optional(Form) } }, async (req, reply) => {
+    scope.post(RSSCLOUD_NOTIFY_PATH, { schema: { body: Type.Optional(Form) } }, async (req, reply) => {
       const refuse = (reason: NotifyRefusal, msg: string, retryAfterSec?: number) => {
         opts.refused(reason);
         if (retryAfterSec) reply.header('retry-after', String(retryAfterSec));
