@@ -35,7 +35,7 @@ test('npm run bench -- --help lists the scenarios and flags, exits 0 and starts 
     ],
   );
   for (const l of listed) assert.ok(existsSync(new URL(`../../${l.module}`, import.meta.url)), l.module);
-  assert.equal(listed[0].ids, 'ping, extendedPing, pingSiteForm, ping-hosts, ping+render');
+  assert.equal(listed[0].ids, 'ping, extendedPing, pingSiteForm, ping-hosts, ping-spam, ping+render');
   assert.match(out, /^Flags: --help, --write, --soak, --scale, --multi, --failover\.$/m);
   assert.doesNotMatch(out + err, /pingd benchmark:/, 'no benchmark started');
 });

@@ -24,12 +24,15 @@ import { waitFor } from '../helpers/wait.js';
 
 const WEBLOGS = 700;
 const HOURS = 12;
-const REPLAY_MS = 50_000;
+// 12 corpus hours in 100 s: a 15-minute timer's gap is 2 s here, so the jitter a busy CI machine adds to
+// when a ping is stored (group commits of 50–200 ms) stays small beside it. At 40–50 s the test passed on a
+// quiet machine and failed beside the suite: timers read as people (158 of 525 splogs listed).
+const REPLAY_MS = 100_000;
 const IN_FLIGHT = 32;
 
 test(
   'a replay of over 10,000 corpus pings: 80% fewer splogs listed than arrived, every honest weblog with a new item listed',
-  { timeout: 240_000 },
+  { timeout: 300_000 },
   async () => {
     const corpus = generateCorpus({ weblogs: WEBLOGS, hours: HOURS });
     const pings = corpus.weblogs.flatMap((w) => w.pings.map((p) => ({ w, at: p.atMs, address: p.address }))).sort((a, b) => a.at - b.at);
