@@ -107,12 +107,14 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   // copy was last logged (PostgreSQL logs a sequence 32 values ahead): below ids this instance already sent
   // for those pings. Pings stored after the promotion took those ids, and a client past them (live, or
   // resuming with Last-Event-ID) was never sent them: 0–16 acknowledged pings per run in the failover
-  // bench with the standby's WAL 50 ms late (bench/results/failover.md, 2026-11-28). So every new
-  // connection, before it serves anything, raises the sequence past the highest position this instance
-  // knows (hub.highest) when the server is behind it. Writes reach a new primary only through new
-  // connections (those to the old one died with it), so nothing is stored there under an id already sent;
-  // the renderer, which follows pings by id in memory too, is kept right by the same raise. On the server
-  // the positions came from, the sequence is past them all: one read per new connection, nothing written.
+  // bench with the standby's WAL 50 ms late, 88 with it 500 ms late
+  // (bench/results/evidence/2026-11-28-failover-async-500.md). So every new connection, before it serves
+  // anything, raises the sequence past the highest position this instance knows (hub.highest) when the
+  // server is behind it. Writes reach a new primary only through new connections (those to the old one
+  // died with it), so nothing is stored there under an id already sent. The renderer, which follows ping
+  // ids in memory too, reads only committed ones, which this instance wrote or was told of: the same raise
+  // covers it. On the server the positions came from, the sequence is past them all: one read per new
+  // connection, nothing written.
   // The embedded database has no onConnect: its one session never moves to another server.
   app.db.onConnect?.(async (q) => {
     const seen = hub.highest;
