@@ -11,8 +11,9 @@
 //   - refused but stored: a commit whose answer the crash cut off (the client pings again; not a loss);
 //   - write gap: from `pg_ctl promote` returning to the first acknowledgement; and the whole stretch
 //     without one (last acknowledgement before the crash to the first after the promotion);
-//   - stream gap: acknowledged pings the /stream client never received (must be 0 when synchronous), and
-//     events it received that the promoted server does not have; read once a last ping sent after the load
+//   - stream gap: acknowledged pings the /stream client never received (must be 0 when synchronous; when
+//     asynchronous, only pings the promoted server lacks may be missing), and events it received that the
+//     promoted server does not have; read once a last ping sent after the load
 //     has reached the client (positions go up, and a client is sent them in order), or after 30 s without it;
 //   - whether pingd exited, and what it logged (warn and above), message by message.
 //
@@ -82,6 +83,8 @@ export interface FailoverResult {
   promoteCmdMs: number;
   slowestMs: number;
   streamGap: number;
+  /** Of the stream gap, pings the promoted server has (must be 0: only lost pings may be missing). */
+  streamGapStored: number;
   /** Events the client received that the promoted server does not have. */
   streamedNotStored: number;
   streamDuplicates: number;
@@ -270,6 +273,7 @@ async function runOnce(mode: Mode, lagMs: number, s: Settings): Promise<Failover
       promoteCmdMs: promoted - promoteStart,
       slowestMs: Math.max(...answers.map((a) => a.at - a.due)),
       streamGap: ackedUrls.filter((u) => !seen.has(u)).length,
+      streamGapStored: ackedUrls.filter((u) => !seen.has(u) && stored.has(u)).length,
       streamedNotStored: [...seen.keys()].filter((u) => !stored.has(u)).length,
       streamDuplicates: [...seen.values()].filter((n) => n > 1).length,
       reusedIds,
@@ -291,7 +295,11 @@ async function runOnce(mode: Mode, lagMs: number, s: Settings): Promise<Failover
       pass: false,
     };
     r.pass =
-      !r.pingdExited && r.noAnswer === 0 && (mode === 'asynchronous' || (r.lost === 0 && r.streamGap === 0 && r.streamDuplicates === 0));
+      !r.pingdExited &&
+      r.noAnswer === 0 &&
+      r.streamGapStored === 0 &&
+      r.streamDuplicates === 0 &&
+      (mode === 'asynchronous' || (r.lost === 0 && r.streamGap === 0));
     log(`failover ${mode}, lag ${lagMs} ms: ${JSON.stringify({ ...r, logLines: undefined })}`);
     log(`failover ${mode}, lag ${lagMs} ms: pingd logged ${r.logLines || 'nothing'}`);
     return r;
@@ -313,7 +321,7 @@ function table(rs: FailoverResult[]): string[] {
   for (const r of rs) {
     const must = r.mode === 'synchronous';
     out.push(
-      `| ${label(r)} | ${r.sent} | ${r.acknowledged} | ${must ? `${ok(r.lost === 0)} ` : ''}${r.lost} | ${r.refused}${r.refusedBeforeCrash ? ` (${r.refusedBeforeCrash} before the crash)` : ''}${r.shed ? ` (${r.shed} shed)` : ''} | ${r.noAnswer} | ${r.refusedStored} | ${s2(r.writeGapMs)} | ${s2(r.noWriteMs)} | ${s2(r.slowestMs)} | ${must ? `${ok(r.streamGap === 0)} ` : ''}${r.streamGap}${r.reusedIds ? ` (${r.reusedIds} under an id already sent for a lost ping)` : ''}${r.caughtUp ? '' : ' (the last ping never arrived)'} | ${r.streamedNotStored} | ${r.streamDuplicates} | ${r.reconnects} / ${r.resets} | ${r.largestIdStep} | ${s2(r.notReadyAfterMs)} / ${s2(r.readyAfterMs)} | ${r.pingdExited ? '❌ yes' : 'no'} |`,
+      `| ${label(r)} | ${r.sent} | ${r.acknowledged} | ${must ? `${ok(r.lost === 0)} ` : ''}${r.lost} | ${r.refused}${r.refusedBeforeCrash ? ` (${r.refusedBeforeCrash} before the crash)` : ''}${r.shed ? ` (${r.shed} shed)` : ''} | ${r.noAnswer} | ${r.refusedStored} | ${s2(r.writeGapMs)} | ${s2(r.noWriteMs)} | ${s2(r.slowestMs)} | ${must ? `${ok(r.streamGap === 0)} ` : ''}${r.streamGap}${!must && r.streamGap > 0 ? ` (${ok(r.streamGapStored === 0)} ${r.streamGapStored} on the promoted server)` : ''}${r.reusedIds ? ` (${r.reusedIds} under an id already sent for a lost ping)` : ''}${r.caughtUp ? '' : ' (the last ping never arrived)'} | ${r.streamedNotStored} | ${r.streamDuplicates} | ${r.reconnects} / ${r.resets} | ${r.largestIdStep} | ${s2(r.notReadyAfterMs)} / ${s2(r.readyAfterMs)} | ${r.pingdExited ? '❌ yes' : 'no'} |`,
     );
   }
   return out;
@@ -377,7 +385,7 @@ export async function runFailover(o: DirectOptions): Promise<boolean> {
     ),
     '',
     'Lost = acknowledged (flerror 0) and absent from the promoted server. Refused = flerror 1 ("database unavailable") or an HTTP refusal; no answer = a timeout (30 s) or a socket error. ' +
-      "Slowest answer: from the ping's due time, so it includes the wait for one of the load's 32 connections. Write gap = from `pg_ctl promote` returning to the first acknowledgement. Stream gap = acknowledged pings the /stream client never received, counting its reconnects with Last-Event-ID.",
+      'Slowest answer: from the ping\'s due time, so it includes the wait for one of the load\'s 32 connections. Write gap = from `pg_ctl promote` returning to the first acknowledgement. Stream gap = acknowledged pings the /stream client never received, counting its reconnects with Last-Event-ID; asynchronously, only pings lost with the old primary may be among them ("on the promoted server" must be 0).',
     '',
   ].join('\n');
   console.log(md);

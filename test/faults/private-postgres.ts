@@ -161,6 +161,11 @@ export interface ReplicaNode {
 export interface ReplicatedPair {
   primary: ReplicaNode;
   standby: ReplicaNode;
+  /**
+   * Resolves once the standby has replayed everything the primary had written when called (an asynchronous
+   * or late standby lags: a crash right after a schema change would lose the change, not only pings).
+   */
+  replayed(timeoutMs?: number): Promise<void>;
   destroy(): Promise<void>;
 }
 
@@ -253,7 +258,17 @@ export async function startReplicatedPair(opts: { synchronous?: boolean; linkDel
     await destroy();
     throw err;
   }
-  return { primary, standby, destroy };
+  const replayed = async (timeoutMs = 30_000) => {
+    const [{ lsn }] = await primary.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const [r] = await standby.query<{ ok: boolean }>('select coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) as ok', [lsn]);
+      if (r.ok) return;
+      if (Date.now() > deadline) throw new Error(`the standby has not replayed the primary's WAL up to ${lsn} after ${timeoutMs} ms`);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  };
+  return { primary, standby, replayed, destroy };
 }
 
 async function waitStreaming(primary: ReplicaNode, state: 'async' | 'sync'): Promise<void> {

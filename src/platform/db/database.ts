@@ -93,6 +93,7 @@ function connector(url: string, opts: DbOptions): { client: (c: pg.ClientConfig)
 
 function openPostgres(url: string, opts: DbOptions): Db {
   const connect = connector(url, opts);
+  const connectHooks: ((q: Queryable) => Promise<void>)[] = [];
   const pool = new pg.Pool({
     ...connect.pool,
     max: opts.poolMax,
@@ -102,6 +103,11 @@ function openPostgres(url: string, opts: DbOptions): Db {
     keepAlive: true,
     types: pgTypes,
     application_name: 'pingd',
+    // pg-pool awaits it before handing a new client out, and on a failure ends the client and fails the
+    // checkout (pg-pool 3.14 _acquireClient): nothing runs on a connection whose hooks did not pass.
+    onConnect: async (client: pg.ClientBase) => {
+      for (const hook of connectHooks) await hook(wrap(client));
+    },
   });
   // Without a listener an idle client's error (server restarted) would crash the process.
   pool.on('error', (err) => opts.onBackgroundError?.(err));
@@ -122,7 +128,7 @@ function openPostgres(url: string, opts: DbOptions): Db {
       throw new DatabaseError(`the PostgreSQL server's disk is full: ${(err as Error).message}`, 'DISK_FULL', { cause: err });
     }
   };
-  const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
+  const wrap = (c: pg.Pool | pg.ClientBase): Queryable => ({
     async query<T>(sql: string, params?: unknown[], opts?: { name?: string }) {
       const r = await checked(() =>
         opts?.name ? c.query({ name: opts.name, text: sql, values: params as unknown[] }) : c.query(sql, params as unknown[]),
@@ -201,6 +207,9 @@ function openPostgres(url: string, opts: DbOptions): Db {
     },
     async notify(channel, payload) {
       await pool.query('select pg_notify($1, $2)', [channel, payload]);
+    },
+    onConnect(fn) {
+      connectHooks.push(fn);
     },
     listen: (channel, onNotify, onReconnect) => listenPostgres(connect.client, channel, onNotify, onReconnect, opts.onBackgroundError),
     async close() {

@@ -45,6 +45,13 @@ export interface Db extends Queryable {
    * absent reads as not full (diskOf).
    */
   disk?(): DiskState;
+  /**
+   * Runs `fn` on every new connection, before the connection serves anything else; when fn fails, the
+   * connection is closed and whatever waited for it fails with fn's error. For state that must be set
+   * right on whichever server a connection reaches (after a failover, the new primary). Only PostgreSQL
+   * has it: the embedded database's one session never moves to another server.
+   */
+  onConnect?(fn: (q: Queryable) => Promise<void>): void;
   close(): Promise<void>;
 }
 

@@ -231,6 +231,35 @@ export async function latestPosition(q: Queryable): Promise<number> {
   });
 }
 
+/** The pings' id sequence, which every stream position is drawn from (migrations/005_stream.sql, 011). */
+const POSITIONS = `pg_get_serial_sequence('pings', 'id')::regclass`;
+const LAST_POSITION = `coalesce(pg_sequence_last_value(${POSITIONS}), 0)::bigint`;
+
+/**
+ * Raises the positions' sequence to `to` when its last value is below `seen` (a position this instance
+ * knows was committed); returns the value it had, or null when it was not below. The first read takes no
+ * lock: on the server the positions came from, the sequence is past every committed one, and nothing more
+ * is done. The raise holds EVENT_ORDER_LOCK, which every transaction drawing from the sequence holds from
+ * before its first draw to its commit, and reads the value again under it (the lock's row comes first:
+ * the read is made from it): setval cannot take the sequence back under a concurrent nextval, and
+ * instances raising at once leave it at the highest of their values. One statement each, so any
+ * Queryable will do (Db.onConnect's connection, a pool).
+ */
+export async function raisePositions(q: Queryable, seen: number, to: number): Promise<number | null> {
+  if (seen <= 0) return null;
+  return withContext('raising the stream positions past those already seen', async () => {
+    const [cur] = await q.query<{ was: number }>(`select ${LAST_POSITION} as was`);
+    if (Number(cur.was) >= seen) return null;
+    const [raised] = await q.query<{ was: number }>(
+      `with locked as materialized (select pg_advisory_xact_lock($3) is null as l),
+            cur as materialized (select ${LAST_POSITION} as was from locked)
+       select was, setval(${POSITIONS}, $2::bigint) from cur where was < $1::bigint`,
+      [seen, to, EVENT_ORDER_LOCK],
+    );
+    return raised ? Number(raised.was) : null;
+  });
+}
+
 /** The highest position retention has deleted: resuming from before it may skip events. */
 export async function prunedThrough(q: Queryable): Promise<number> {
   return withContext('reading the stream horizon', async () => {

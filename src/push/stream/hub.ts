@@ -238,6 +238,8 @@ const NO_TURN: Turn = () => {};
 export class StreamHub {
   /** The highest position this hub has read (and handed to its live subscribers). */
   private lastSeen = 0;
+  /** See `highest`. */
+  private known = 0;
   private readonly live = new Set<Subscriber>();
   private readonly attaching = new Set<Subscriber>();
   private reading: Promise<void> | undefined;
@@ -294,8 +296,24 @@ export class StreamHub {
     };
   }
 
+  /**
+   * The highest position this instance knows was committed: every position it read (events, the latest
+   * position a connection started at or /stream/info showed) or was told of by poke() (its own pings and
+   * outcomes, other instances' notifications). Every id a client of this instance was ever sent is at most
+   * this, which is what the plugin keeps the sequence above (raisePositions).
+   */
+  get highest(): number {
+    return Math.max(this.known, this.lastSeen);
+  }
+
+  private saw(pos: number): number {
+    if (pos > this.known) this.known = pos;
+    return pos;
+  }
+
   /** Something new may have been committed up to `pos` (unknown: look anyway). Without live connections nothing is read. */
   poke(pos?: number): void {
+    if (pos !== undefined) this.saw(pos);
     if (this.closed || this.live.size === 0) return;
     if (pos !== undefined && pos <= this.lastSeen) return;
     void this.read().catch(() => {});
@@ -393,7 +411,7 @@ export class StreamHub {
   async start(from: ResumePoint | null): Promise<Start> {
     // On the embedded database, behind intake's statements (a burst of connections must not queue pings).
     return inBackground(async () => {
-      const latest = await latestPosition(this.opts.db);
+      const latest = this.saw(await latestPosition(this.opts.db));
       if (from === null) return { from: latest, latest };
       if (from.at === 'time') {
         const before = await positionBefore(this.opts.db, from.time);
@@ -546,7 +564,7 @@ export class StreamHub {
   async ends(): Promise<LogState> {
     return inBackground(async () => {
       const { oldest, newest } = await logEnds(this.opts.db);
-      return { oldest, newest, latest: await latestPosition(this.opts.db), prunedThrough: await prunedThrough(this.opts.db) };
+      return { oldest, newest, latest: this.saw(await latestPosition(this.opts.db)), prunedThrough: await prunedThrough(this.opts.db) };
     });
   }
 

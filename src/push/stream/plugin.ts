@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../../platform/config.js';
 import { coalesced } from '../../platform/coalesce.js';
-import { stampVerifications } from './event-repository.js';
+import { raisePositions, stampVerifications } from './event-repository.js';
 import { StreamHub } from './hub.js';
 import { streamRoutes } from './routes.js';
 import type { ResponseSink } from './sink.js';
@@ -43,6 +43,14 @@ const NOTIFY_GAP_MS = 25;
 const REPLAY_ROWS_PER_SECOND = { postgres: 100_000, pglite: 30_000 } as const;
 /** Outcomes stamped per statement. */
 const STAMP_BATCH = 1000;
+/**
+ * How far past the highest position this instance has seen the sequence is raised on a server that is
+ * behind it (raisePositions, below): room for the positions other instances committed and streamed that
+ * this one was not yet told of when the primary died. They tell each other at most every NOTIFY_GAP_MS
+ * (25 ms); 10,000 positions is over a second at the most one PostgreSQL took here (7,791 pings/s, README).
+ * A jump costs nothing: clients take ids as they come, and a replay passes an empty window in one read.
+ */
+const POSITION_MARGIN = 10_000;
 
 async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
@@ -93,6 +101,29 @@ async function streamPlugin(app: FastifyInstance, opts: { config: Config }): Pro
       replayRead.inc({ what: 'positions' }, positions);
     },
     onError: (err) => app.log.warn({ err: { message: err.message } }, 'stream read failed; retried on the next event or poll'),
+  });
+  // Positions never go back, across a failover too (issue 41, item 4). With asynchronous replication the
+  // promoted standby lacks the last pings the old primary committed, and its sequence resumes where its
+  // copy was last logged (PostgreSQL logs a sequence 32 values ahead): below ids this instance already sent
+  // for those pings. Pings stored after the promotion took those ids, and a client past them (live, or
+  // resuming with Last-Event-ID) was never sent them: 0–16 acknowledged pings per run in the failover
+  // bench with the standby's WAL 50 ms late, 88 with it 500 ms late
+  // (bench/results/evidence/2026-11-28-failover-async-500.md). So every new connection, before it serves
+  // anything, raises the sequence past the highest position this instance knows (hub.highest) when the
+  // server is behind it. Writes reach a new primary only through new connections (those to the old one
+  // died with it), so nothing is stored there under an id already sent. The renderer, which follows ping
+  // ids in memory too, reads only committed ones, which this instance wrote or was told of: the same raise
+  // covers it. On the server the positions came from, the sequence is past them all: one read per new
+  // connection, nothing written.
+  // The embedded database has no onConnect: its one session never moves to another server.
+  app.db.onConnect?.(async (q) => {
+    const seen = hub.highest;
+    const was = await raisePositions(q, seen, seen + POSITION_MARGIN);
+    if (was !== null)
+      app.log.warn(
+        { was, seen, to: seen + POSITION_MARGIN },
+        `the database's stream positions were behind those already seen (${was} < ${seen}: a standby promoted without the last pings?): raised to ${seen + POSITION_MARGIN}`,
+      );
   });
   let shared = 0;
   new Counter({

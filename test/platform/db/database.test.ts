@@ -9,6 +9,7 @@ import { BACKGROUND_MAX_WAIT_MS } from '../../../src/platform/db/pglite-thread.j
 import { migrate, listMigrations, pendingMigrations } from '../../../src/platform/db/migrate.js';
 import { BACKEND, createTestDatabase, testConfig } from '../../helpers/app.js';
 import { CLI } from '../../helpers/cli.js';
+import { waitFor } from '../../helpers/wait.js';
 
 async function open(cfg: ReturnType<typeof testConfig>) {
   return openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 5000 });
@@ -87,6 +88,48 @@ test('instances starting together do not race their migrations', async () => {
     }
   }
 });
+
+test(
+  'onConnect runs on every new connection before anything else does; one that fails closes the connection and fails what waited for it',
+  { skip: BACKEND !== 'postgres' && 'the embedded database has one session, which never moves to another server: it has no onConnect' },
+  async () => {
+    const tdb = await createTestDatabase();
+    const db = await open(testConfig(tdb));
+    try {
+      const hooked = new Set<number>();
+      let fail = false;
+      db.onConnect!(async (q) => {
+        if (fail) throw new Error('the hook refused this connection');
+        const [r] = await q.query<{ pid: number }>('select pg_backend_pid() as pid');
+        hooked.add(r.pid);
+      });
+      // Four statements at once need four connections (poolMax 4), each new.
+      const pids = await Promise.all(
+        [0, 1, 2, 3].map(async () => (await db.query<{ pid: number }>('select pg_backend_pid() as pid, pg_sleep(0.2)'))[0].pid),
+      );
+      const inTx = await db.transaction(async (tx) => (await tx.query<{ pid: number }>('select pg_backend_pid() as pid'))[0].pid);
+      for (const pid of [...pids, inTx]) assert.ok(hooked.has(pid), `connection ${pid} ran the hook first`);
+      assert.equal(hooked.size, 4);
+
+      // Cut every connection: the next statement needs a new one, whose hook fails.
+      const admin = await open(testConfig(tdb));
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where pid = any($1::int[])', [[...hooked]]);
+      await admin.close();
+      fail = true;
+      await waitFor(() => db.poolStats().total === 0, {
+        what: () => `the cut connections to leave the pool (${db.poolStats().total} left)`,
+      });
+      await assert.rejects(db.query('select 1'), /the hook refused this connection/);
+      assert.equal(db.poolStats().total, 0, 'the connection whose hook failed is not kept');
+      fail = false;
+      assert.deepEqual(await db.query('select 1 as one'), [{ one: 1 }]);
+      assert.equal(hooked.size, 5);
+    } finally {
+      await db.close();
+      await tdb.drop();
+    }
+  },
+);
 
 // The lock file guards the embedded database only; a server backend has no data directory of ours.
 if (BACKEND === 'pglite')
