@@ -94,15 +94,15 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
 
   // The coupling point with verification: queued in the outcome's own transaction, so a notification
-  // promised by a committed outcome survives a crash; the worker is woken once the outcome is committed.
+  // promised by a committed outcome survives a crash; the worker is woken once the change is committed.
   app.verification.changes.watch({
     // Only a notice: rssCloud sends the feed's URL, not its entries, so no excerpt is cut for it.
     interest: async (q, feedId) => ((await hasSubscriptions(q, feedId)) ? 'notice' : 'none'),
     write: async (tx, change) => void (await queueNotifications(tx, change.feedId)),
   });
-  app.verification.onSettled((outcome) => {
-    if (outcome === 'verified') worker.wake();
-  });
+  // Woken by the same signal as the WebSub hub: a feed change committed (a ping's verification, a topic
+  // check or a poll), not only a ping's `verified` outcome.
+  app.verification.changes.onCommitted(() => worker.wake());
 
   // Each pleaseNotify makes requests (a feed fetched, the endpoint checked) while its client waits.
   let checking = 0;
