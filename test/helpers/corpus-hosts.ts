@@ -9,10 +9,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { escapeXml } from '../../src/platform/xml/escape.js';
 import type { Corpus, CorpusWeblog } from '../../bench/spam/corpus.js';
+import { FEED_ITEMS } from '../../bench/spam/evidence.js';
 import type { LookupFn } from '../../src/platform/fetch/safe-fetch.js';
-
-/** Items a served feed carries (a feed carries its newest ten or so: bench/spam/evidence.ts FEED_ITEMS). */
-const FEED_ITEMS = 10;
 
 export interface CorpusHosts {
   /** The server's address: every corpus name resolves to it. */

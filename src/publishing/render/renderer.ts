@@ -230,9 +230,9 @@ export class Renderer {
     try {
       for (const h of await staleArchiveHours(q, STALE_HOURS_PER_TICK)) {
         const path = archivePath(h);
-        // The current hour was rendered above; an hour never published is rendered when it is closed.
+        // Only finished hours are marked (markArchiveHoursStale); one never published is rendered when it
+        // is closed, with what the reads list then.
         const rendered =
-          h === current ||
           !(await currentRendering(q, path)) ||
           (await attempt(path, ARCHIVE_DOCUMENT, () =>
             renderArchive(this.opts, this.hours, q, h, { closed: (h + HOUR_MS) * 1000 <= closeLimitUs(t), t, force: true }),
