@@ -2,11 +2,14 @@
 // at most 2 requests in flight per host in this instance, the database's per-host slot across instances
 // (host-repository.ts), requests spaced by FETCH_HOST_INTERVAL_MS as they leave, and a 429/503 with
 // Retry-After blocking the host. One per instance (`app.polite`, the fetch plugin's), shared by
-// verification, the WebSub hub and rssCloud, so a host sees one budget from pingd.
+// verification, the WebSub hub and rssCloud, so a host sees one budget from pingd. A push (a WebSub
+// delivery, an rssCloud notification: a request the receiver asked for by subscribing) keeps the bound on
+// requests in flight and the Retry-After block but not the gap: the gap is a crawler's courtesy to a
+// publisher, and spacing pushes a second apart made every subscriber of two changes wait a second.
 import type { Db } from '../db/database.js';
 import { FetchError, type FetchResult } from './safe-fetch.js';
 import { HostGate } from '../host-gate.js';
-import { blockHost, takeHostSlot } from './host-repository.js';
+import { blockHost, hostBlocks, takeHostSlot, takeHostSlots, type HostSlot } from './host-repository.js';
 import { retryAfter } from '../retry.js';
 
 export type Polite =
@@ -15,10 +18,29 @@ export type Polite =
   | { kind: 'busy'; from: number; blockedUntil?: Date }
   | { kind: 'failed'; error: FetchError };
 
+/** What a request sent to other hosts is: a fetch (spaced by the gap) or a push (not). */
+export type Manner = 'fetch' | 'push';
+
+interface Reserved {
+  slot: HostSlot;
+  until: number;
+}
+
+/** How long a slot taken ahead by reserve() may wait for its request. */
+const RESERVED_MS = 5000;
+
+/** Our own bound on requests in flight was reached (FETCH_BUSY): when to try again. */
+const BUSY_WAIT_MS = 1000;
+
+/** A request of a push (a WebSub callback, an rssCloud endpoint): its answer, or when to come back, or why not. */
+export type Attempt = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | { kind: 'failed'; error: FetchError };
+
 export class PoliteClient {
   readonly gate = new HostGate(2);
   /** Hosts whose fetch_hosts row exists (seen by this instance). */
   private readonly knownHosts = new Set<string>();
+  /** Slots taken ahead for a batch (reserve()), each used by the next send() to its host; pushes apart. */
+  private readonly reserved = { fetch: new Map<string, Reserved>(), push: new Map<string, Reserved>() };
 
   constructor(
     private readonly db: Db,
@@ -27,15 +49,20 @@ export class PoliteClient {
   ) {}
 
   /** Sends one request to `host` when it is our turn; a FetchError comes back as `failed`. */
-  async send(host: string, request: () => Promise<FetchResult>): Promise<Polite> {
+  async send(host: string, request: () => Promise<FetchResult>, manner: Manner = 'fetch'): Promise<Polite> {
+    const gapMs = manner === 'push' ? 0 : this.gapMs;
     const release = this.gate.tryEnter(host);
-    if (!release) return { kind: 'busy', from: Date.now() + Math.max(this.gapMs, 250) };
+    if (!release) return { kind: 'busy', from: Date.now() + Math.max(gapMs, 250) };
     try {
-      const slot = await takeHostSlot(this.db, host, this.gapMs, this.knownHosts.has(host));
+      const slot =
+        this.takeReserved(host, manner) ??
+        (manner === 'push'
+          ? ((await hostBlocks(this.db, [host])).get(host) ?? { ok: true })
+          : await takeHostSlot(this.db, host, gapMs, this.knownHosts.has(host)));
       if (this.knownHosts.size > 100_000) this.knownHosts.clear();
-      this.knownHosts.add(host);
+      if (manner === 'fetch') this.knownHosts.add(host);
       if (!slot.ok) return { kind: 'busy', from: slot.retryAt.getTime(), ...(slot.blocked ? { blockedUntil: slot.retryAt } : {}) };
-      await this.gate.spaced(host, this.gapMs);
+      await this.gate.spaced(host, gapMs);
       let res: FetchResult;
       try {
         res = await request();
@@ -51,6 +78,49 @@ export class PoliteClient {
     } finally {
       release();
     }
+  }
+
+  /**
+   * The one "send politely or defer" step of every push: one request to the URL's host when it is our turn.
+   * Busy comes back with the moment to try again (the host's own turn, or a second when our own bound on
+   * requests in flight was reached: that says nothing about the host).
+   */
+  async attempt(url: string, request: () => Promise<FetchResult>, manner: Manner = 'fetch'): Promise<Attempt> {
+    const host = new URL(url).host.toLowerCase();
+    const got = await this.send(host, request, manner);
+    if (got.kind === 'busy') return { kind: 'busy', at: this.gate.nextTurn(host, got.from, manner === 'push' ? 0 : this.gapMs) };
+    if (got.kind === 'failed' && got.error.code === 'FETCH_BUSY') return { kind: 'busy', at: Date.now() + BUSY_WAIT_MS };
+    return got;
+  }
+
+  /**
+   * Takes the database's slots of a batch's hosts in one statement (a delivery per host would otherwise
+   * cost a round trip each before its request): the next send() to each host uses its answer. Hosts this
+   * instance is at its bound with, or spaced ahead for, are left for send() to find busy.
+   */
+  async reserve(hosts: Iterable<string>, manner: Manner = 'fetch'): Promise<void> {
+    const now = Date.now();
+    const reserved = this.reserved[manner];
+    for (const [h, r] of reserved) if (r.until < now) reserved.delete(h);
+    const want = [...new Set(hosts)].filter(
+      (h) => h !== '' && !reserved.has(h) && (manner === 'push' || this.gate.freeAt(h, this.gapMs) <= now),
+    );
+    if (want.length === 0) return;
+    // A push asks only whether the host is blocked (Retry-After); a fetch takes its slot.
+    const slots = manner === 'push' ? await hostBlocks(this.db, want) : await takeHostSlots(this.db, want, this.gapMs);
+    for (const host of want) {
+      reserved.set(host, { slot: slots.get(host) ?? { ok: true }, until: now + RESERVED_MS });
+      if (manner === 'fetch') this.knownHosts.add(host);
+    }
+  }
+
+  private takeReserved(host: string, manner: Manner): HostSlot | undefined {
+    const reserved = this.reserved[manner];
+    const r = reserved.get(host);
+    if (!r) return undefined;
+    reserved.delete(host);
+    // An unused slot taken too long ago: the request asks the database again.
+    return r.until >= Date.now() ? r.slot : undefined;
   }
 
   /**

@@ -26,6 +26,8 @@ export interface WorkerOptions<J> {
    * database's cost per ping (docs/design/verification.md).
    */
   intakeBusy?(): boolean;
+  /** Least time between two claims prompted by wake() (WAKE_GAP_MS unless told; 0 for a claim served from memory). */
+  wakeGapMs?: number;
 }
 
 export class QueueWorker<J> {
@@ -52,7 +54,7 @@ export class QueueWorker<J> {
   wake(): void {
     if (this.closed) return;
     if (this.claiming) this.again = true;
-    else this.schedule(Math.max(0, this.lastClaimAt + WAKE_GAP_MS - performance.now()));
+    else this.schedule(Math.max(0, this.lastClaimAt + (this.opts.wakeGapMs ?? WAKE_GAP_MS) - performance.now()));
   }
 
   get active(): number {

@@ -6,20 +6,14 @@
 // the instance's per-host manners shared with verification and WebSub, bounded in time and answer bytes,
 // with one notification in flight per endpoint host. The decisions are outcomes.ts's.
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../../platform/db/database.js';
 import type { FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
-import type { PoliteClient } from '../../platform/fetch/polite.js';
+import type { Attempt as Sent, Manner, PoliteClient } from '../../platform/fetch/polite.js';
+import type { Ran } from '../../platform/outbox/outbox.js';
 import { HostGate } from '../../platform/host-gate.js';
 import { retryAfter } from '../../platform/retry.js';
 import { afterFailure, isReceived, judgeCheck, type NotifyOutcome, type NotifyTiming } from './outcomes.js';
-import {
-  deferNotification,
-  dropNotification,
-  finishNotification,
-  retryNotification,
-  type Notification,
-} from './notification-repository.js';
-import { recordAttempt } from './subscription-repository.js';
+import type { Notification } from './notification-repository.js';
+import type { Attempt } from './subscription-repository.js';
 import { notifyBody, type NotifyTarget } from './notification.js';
 
 export interface NotifierOptions {
@@ -34,17 +28,11 @@ export interface NotifierOptions {
   log: { debug(obj: object, msg?: string): void };
 }
 
-/** Our own bound on requests in flight was reached: try again then. */
-const BUSY_WAIT_MS = 1000;
-
-type Sent = { kind: 'ok'; res: FetchResult } | { kind: 'busy'; at: number } | { kind: 'failed'; message: string };
-
 export class Notifier {
   /** One notification in flight per endpoint host in this instance (the claim also skips hosts leased elsewhere). */
   private readonly slots = new HostGate(1);
 
   constructor(
-    private readonly db: Db,
     private readonly fetcher: SafeFetcher,
     private readonly hosts: PoliteClient,
     private readonly opts: NotifierOptions,
@@ -78,85 +66,74 @@ export class Notifier {
         await new Promise((r) => setTimeout(r, Math.max(0, got.at - Date.now())));
         continue;
       }
-      if (got.kind === 'failed') return got.message;
+      if (got.kind === 'failed') return got.error.message;
       return judgeCheck(got.res.status, got.res.body, challenge);
     }
   }
 
-  /** Runs one claimed notification. */
-  async run(n: Notification): Promise<'done' | 'deferred'> {
+  /** Runs one claimed notification: how it ends and what is recorded of its subscription, for the outbox to write. */
+  async run(n: Notification): Promise<Ran<Attempt>> {
     const release = this.slots.tryEnter(n.host);
-    if (!release) return this.defer(n.id, Date.now());
+    if (!release) return { settle: { id: n.id, kind: 'defer', at: new Date() } };
     try {
       const sub = n.subscription;
-      if (!sub) {
-        // Expired since it was queued: nobody asked for it any more.
-        await dropNotification(this.db, n.id);
-        this.opts.onOutcome('dropped');
-        return 'done';
-      }
-      const got = await this.post(sub.notifyUrl, sub, sub.resourceUrl);
-      if (got.kind === 'busy') return this.defer(n.id, got.at);
+      // Expired since it was queued: nobody asked for it any more.
+      if (!sub) return { settle: { id: n.id, kind: 'drop' }, after: () => this.opts.onOutcome('dropped') };
+      const got = await this.post(sub.notifyUrl, sub, sub.resourceUrl, 'push');
+      if (got.kind === 'busy') return { settle: { id: n.id, kind: 'defer', at: new Date(got.at) } };
       if (got.kind === 'ok' && isReceived(got.res.status)) {
-        await this.db.transaction(async (tx) => {
-          await recordAttempt(tx, sub.id, { ok: true, status: got.res.status, error: null, dropped: false });
-          await finishNotification(tx, n.id, n.seq);
-        });
-        this.opts.onOutcome('delivered');
-        this.opts.log.debug({ resource: sub.resourceUrl, status: got.res.status }, 'rsscloud notified');
-        return 'done';
+        const status = got.res.status;
+        return {
+          settle: { id: n.id, kind: 'finish', seq: n.seq },
+          record: { subscriptionId: sub.id, ok: true, status, error: null, dropped: false },
+          after: () => {
+            this.opts.onOutcome('delivered');
+            this.opts.log.debug({ resource: sub.resourceUrl, status }, 'rsscloud notified');
+          },
+        };
       }
       const status = got.kind === 'ok' ? got.res.status : null;
-      const error = (got.kind === 'ok' ? `the endpoint answered HTTP ${got.res.status}` : got.message).slice(0, 500);
+      const error = (got.kind === 'ok' ? `the endpoint answered HTTP ${got.res.status}` : got.error.message).slice(0, 500);
       const next = afterFailure(n.attempts, this.opts.timing);
-      await this.db.transaction(async (tx) => {
-        await recordAttempt(tx, sub.id, { ok: false, status, error, dropped: next.drop });
-        if (next.drop) await dropNotification(tx, n.id);
-        else {
-          const asked =
-            got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
-          await retryNotification(tx, n.id, new Date(Math.max(Date.now() + next.waitMs, asked?.getTime() ?? 0)));
-        }
-      });
-      this.opts.onOutcome(next.drop ? 'dropped' : 'failed');
-      this.opts.log.debug(
-        { resource: sub.resourceUrl, status, error, attempts: n.attempts, dropped: next.drop },
-        'rsscloud notification failed',
-      );
-      return 'done';
+      const asked =
+        got.kind === 'ok' && (status === 429 || status === 503) ? retryAfter(got.res.headers['retry-after'], new Date()) : undefined;
+      return {
+        settle: next.drop
+          ? { id: n.id, kind: 'drop' }
+          : { id: n.id, kind: 'retry', at: new Date(Math.max(Date.now() + next.waitMs, asked?.getTime() ?? 0)) },
+        record: { subscriptionId: sub.id, ok: false, status, error, dropped: next.drop },
+        after: () => {
+          this.opts.onOutcome(next.drop ? 'dropped' : 'failed');
+          this.opts.log.debug(
+            { resource: sub.resourceUrl, status, error, attempts: n.attempts, dropped: next.drop },
+            'rsscloud notification failed',
+          );
+        },
+      };
     } finally {
       release();
     }
   }
 
   /** The notification of `resourceUrl`, in the endpoint's protocol. */
-  private post(notifyUrl: string, target: NotifyTarget, resourceUrl: string): Promise<Sent> {
+  private post(notifyUrl: string, target: NotifyTarget, resourceUrl: string, manner: Manner = 'fetch'): Promise<Sent> {
     const { body, contentType } = notifyBody(target, resourceUrl);
-    return this.send(notifyUrl, () =>
-      this.fetcher.post(notifyUrl, {
-        body,
-        contentType,
-        timeoutMs: this.opts.timeoutMs,
-        maxBytes: this.opts.answerMaxBytes,
-        oversize: 'fail',
-      }),
+    return this.send(
+      notifyUrl,
+      () =>
+        this.fetcher.post(notifyUrl, {
+          body,
+          contentType,
+          timeoutMs: this.opts.timeoutMs,
+          maxBytes: this.opts.answerMaxBytes,
+          oversize: 'fail',
+        }),
+      manner,
     );
   }
 
   /** One request to the endpoint's host when it is our turn, with verification's manners (one budget per host). */
-  private async send(url: string, request: () => Promise<FetchResult>): Promise<Sent> {
-    const host = new URL(url).host.toLowerCase();
-    const got = await this.hosts.send(host, request);
-    if (got.kind === 'busy') return { kind: 'busy', at: this.hosts.turn(host, got.from) };
-    if (got.kind === 'failed') {
-      if (got.error.code === 'FETCH_BUSY') return { kind: 'busy', at: Date.now() + BUSY_WAIT_MS };
-      return { kind: 'failed', message: got.error.message };
-    }
-    return got;
-  }
-
-  private async defer(id: number, at: number): Promise<'deferred'> {
-    await deferNotification(this.db, id, new Date(at));
-    return 'deferred';
+  private send(url: string, request: () => Promise<FetchResult>, manner: Manner = 'fetch'): Promise<Sent> {
+    return this.hosts.attempt(url, request, manner);
   }
 }

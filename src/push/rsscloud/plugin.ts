@@ -8,15 +8,22 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../../platform/config.js';
-import { QueueWorker } from '../../platform/queue/worker.js';
+import { Outbox } from '../../platform/outbox/outbox.js';
+import { politeHost } from '../../platform/fetch/polite.js';
 import { queueGauge } from '../../platform/queue/queue-gauge.js';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { XmlRpcFault } from '../../intake/xmlrpc/parse.js';
 import { RSSCLOUD_FAULT } from './answers.js';
 import { DEFAULT_NOTIFY_TIMING, NOTIFY_OUTCOMES, type NotifyTiming } from './outcomes.js';
 import { Notifier } from './notifier.js';
-import { claimNotifications, notificationQueueStats, queueNotifications, type Notification } from './notification-repository.js';
-import { hasSubscriptions, subscriptionStats, sweepExpired } from './subscription-repository.js';
+import {
+  claimNotifications,
+  notificationQueueStats,
+  queueNotifications,
+  RSSCLOUD_NOTIFICATIONS,
+  type Notification,
+} from './notification-repository.js';
+import { hasSubscriptions, recordAttempts, subscriptionStats, sweepExpired, type Attempt } from './subscription-repository.js';
 import { parseNotify, rpcFields, type NotifyRequest } from './params.js';
 import { pleaseNotify, type NotifyAnswer } from './subscribe.js';
 import { pingResource } from './ping.js';
@@ -28,7 +35,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     rsscloud: {
       notifier: Notifier;
-      worker: QueueWorker<Notification>;
+      worker: Outbox<Notification, Attempt>;
       /** The retry schedule, read at each use; tests shorten it. */
       timing: NotifyTiming;
       /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
@@ -74,7 +81,7 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
   queueGauge(app.metrics, 'pingd_rsscloud_queue', 'rssCloud notifications', () => notificationQueueStats(app.db));
 
-  const notifier = new Notifier(app.db, app.fetcher, app.polite, {
+  const notifier = new Notifier(app.fetcher, app.polite, {
     timeoutMs: config.WEBSUB_ANSWER_TIMEOUT_MS,
     answerMaxBytes: config.WEBSUB_ANSWER_MAX_BYTES,
     maxWaitMs: Math.max(2 * config.FETCH_HOST_INTERVAL_MS, 2000),
@@ -84,11 +91,23 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
   // Long enough for one request with its deadline and a few statements.
   const leaseSec = Math.ceil((2 * config.WEBSUB_ANSWER_TIMEOUT_MS) / 1000) + 10;
-  const worker = new QueueWorker<Notification>({
+  const worker = new Outbox<Notification, Attempt>({
+    db: app.db,
+    leaseSec,
+    table: RSSCLOUD_NOTIFICATIONS,
     concurrency: config.RSSCLOUD_CONCURRENCY,
     pollMs: POLL_MS,
-    claim: (limit) => claimNotifications(app.db, limit, leaseSec, notifier.busyHosts()),
+    claim: async (limit) => {
+      const batch = await claimNotifications(app.db, limit, leaseSec, notifier.busyHosts());
+      // The batch's endpoint hosts take their turns in one statement, not one each before its request.
+      await app.polite.reserve(
+        batch.flatMap((n) => (n.subscription ? [politeHost(n.subscription.notifyUrl) ?? ''] : [])),
+        'push',
+      );
+      return batch;
+    },
     run: (n) => notifier.run(n),
+    record: (tx, attempts) => recordAttempts(tx, attempts),
     onError: (err, n) =>
       app.log.warn({ err: { message: err.message }, notification: n?.id }, 'rsscloud notification failed; it is retried after its lease'),
   });

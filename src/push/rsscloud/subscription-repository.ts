@@ -64,6 +64,7 @@ export async function storeSubscription(q: Queryable, s: NewSubscription): Promi
 }
 
 export interface Attempt {
+  subscriptionId: number;
   ok: boolean;
   status: number | null;
   error: string | null;
@@ -71,19 +72,28 @@ export interface Attempt {
   dropped: boolean;
 }
 
-/** Records one notification's try on its subscription. */
-export async function recordAttempt(q: Queryable, id: number, a: Attempt): Promise<void> {
-  await withContext(`recording a notification of rssCloud subscription ${id}`, () =>
+/** Records a batch of notification attempts in one statement (counts, failures in a row, the last status). */
+export async function recordAttempts(q: Queryable, attempts: readonly Attempt[]): Promise<void> {
+  if (attempts.length === 0) return;
+  await withContext(`recording ${attempts.length} rssCloud notifications`, () =>
     q.query(
-      `update rsscloud_subscriptions
-          set last_attempt_at = now(), last_status = $2, last_error = $3,
-              delivered = delivered + case when $4::boolean then 1 else 0 end,
-              failed = failed + case when $4::boolean then 0 else 1 end,
-              dropped = dropped + case when $5::boolean then 1 else 0 end,
-              failures = case when $4::boolean then 0 else failures + 1 end,
-              last_success_at = case when $4::boolean then now() else last_success_at end
-        where id = $1`,
-      [id, a.status, a.error, a.ok, a.dropped],
+      `update rsscloud_subscriptions s
+          set last_attempt_at = now(), last_status = a.status, last_error = a.error,
+              delivered = s.delivered + case when a.ok then 1 else 0 end,
+              failed = s.failed + case when a.ok then 0 else 1 end,
+              dropped = s.dropped + case when a.dropped then 1 else 0 end,
+              failures = case when a.ok then 0 else s.failures + 1 end,
+              last_success_at = case when a.ok then now() else s.last_success_at end
+         from unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[], $5::boolean[]) as a(id, status, error, ok, dropped)
+        where s.id = a.id`,
+      [
+        attempts.map((a) => a.subscriptionId),
+        attempts.map((a) => a.status),
+        attempts.map((a) => a.error),
+        attempts.map((a) => a.ok),
+        attempts.map((a) => a.dropped),
+      ],
+      { name: 'pingd_record_rsscloud_attempts' },
     ),
   );
 }

@@ -6,12 +6,20 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { ConfigError, type Config } from '../../platform/config.js';
-import { QueueWorker } from '../../platform/queue/worker.js';
+import { Outbox } from '../../platform/outbox/outbox.js';
+import { politeHost } from '../../platform/fetch/polite.js';
 import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
 import { websubRoutes } from './routes.js';
-import { claimTasks, queuePoll, queueTopicChecks, taskQueueStats, type Task } from './task-repository.js';
-import { countForCap, countTopics, subscriptionCounts, sweepExpired } from './subscription-repository.js';
+import { claimTasks, queuePoll, queueTopicChecks, taskQueueStats, WEBSUB_TASKS, type Task } from './task-repository.js';
+import {
+  countForCap,
+  countTopics,
+  recordDeliveries,
+  subscriptionCounts,
+  sweepExpired,
+  type DeliveryRecord,
+} from './subscription-repository.js';
 import { feedSubscribed, pollCandidates, pruneChanges, queueChange } from './change-repository.js';
 import { pollDue } from './poll.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
@@ -24,7 +32,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     websub: {
       hub: Hub;
-      worker: QueueWorker<Task>;
+      worker: Outbox<Task, DeliveryRecord>;
       /**
        * The retry schedule, read at each use. Tests shorten it (minutes of backoff would make a failing
        * subscriber take an hour to show); nothing else should change it.
@@ -119,11 +127,23 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   // Long enough for one request with its deadline and a few statements; the task of an instance that
   // died is claimed again once it runs out.
   const leaseSec = Math.ceil((2 * Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS)) / 1000) + 10;
-  const worker = new QueueWorker<Task>({
+  const worker = new Outbox<Task, DeliveryRecord>({
+    db: app.db,
+    leaseSec,
+    table: WEBSUB_TASKS,
     concurrency: config.WEBSUB_CONCURRENCY,
     pollMs: POLL_MS,
-    claim: (limit) => claimTasks(app.db, limit, leaseSec, hub.busyHosts(), config.WEBSUB_HOST_CONCURRENCY),
+    claim: async (limit) => {
+      const tasks = await claimTasks(app.db, limit, leaseSec, hub.busyHosts(), config.WEBSUB_HOST_CONCURRENCY);
+      // The batch's callback hosts take their turns in one statement, not one each before its request.
+      await app.polite.reserve(
+        tasks.flatMap((t) => (t.kind === 'deliver' && t.subscription ? [politeHost(t.subscription.callback) ?? ''] : [])),
+        'push',
+      );
+      return tasks;
+    },
     run: (task) => hub.run(task),
+    record: (tx, records) => recordDeliveries(tx, records, timing.failAfter),
     onError: (err, task) =>
       app.log.warn({ err: { message: err.message }, task: task?.id }, 'websub task failed; it is retried after its lease'),
   });

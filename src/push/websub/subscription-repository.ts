@@ -55,13 +55,6 @@ export async function renewSubscription(
   });
 }
 
-/** A feed topic's subscriber went through a change (delivered, or given up after its tries). */
-export async function recordThrough(q: Queryable, id: number, changeId: number): Promise<void> {
-  await withContext(`recording WebSub subscription ${id}'s progress`, () =>
-    q.query('update websub_subscriptions set through_change_id = greatest(through_change_id, $2) where id = $1', [id, changeId]),
-  );
-}
-
 /**
  * Feed topics with live subscriptions or pending subscribes, as WEBSUB_MAX_TOPICS counts them; read at
  * most once a second (subscription-tally.ts).
@@ -87,37 +80,47 @@ export async function removeSubscription(q: Queryable, topic: string, callback: 
   });
 }
 
-export interface DeliveryResult {
+export interface DeliveryRecord {
+  subscriptionId: number;
   ok: boolean;
   status: number | null;
   error: string | null;
-  /** The rendering sent (recorded as received on success). */
+  /** The rendering sent (a document topic: recorded as received on success); 0 for a feed topic. */
   renderingId: number;
+  /** A feed topic's change the subscriber went through (delivered, or given up after its tries); null: none. */
+  throughChangeId: number | null;
 }
 
 /**
- * Records a delivery attempt. A success clears the failures and the failing state; a failure counts one
- * more, and the subscription turns failing at `failAfter` in a row. Returns the failures in a row now.
+ * Records a batch of delivery attempts in one statement. A success clears the failures and the failing
+ * state; a failure counts one more, and the subscription turns failing at `failAfter` in a row.
  */
-export async function recordDelivery(q: Queryable, id: number, r: DeliveryResult, failAfter: number): Promise<number> {
-  return withContext(`recording a WebSub delivery to subscription ${id}`, async () => {
-    const rows = r.ok
-      ? await q.query<{ failures: number }>(
-          `update websub_subscriptions
-              set failures = 0, state = 'active', last_status = $2, last_error = null, last_attempt_at = now(), last_success_at = now(),
-                  delivered_rendering_id = greatest(coalesce(delivered_rendering_id, 0), $3)
-            where id = $1 returning failures`,
-          [id, r.status, r.renderingId],
-        )
-      : await q.query<{ failures: number }>(
-          `update websub_subscriptions
-              set failures = failures + 1, state = case when failures + 1 >= $4 then 'failing' else state end,
-                  last_status = $2, last_error = $3, last_attempt_at = now()
-            where id = $1 returning failures`,
-          [id, r.status, r.error, failAfter],
-        );
-    return rows.length ? Number(rows[0].failures) : 0;
-  });
+export async function recordDeliveries(q: Queryable, records: readonly DeliveryRecord[], failAfter: number): Promise<void> {
+  if (records.length === 0) return;
+  await withContext(`recording ${records.length} WebSub deliveries`, () =>
+    q.query(
+      `update websub_subscriptions s
+          set failures = case when r.ok then 0 else s.failures + 1 end,
+              state = case when r.ok then 'active' when s.failures + 1 >= $7::int then 'failing' else s.state end,
+              last_status = r.status, last_error = case when r.ok then null else r.error end, last_attempt_at = now(),
+              last_success_at = case when r.ok then now() else s.last_success_at end,
+              delivered_rendering_id = case when r.ok then greatest(coalesce(s.delivered_rendering_id, 0), r.rendering_id)
+                                            else s.delivered_rendering_id end,
+              through_change_id = case when r.through is null then s.through_change_id else greatest(s.through_change_id, r.through) end
+         from unnest($1::bigint[], $2::boolean[], $3::int[], $4::text[], $5::bigint[], $6::bigint[]) as r(id, ok, status, error, rendering_id, through)
+        where s.id = r.id`,
+      [
+        records.map((r) => r.subscriptionId),
+        records.map((r) => r.ok),
+        records.map((r) => r.status),
+        records.map((r) => r.error),
+        records.map((r) => r.renderingId),
+        records.map((r) => r.throughChangeId),
+        failAfter,
+      ],
+      { name: 'pingd_record_websub_deliveries' },
+    ),
+  );
 }
 
 /** Deletes subscriptions whose lease has ended (WebSub §5.1: a lease is how long a subscription lasts). */

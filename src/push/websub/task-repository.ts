@@ -1,11 +1,12 @@
-// Owns the SQL of the hub's durable queue (websub_tasks): queueing an intent (admitted by the hub's bounds,
-// decided in the same statement) and the deliveries of a publication, each coalesced with the one already
-// waiting; claiming due tasks (FOR UPDATE SKIP LOCKED, so instances sharing the database never run one task
-// twice) under a lease, past the hosts this instance is busy with; and finishing, retrying or deferring
-// them. Plain values in, plain rows out.
+// Owns the SQL of what the hub's durable queue (websub_tasks) holds: queueing an intent (admitted by the
+// hub's bounds, decided in the same statement), the deliveries of a publication, checks and denials, each
+// coalesced with the one already waiting; and the claim's reading of a task and its subscription. Claiming
+// and settling rows are the shared outbox's (platform/outbox/outbox-repository.ts). Plain values in, plain
+// rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import type { QueueStats } from '../../platform/queue/queue-gauge.js';
 import { withContext } from '../../platform/errors.js';
+import { claim, queueStats, type OutboxTable } from '../../platform/outbox/outbox-repository.js';
 import type { Mode } from './request.js';
 import type { Refusal } from './refusals.js';
 
@@ -233,44 +234,16 @@ export async function queueDeliveries(q: Queryable, path: string, renderingId: n
   });
 }
 
-// A claim pushes due_at one lease ahead and marks the task running (leased_until) until it is finished.
-// The tasks of the hosts in $3 (this instance has their requests in flight) are passed over: they wait in
-// the queue, not in a worker's place. Of the first due tasks (a bounded slice of the due_at index for
-// intents, and one for deliveries), at most $4 per host are taken, so a publication's run of deliveries to
-// one host is not claimed only to be put back (a subscriber host's callbacks are queued side by side); and
-// intents and deliveries take turns, each oldest first, so a verification of intent (WebSub §5.3: "as soon
-// as possible") does not wait behind a publication's backlog, nor deliveries behind a flood of intents.
-const CLAIM = `
-with cand as (
-  (select id, due_at, false as deliver, coalesce(callback_host, '#' || id) as host from websub_tasks
-    where due_at <= now() and kind <> 'deliver' and (callback_host is null or callback_host <> all($3::text[]))
-    order by due_at limit $1::int * 8)
-  union all
-  (select id, due_at, true as deliver, coalesce(callback_host, '#' || id) as host from websub_tasks
-    where due_at <= now() and kind = 'deliver' and (callback_host is null or callback_host <> all($3::text[]))
-    order by due_at limit $1::int * 8)
-), ranked as (
-  select id, due_at,
-         row_number() over (partition by host order by due_at, id) as nth_of_host,
-         row_number() over (partition by deliver order by due_at, id) as nth_of_kind
-    from cand
-), pick as (
-  select id from ranked where nth_of_host <= $4::int order by nth_of_kind, due_at, id limit $1::int
-), c as (
-  select t.id from websub_tasks t join pick on pick.id = t.id where t.due_at <= now() for update of t skip locked
-),
-u as (
-  update websub_tasks t set due_at = now() + make_interval(secs => $2::int), leased_until = now() + make_interval(secs => $2::int), attempts = t.attempts + 1
-    from c where t.id = c.id
-  returning t.*
-)
-select u.id, u.kind, u.seq, u.attempts, u.callback_host, u.topic, u.path, u.callback, u.mode, u.lease_seconds, u.secret, u.reason, u.rendering_id,
-       u.change_id, u.topic_host,
-       s.id as sub_id, s.topic as sub_topic, s.path as sub_path, s.callback as sub_callback, s.secret as sub_secret,
+/** The hub's queue, in the shape every outbound queue shares (platform/outbox). */
+export const WEBSUB_TASKS: OutboxTable = { name: 'websub_tasks', host: 'callback_host', what: 'WebSub tasks' };
+
+// The claim's subscription columns (a delivery's; null for intents and checks).
+const SUBSCRIPTION = {
+  select: `s.id as sub_id, s.topic as sub_topic, s.path as sub_path, s.callback as sub_callback, s.secret as sub_secret,
        s.failures as sub_failures, s.delivered_rendering_id, (s.expires_at > now()) as sub_live, s.feed_id as sub_feed_id,
-       s.through_change_id as sub_through_change_id
-  from u left join websub_subscriptions s on s.id = u.subscription_id
- order by u.id`;
+       s.through_change_id as sub_through_change_id`,
+  join: 'left join websub_subscriptions s on s.id = u.subscription_id',
+};
 
 type Raw = {
   id: number;
@@ -350,7 +323,12 @@ function taskOf(r: Raw): Task {
   };
 }
 
-/** Claims up to `limit` due tasks, none of a host in `busyHosts`, at most `perHost` of any other host. */
+/**
+ * Claims up to `limit` due tasks, none of a host in `busyHosts`, at most `perHost` of any other host (a
+ * publication's run of deliveries to one host is not claimed only to be put back). Intents and deliveries
+ * take turns, each oldest first, so a verification of intent (WebSub §5.3: "as soon as possible") does not
+ * wait behind a publication's backlog, nor deliveries behind a flood of intents.
+ */
 export async function claimTasks(
   q: Queryable,
   limit: number,
@@ -358,46 +336,8 @@ export async function claimTasks(
   busyHosts: readonly string[] = [],
   perHost = limit,
 ): Promise<Task[]> {
-  return withContext('claiming WebSub tasks', async () => {
-    const rows = await q.query<Raw>(CLAIM, [limit, leaseSec, busyHosts, perHost], { name: 'pingd_claim_websub_tasks' });
-    return rows.map(taskOf);
-  });
-}
-
-/** The task is done: deleted, unless a request was folded into it while it ran (then it runs again now). */
-export async function finishTask(q: Queryable, id: number, seq: number): Promise<void> {
-  await withContext(`finishing WebSub task ${id}`, () =>
-    q.query(
-      `with d as (delete from websub_tasks where id = $1 and seq = $2 returning 1)
-       update websub_tasks set due_at = now(), leased_until = null, attempts = 0 where id = $1 and not exists (select 1 from d)`,
-      [id, seq],
-    ),
-  );
-}
-
-/**
- * The task failed and is tried again at `dueAt` (its claim counts as an attempt). With `seq`, a request
- * folded in while it ran (the subscriber asked again) runs now instead.
- */
-export async function retryTask(q: Queryable, id: number, dueAt: Date, seq: number | null = null): Promise<void> {
-  await withContext(`retrying WebSub task ${id}`, () =>
-    q.query(
-      'update websub_tasks set due_at = case when $3::int is null or seq = $3 then $2 else now() end, leased_until = null where id = $1',
-      [id, dueAt, seq],
-    ),
-  );
-}
-
-/** The task is put back until `dueAt` without trying (the host's turn, a stale read); the claim is given back. */
-export async function deferTask(q: Queryable, id: number, dueAt: Date): Promise<void> {
-  await withContext(`deferring WebSub task ${id}`, () =>
-    q.query('update websub_tasks set due_at = $2, leased_until = null, attempts = greatest(attempts - 1, 0) where id = $1', [id, dueAt]),
-  );
-}
-
-/** A delivery whose subscription is gone or expired. */
-export async function dropTask(q: Queryable, id: number): Promise<void> {
-  await withContext(`dropping WebSub task ${id}`, () => q.query('delete from websub_tasks where id = $1', [id]));
+  const rows = await claim<Raw>(q, WEBSUB_TASKS, { limit, leaseSec, busyHosts, perHost, lane: "q.kind <> 'deliver'", ...SUBSCRIPTION });
+  return rows.map(taskOf);
 }
 
 /**
@@ -446,22 +386,8 @@ export async function queueDenial(
   );
 }
 
-/** A feed topic's delivery went through one change and more are queued: the next runs now, with fresh tries. */
-export async function continueTask(q: Queryable, id: number): Promise<void> {
-  await withContext(`continuing WebSub task ${id}`, () =>
-    q.query('update websub_tasks set due_at = now(), leased_until = null, attempts = 0 where id = $1', [id]),
-  );
-}
-
 /** Tasks waiting or running, and the age of the oldest (the queue gauge, /status). */
-export async function taskQueueStats(q: Queryable): Promise<QueueStats> {
-  return withContext('reading the WebSub queue', async () => {
-    const [r] = await q.query<{ n: number; age: number | null }>(
-      'select count(*)::bigint as n, extract(epoch from now() - min(created_at))::float8 as age from websub_tasks',
-    );
-    return { depth: Number(r.n), oldestAgeSec: r.age === null ? 0 : Math.max(0, Number(r.age)) };
-  });
-}
+export const taskQueueStats = (q: Queryable): Promise<QueueStats> => queueStats(q, WEBSUB_TASKS);
 
 /**
  * Queues a check of each of `topics` that has live subscriptions (the other feeds of a weblog named in one
