@@ -52,6 +52,8 @@ export const DERIVE_PAGE = 500;
 const FLUSH_AT = 200;
 /** While intake is busy, pages are this far apart. */
 const BUSY_GAP_MS = 1_000;
+/** How long a job waits when the outbound client is full (FETCH_BUSY), as the hubs' deliveries do. */
+const BUSY_WAIT_MS = 1_000;
 
 export type RelayEvent = { job: RelayJob; outcome: JobOutcome | 'dead'; result?: SendResult };
 
@@ -241,6 +243,9 @@ export class Relay {
     if (result.fellBack) this.pingOnly.add(job.target);
     const u = this.update(job.target);
     u.pingOnly ||= result.fellBack;
+    // The app's outbound client had no room (its in-flight bound is shared with verification and the
+    // hubs): not the target's failure, so no attempt is spent; tried again shortly.
+    if (result.outcome === 'failed' && result.code === 'FETCH_BUSY') return void this.defer(job, new Date(Date.now() + BUSY_WAIT_MS));
     if (result.outcome === 'failed') {
       u.failed++;
       u.lastError = `${result.code}: ${result.error}`.slice(0, 300);
