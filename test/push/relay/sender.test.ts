@@ -197,3 +197,21 @@ test('an answer whose struct names __proto__ is read through own properties: no 
     await target.close();
   }
 });
+
+test('a 200 that is not an XML-RPC answer fails as such, and an empty one too', async () => {
+  const bodies = ['<html><body>hello</body></html>', '', 'not xml at all <<<'];
+  let i = 0;
+  const target = await serve((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'text/html' }).end(bodies[i++]));
+  });
+  try {
+    for (const _ of bodies) {
+      const r = await sender.send(target.url, PING, true);
+      assert.equal(r.outcome === 'failed' ? r.code : r.outcome, 'FETCH_BAD_RESPONSE');
+      assert.match(r.outcome === 'failed' ? r.error : '', /^not an XML-RPC answer \(/);
+    }
+  } finally {
+    await target.close();
+  }
+});
