@@ -4,15 +4,8 @@
 // remembered), and recording their outcomes in batches (one statement per batch), so the relay's database
 // work stays a few statements a second however many pings pass through.
 import type { Db } from '../../platform/db/database.js';
-import {
-  deriveJobs,
-  recordOutcomes,
-  type JobOutcome,
-  type OutcomeRow,
-  type RelayJob,
-  type RelayRule,
-  type TargetUpdate,
-} from './job-repository.js';
+import { deriveJobs, type RelayRule } from './derive-repository.js';
+import { recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type TargetUpdate } from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
 import type { RelayTarget } from './targets.js';
 import { HostGate } from '../../platform/host-gate.js';
