@@ -5,6 +5,7 @@
 // target and RELAY_CONCURRENCY allow, timed at the target.
 //
 //   node --import tsx bench/relay.ts        (BENCH_BACKENDS=postgres,pglite BENCH_DATABASE_URL=… BENCH_RELAY_N=3000)
+//   BENCH_INTAKE=0 skips (1): relay throughput and pingd CPU per relay alone.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -24,6 +25,7 @@ const OPTS = {
   warmup: Number(env.BENCH_WARMUP || 2),
   rounds: Number(env.BENCH_ROUNDS || 2),
   relayN: Number(env.BENCH_RELAY_N || 3000),
+  intake: env.BENCH_INTAKE !== '0',
 };
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -102,7 +104,7 @@ async function main(): Promise<void> {
       ];
       // 64 connections: a burst (the relay yields to it); 2 connections: light load, below the yield
       // threshold, where the relay runs alongside intake.
-      for (const connections of [OPTS.connections, 2]) {
+      for (const connections of OPTS.intake ? [OPTS.connections, 2] : []) {
         log(
           `== ${backend}: intake (${connections} connections, ${OPTS.duration} s runs after ${OPTS.warmup} s warm-up, ${OPTS.rounds} rounds)`,
         );

@@ -11,7 +11,7 @@ import { openStream } from '../helpers/sse-client.js';
 import { archivePath, hourStart } from '../../src/publishing/documents/archive.js';
 import { DEFAULT_SPAM_THRESHOLD } from '../../src/spam/score.js';
 import { loadConfig } from '../../src/platform/config.js';
-import { deriveJobs, ensureCursor } from '../../src/push/relay/job-repository.js';
+import { deriveJobs, ensureCursor } from '../../src/push/relay/derive-repository.js';
 
 const TOKEN = 'admin-test-token-0123456789abcdef';
 const SPLOG = 'http://cheapcarinsurancequotes.info/';

@@ -72,6 +72,8 @@ export interface PostOptions {
   body: Buffer;
   contentType: string;
   headers?: Record<string, string>;
+  /** This request's User-Agent in place of the fetcher's (the relay's carries its loop marker). */
+  userAgent?: string;
   timeoutMs?: number;
   /** Most bytes of the answer read (default 4 KiB); the rest is dropped. */
   maxBytes?: number;
@@ -130,11 +132,12 @@ export class SafeFetcher {
   }
 
   /**
-   * POSTs a body to a URL (WebSub content distribution). The same address checks and pinned connection as
-   * get(); no redirect is followed (a 3xx comes back as it is: WebSub §7 counts only a 2xx as received, so
-   * a subscriber cannot move a delivery elsewhere), and at most `maxBytes` of the answer are read (what a
-   * subscriber says back does not matter; the rest is dropped, not an error, unless `oversize` is 'fail').
-   * Either way an answer cut off by the deadline is a FETCH_TIMEOUT, never a short success.
+   * POSTs a body to a URL (WebSub content distribution, rssCloud notifications, relays). The same address
+   * checks and pinned connection as get(); no redirect is followed (a 3xx comes back as it is: WebSub §7
+   * counts only a 2xx as received, so a subscriber cannot move a delivery elsewhere), and at most
+   * `maxBytes` of the answer are read (what a subscriber says back does not matter; the rest is dropped,
+   * not an error, unless `oversize` is 'fail'). Either way an answer cut off by the deadline is a
+   * FETCH_TIMEOUT, never a short success.
    */
   async post(url: string, o: PostOptions): Promise<FetchResult> {
     const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs;
@@ -143,7 +146,7 @@ export class SafeFetcher {
       const addresses = await this.resolve(target, signal, timeoutMs);
       const headers = {
         ...(o.headers ?? {}),
-        'user-agent': this.opts.userAgent,
+        'user-agent': o.userAgent ?? this.opts.userAgent,
         'content-type': o.contentType,
         'content-length': String(o.body.length),
       };
@@ -159,6 +162,33 @@ export class SafeFetcher {
         address: res.socket?.remoteAddress ?? addresses[0],
       };
     });
+  }
+
+  /**
+   * The address of a URL's host that the policy refuses, with its range; null when every address is
+   * allowed, undefined when it cannot tell within `timeoutMs` (not a URL, or the name does not resolve in
+   * time). Through the same lookup and policy as every request; for warnings, since each request checks again.
+   */
+  async refusal(url: string, timeoutMs = 2000): Promise<{ address: string; range: string } | null | undefined> {
+    let host: string;
+    try {
+      host = hostToResolve(new URL(url));
+    } catch {
+      return undefined;
+    }
+    let addresses: string[];
+    try {
+      addresses = parseIp(host)
+        ? [host]
+        : await Promise.race([
+            this.lookup(host),
+            new Promise<never>((_, reject) => setTimeout(() => reject(new Error('slow')), timeoutMs).unref()),
+          ]);
+    } catch {
+      return undefined;
+    }
+    const v = checkAddresses(addresses, this.policy);
+    return v.allowed ? null : { address: v.address, range: v.range };
   }
 
   /** One outbound request under the in-flight bound and a deadline, its failure as a FetchError. */

@@ -11,38 +11,23 @@ import { ConfigError, type Config } from '../../platform/config.js';
 import { QueueWorker } from '../../platform/queue/worker.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
-import { claimRelayJobs, ensureCursor, relayQueueStats, type RelayJob, type RelayRule } from './job-repository.js';
+import { claimRelayJobs, relayQueueStats, type RelayJob } from './job-repository.js';
+import { ensureCursor, type RelayRule } from './derive-repository.js';
 import { reconcileQueues, settleUnconfigured, syncTargets } from './target-repository.js';
 import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
 import { loadTargets, type RelayTarget } from './targets.js';
-import { checkAddresses, type AddressPolicy } from '../../platform/fetch/address-policy.js';
-import { systemLookup } from '../../platform/fetch/safe-fetch.js';
-import { parseIp } from '../../platform/net/ip.js';
-import { hostToResolve } from '../../platform/net/url-host.js';
+import type { SafeFetcher } from '../../platform/fetch/safe-fetch.js';
 
-/** The targets whose address the policy refuses (a name that does not resolve within 2 s is left out). */
+/** The targets whose address the fetcher's policy refuses (a name not resolved within 2 s is left out). */
 export async function refusedTargets(
   urls: readonly string[],
-  policy: AddressPolicy,
-  lookup = systemLookup,
+  fetcher: SafeFetcher,
 ): Promise<{ url: string; address: string; range: string }[]> {
   const out: { url: string; address: string; range: string }[] = [];
   for (const url of urls) {
-    const host = hostToResolve(new URL(url));
-    let addresses: string[];
-    try {
-      addresses = parseIp(host)
-        ? [host]
-        : await Promise.race([
-            lookup(host),
-            new Promise<string[]>((_, reject) => setTimeout(() => reject(new Error('slow')), 2000).unref()),
-          ]);
-    } catch {
-      continue;
-    }
-    const v = checkAddresses(addresses, policy);
-    if (!v.allowed) out.push({ url, address: v.address, range: v.range });
+    const r = await fetcher.refusal(url);
+    if (r) out.push({ url, ...r });
   }
   return out;
 }
@@ -125,8 +110,10 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   for (const t of targets) for (const r of ['dropped', 'suppressed']) skipped.inc({ target: shown(t.url), reason: r }, 0);
   queueGauge(app.metrics, 'pingd_relay_queue', 'Relay jobs', () => relayQueueStats(app.db));
 
+  // The app's outbound client: relays share its address policy, resolver and in-flight bound with every
+  // other request pingd makes, and are counted in pingd_fetch_total with them.
   const sender = new RelaySender({
-    policy: { allowPrivate: config.FETCH_ALLOW_PRIVATE, allow: config.FETCH_ALLOW_ADDRESSES },
+    fetcher: app.fetcher,
     userAgent: relayUserAgent(PINGD_VERSION, config.PUBLIC_URL ?? config.FETCH_CONTACT_URL),
     timeoutMs: config.FETCH_TIMEOUT_MS,
   });
@@ -225,7 +212,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     // loopback or intranet ping server) fails every time until FETCH_ALLOW_ADDRESSES names it.
     void refusedTargets(
       targets.map((t) => t.url),
-      app.fetcher.policy,
+      app.fetcher,
     ).then((refused) => {
       for (const r of refused) {
         app.log.warn(

@@ -4,15 +4,8 @@
 // remembered), and recording their outcomes in batches (one statement per batch), so the relay's database
 // work stays a few statements a second however many pings pass through.
 import type { Db } from '../../platform/db/database.js';
-import {
-  deriveJobs,
-  recordOutcomes,
-  type JobOutcome,
-  type OutcomeRow,
-  type RelayJob,
-  type RelayRule,
-  type TargetUpdate,
-} from './job-repository.js';
+import { deriveJobs, type RelayRule } from './derive-repository.js';
+import { recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type TargetUpdate } from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
 import type { RelayTarget } from './targets.js';
 import { HostGate } from '../../platform/host-gate.js';
@@ -52,6 +45,8 @@ export const DERIVE_PAGE = 500;
 const FLUSH_AT = 200;
 /** While intake is busy, pages are this far apart. */
 const BUSY_GAP_MS = 1_000;
+/** How long a job waits when the outbound client is full (FETCH_BUSY), as the hubs' deliveries do. */
+const BUSY_WAIT_MS = 1_000;
 
 export type RelayEvent = { job: RelayJob; outcome: JobOutcome | 'dead'; result?: SendResult };
 
@@ -241,6 +236,9 @@ export class Relay {
     if (result.fellBack) this.pingOnly.add(job.target);
     const u = this.update(job.target);
     u.pingOnly ||= result.fellBack;
+    // The app's outbound client had no room (its in-flight bound is shared with verification and the
+    // hubs): not the target's failure, so no attempt is spent; tried again shortly.
+    if (result.outcome === 'failed' && result.code === 'FETCH_BUSY') return void this.defer(job, new Date(Date.now() + BUSY_WAIT_MS));
     if (result.outcome === 'failed') {
       u.failed++;
       u.lastError = `${result.code}: ${result.error}`.slice(0, 300);

@@ -8,6 +8,7 @@ import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { targetStatus } from '../../../src/push/relay/target-repository.js';
 import { derivedAll, extendedPing, httpPing, relayIdle, startTarget, type Target } from './helpers.js';
 import { waitFor } from '../../helpers/wait.js';
+import { FetchError } from '../../../src/platform/fetch/safe-fetch.js';
 
 let target: Target;
 let t: TestApp;
@@ -132,4 +133,35 @@ test('a target that stops listening gets the relay once it is back (retried with
   const s = (await targetStatus(t.app.db, 100))[0];
   assert.ok(s.failed >= 1);
   await waitFor(async () => (await targetStatus(t.app.db, 100))[0].pending === 0, { timeoutMs: 5000, what: 'the queue drained' });
+});
+
+test('a relay the outbound client has no room for (FETCH_BUSY) is put back without a failure, and delivered after', async () => {
+  // The relay shares app.fetcher's in-flight bound with verification and the hubs: a full client is not
+  // the target's failure. Its post refuses this weblog's first relay, as a full client does.
+  const url = uniqueUrl('busy');
+  const fetcher = t.app.fetcher;
+  const post = fetcher.post;
+  let refused = 0;
+  fetcher.post = async function (u, o) {
+    if (refused === 0 && o.body.includes(url)) {
+      refused++;
+      throw new FetchError('FETCH_BUSY', 'too many outbound requests in progress; not fetched', u);
+    }
+    return post.call(this, u, o);
+  };
+  try {
+    const [before] = await targetStatus(t.app.db, 5);
+    assert.equal(await httpPing(base, 'Busy', url), 200);
+    await target.until(() => callsFor(url).length === 1);
+    await waitFor(async () => (await targetStatus(t.app.db, 5))[0].delivered === before.delivered + 1, {
+      timeoutMs: 5000,
+      what: 'the delivery recorded',
+    });
+    assert.equal(refused, 1);
+    const [after] = await targetStatus(t.app.db, 5);
+    assert.equal(after.failed, before.failed, 'no failure counted for FETCH_BUSY');
+    assert.deepEqual(await jobStates(url), ['delivered']);
+  } finally {
+    fetcher.post = post;
+  }
 });

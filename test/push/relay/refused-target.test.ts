@@ -5,19 +5,22 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp } from '../../../src/app.js';
 import { refusedTargets } from '../../../src/push/relay/plugin.js';
-import { DEFAULT_POLICY } from '../../../src/platform/fetch/address-policy.js';
+import { DEFAULT_POLICY, type AddressPolicy } from '../../../src/platform/fetch/address-policy.js';
+import { SafeFetcher } from '../../../src/platform/fetch/safe-fetch.js';
 import { parseCidrList } from '../../../src/platform/net/ip.js';
 import { createTestDatabase, testConfig } from '../../helpers/app.js';
 
 test('refusedTargets: literal and resolved addresses the policy refuses, each with its range', async () => {
   const lookup = async (host: string) =>
     host === 'intranet.example' ? ['10.1.2.3'] : host === 'public.example' ? ['93.184.216.34'] : Promise.reject(new Error('ENOTFOUND'));
+  // The fetcher's own lookup and policy (the ones every relay goes through), no traffic.
+  const fetcher = (policy: AddressPolicy) => new SafeFetcher({ policy, lookup, userAgent: 'test', timeoutMs: 1000 });
   const urls = ['http://127.0.0.1:8080/RPC2', 'http://intranet.example/RPC2', 'http://public.example/RPC2', 'http://nowhere.example/RPC2'];
-  assert.deepEqual(await refusedTargets(urls, DEFAULT_POLICY, lookup), [
+  assert.deepEqual(await refusedTargets(urls, fetcher(DEFAULT_POLICY)), [
     { url: 'http://127.0.0.1:8080/RPC2', address: '127.0.0.1', range: 'loopback' },
     { url: 'http://intranet.example/RPC2', address: '10.1.2.3', range: 'private' },
   ]);
-  assert.deepEqual(await refusedTargets(urls, { allowPrivate: false, allow: parseCidrList('127.0.0.1,10.0.0.0/8') }, lookup), []);
+  assert.deepEqual(await refusedTargets(urls, fetcher({ allowPrivate: false, allow: parseCidrList('127.0.0.1,10.0.0.0/8') })), []);
 });
 
 test('a refused relay target is warned about at start, naming FETCH_ALLOW_ADDRESSES', async () => {
