@@ -5,7 +5,8 @@
 //
 //   npm run bench                  the default set, results printed
 //   npm run bench -- --write       also each scenario's page bench/results/<scenario>.md, a line in
-//                                  bench/results/history.jsonl, and the latest table in docs/performance.md
+//                                  bench/results/history.jsonl, and docs/performance.md and the README's
+//                                  table regenerated from the pages
 //   npm run bench -- --help        this text, the scenarios and the flags; measures nothing
 //   BENCH_SCENARIOS=ping BENCH_BACKENDS=postgres BENCH_PROFILE=1 npm run bench
 //
@@ -20,9 +21,9 @@
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import pg from 'pg';
-import { ROOT, dropStaleDatabases, removeStaleDataDirs, startBaseline } from './lib/servers.js';
+import { dropStaleDatabases, removeStaleDataDirs, startBaseline } from './lib/servers.js';
 import { startFeedHosts } from './lib/feed-hosts.js';
-import { loadTable, renderTable, updatePerformancePage, PERFORMANCE_PAGE, type Row } from './lib/report.js';
+import { loadTable, renderTable, type Row } from './lib/report.js';
 import { recordRun } from './lib/results.js';
 import { OPTS, wanted, log } from './lib/options.js';
 import { INTAKE, runIntake } from './intake.js';
@@ -203,7 +204,6 @@ async function main(): Promise<number> {
     ? [render.rows.length ? renderTable(render.rows) : '', render.raw ? '```\n' + render.raw + '\n```' : '', '']
     : [];
   if (render) console.log(renderPart.join('\n'));
-  const md = [...head(new Date()), ...load, ...renderPart].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
   for (const p of profiles) console.log(`\n${p}`);
   if (OPTS.write) {
     // One page per scenario: intake, verification's cost (ping-hosts), polling (documents), renders.
@@ -231,9 +231,6 @@ async function main(): Promise<number> {
       log(
         `results written to ${recordRun({ scenario: 'renders', title: 'Rendering the documents', started, markdown: renderPart.join('\n'), backends: OPTS.backends, loadAtStart }).join(', ')}`,
       );
-    // The page's table is the intake scenarios': a run of other scenarios alone leaves it as it is.
-    if (!pages[0].rows.length) log(`${PERFORMANCE_PAGE}: no intake rows in this run: not updated`);
-    else if (!updatePerformancePage(ROOT, md)) log(`${PERFORMANCE_PAGE} has no bench results markers: not updated`);
   }
   if (!(await hardening())) ok = false;
   if (!(await web())) ok = false;

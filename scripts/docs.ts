@@ -9,6 +9,8 @@
 //   cli            the command table's summaries and usage text (src/cli.ts, src/operations/admin/commands.ts)
 //   metrics        the metrics registered in a built app (embedded database, default configuration, one relay
 //                  target so that the relay's metrics register too)
+//   performance    docs/performance.md whole and the README's "How fast" table, from bench/results/*.md
+//                  (scripts/performance.ts)
 // test/docs/generated.test.ts fails when a committed page differs from what this would write now.
 import { readFileSync, writeFileSync, mkdtempSync, rmSync, cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +25,10 @@ import { ADMIN_REFUSALS } from '../src/platform/admin-auth.js';
 import { NOTIFY_REFUSALS } from '../src/push/rsscloud/refusals.js';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/operations/admin/commands.js';
+import { fillBlock, table } from './markdown.js';
+import { performanceFiles } from './performance.js';
+
+export { fillBlock };
 
 export const ROOT = join(import.meta.dirname, '..');
 
@@ -57,23 +63,6 @@ export function cell(text: string): string {
 }
 
 const code = (s: string) => (s === '' ? '' : s.includes('`') ? `\`\` ${s} \`\`` : `\`${s}\``);
-
-function table(head: string[], rows: string[][]): string {
-  return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
-}
-
-/**
- * Puts `block` between `<!-- generated:name -->` and the next `<!-- /generated -->` of `page`. Throws when
- * the markers are missing: a page that lost them must be fixed by hand, not silently left stale.
- */
-export function fillBlock(page: string, name: string, block: string, file = 'page'): string {
-  const start = `<!-- generated:${name} -->`;
-  const end = '<!-- /generated -->';
-  const a = page.indexOf(start);
-  const b = a < 0 ? -1 : page.indexOf(end, a);
-  if (a < 0 || b < 0) throw new Error(`${file} has no ${start} … ${end} block`);
-  return `${page.slice(0, a + start.length)}\n${block.trim()}\n${page.slice(b)}`;
-}
 
 // ---- configuration -------------------------------------------------------------------------------------
 
@@ -302,6 +291,7 @@ export async function generatedFiles(root = ROOT): Promise<Map<string, string>> 
   files.set(PAGES.metrics, fillBlock(read(PAGES.metrics), 'metrics', await metricsBlock(), PAGES.metrics));
   files.set(ENV_EXAMPLE, envExample());
   files.set(COMPOSE, fillCompose(read(COMPOSE)));
+  for (const [path, text] of performanceFiles(root)) files.set(path, text);
   return files;
 }
 

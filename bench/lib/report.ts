@@ -1,7 +1,6 @@
-// Owns presenting a benchmark run: the results tables (markdown, readable in a terminal too) and the latest
-// table in docs/performance.md (the scenario pages and the history are bench/lib/results.ts's).
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+// Owns presenting a benchmark run: the results tables (markdown, readable in a terminal too). The scenario
+// pages and the history are bench/lib/results.ts's; docs/performance.md is made from the pages
+// (scripts/performance.ts).
 
 export interface Row {
   scenario: string;
@@ -55,24 +54,4 @@ export function renderTable(rows: RenderRow[]): string {
   const out = ['| publishing case | render ms | peak MB | bytes | target | note |', '| --- | ---: | ---: | ---: | --- | --- |'];
   for (const r of rows) out.push(`| ${r.case} | ${f0(r.ms)} | ${f0(r.peakMb)} | ${f0(r.bytes)} | ${verdict(r)} | ${r.note ?? ''} |`);
   return out.join('\n');
-}
-
-export const RESULTS_START = '<!-- bench:results:start -->';
-export const RESULTS_END = '<!-- bench:results:end -->';
-
-/** The page whose latest-results table `npm run bench -- --write` replaces. */
-export const PERFORMANCE_PAGE = join('docs', 'performance.md');
-
-/**
- * Replaces the latest results between the markers in docs/performance.md; leaves the rest of the page
- * alone. Returns false when the markers are missing.
- */
-export function updatePerformancePage(root: string, markdown: string): boolean {
-  const path = join(root, PERFORMANCE_PAGE);
-  const text = readFileSync(path, 'utf8');
-  const a = text.indexOf(RESULTS_START);
-  const b = text.indexOf(RESULTS_END);
-  if (a < 0 || b < a) return false;
-  writeFileSync(path, `${text.slice(0, a + RESULTS_START.length)}\n${markdown.trim()}\n${text.slice(b)}`);
-  return true;
 }

@@ -1,12 +1,15 @@
 // Owns what a benchmark run leaves behind with --write: its scenario's current page
 // (bench/results/<scenario>.md, rewritten by every run of this checkout) and one JSON line appended to
 // bench/results/history.jsonl (every run, this checkout's or BENCH_PINGD_ROOT's). Earlier runs live only in
-// the history; bench/results/evidence/ holds the frozen files that code and docs cite.
+// the history; bench/results/evidence/ holds the frozen files that code and docs cite. A rewritten page is
+// followed by docs/performance.md and the README's "How fast" table, which are made from the pages
+// (scripts/performance.ts).
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { git } from './git.js';
 import { ROOT, PINGD_ROOT } from './servers.js';
+import { writePerformanceFiles } from '../../scripts/performance.js';
 
 export const RESULTS_DIR = join('bench', 'results');
 export const HISTORY = join(RESULTS_DIR, 'history.jsonl');
@@ -101,5 +104,6 @@ export function recordRun(rec: RunRecord, root = ROOT): string[] {
     ].join('\n'),
   );
   written.push(page);
+  written.push(...writePerformanceFiles(root));
   return written;
 }

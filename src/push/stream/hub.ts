@@ -1,33 +1,17 @@
 // Owns the fan-out of one instance's live stream: the count of connections it serves, one reader of the
 // events table for all connections (poked by local pings and outcomes, other instances' notifications and a
-// slow safety poll), each connection's position, its replay from the database on resume (window by window,
-// its filter in the query, each read in its turn at the replay budget's pace), and the seam between replay
-// and live with no gap and no duplicate.
-import { inBackground, type Db } from '../../platform/db/database.js';
-import {
-  eventsAfter,
-  latestPosition,
-  logEnds,
-  positionBefore,
-  prunedThrough,
-  replayEvents,
-  type EventRow,
-  type ReleaseRule,
-  type ReplayFilter,
-} from './event-repository.js';
-import {
-  cursorFrame,
-  liveFrame,
-  matches,
-  resetFrame,
-  toStreamEvent,
-  type ResumePoint,
-  type StreamEvent,
-  type StreamFilter,
-} from './events.js';
-import { ReplayGate, replayCost, type Turn } from './replay-gate.js';
+// slow safety poll), where a connection starts, its replay on resume (window by window, at its client's
+// pace), and the seam between replay and live with no gap and no duplicate. A connection's own position
+// and frames are subscriber.ts's, the reading of replay windows replay-reader.ts's, the rule that cuts a
+// connection which does not read slow-consumer.ts's.
+import { inBackground } from '../../platform/db/database.js';
+import { eventsAfter, latestPosition, logEnds, positionBefore, prunedThrough } from './event-repository.js';
+import { resetFrame, toStreamEvent, type ResumePoint } from './events.js';
 import type { LogState } from './info.js';
-import { ReplayCache, ReplayWindow } from './replay-cache.js';
+import type { ReplayWindow } from './replay-cache.js';
+import { ReplayReader, type ReplayReaderOptions } from './replay-reader.js';
+import { mustCut, type SlowConsumerRule } from './slow-consumer.js';
+import type { Subscriber } from './subscriber.js';
 
 /** Events read per live query. */
 const PAGE = 500;
@@ -39,180 +23,13 @@ const PAGE = 500;
  */
 const READ_GAP_MS = 20;
 
-/** Where a connection's bytes go. */
-export interface Sink {
-  /**
-   * Queues text for the client. Unpaced (live): false when STREAM_BUFFER_BYTES already wait for it (nothing
-   * is queued; the connection falls back to catching up). Paced (a replay, which waits for drained() before
-   * its next write; control frames): always queued while open. False when closed.
-   */
-  write(text: string | Buffer, paced?: boolean): boolean;
-  /** Resolves once the client has taken what was queued (replay waits for slow readers, live does not). */
-  drained(): Promise<void>;
-  /** Bytes queued in this process and not yet taken by the client's socket. */
-  readonly waiting: number;
-  /** Bytes the client's socket has taken so far. */
-  readonly delivered: number;
-  /** Ends the response (a replay-only stream at its end). */
-  end(): void;
-  /** Ends the connection: a consumer cut off as too slow. */
-  cut(): void;
-  readonly closed: boolean;
-}
-
-/** What a connection is sent besides its events. */
-export interface SubscriberOptions {
-  /** Send `event: live` once the replay has caught up (a resumed or `?since=` stream). */
-  announce?: boolean;
-  /** End the response after `event: live` (`?until=live`, `?mode=replay`). */
-  replayOnly?: boolean;
-  /** STREAM_CURSOR_MS: least time between two ids sent to a filtered stream that the log passes by (0: never). */
-  cursorMs?: number;
-}
-
-export class Subscriber {
-  /** The last position this connection has been given (or skipped by its filter). */
-  position = 0;
-  /** The last id the client was sent (an event's, a cursor's, a control frame's), and when. */
-  private told = 0;
-  private toldAt = 0;
-  /** `event: live` has been sent (or is not wanted). */
-  announced: boolean;
-  /** Reading from the database (a replay, or a live connection that fell behind), not from the hub's reads. */
-  catchingUp = false;
-  /** Delivered-byte samples while it is behind with bytes waiting (the slow-consumer rule's window). */
-  readonly behind: { at: number; delivered: number }[] = [];
-  readonly replayOnly: boolean;
-  private readonly cursorMs: number;
-
-  constructor(
-    readonly filter: StreamFilter,
-    readonly sink: Sink,
-    opts: SubscriberOptions = {},
-  ) {
-    this.announced = !opts.announce;
-    this.replayOnly = opts.replayOnly ?? false;
-    this.cursorMs = opts.cursorMs ?? 0;
-  }
-
-  /** Where it starts: nothing after `pos` has been sent, and the client's resume point is `pos`. */
-  begin(pos: number, now = performance.now()): void {
-    this.position = pos;
-    this.told = pos;
-    this.toldAt = now;
-  }
-
-  /**
-   * Sends the events after its position that pass its filter, as one write. False when the write was not
-   * taken (the client too far behind, or gone): its position is then unchanged.
-   */
-  take(events: readonly StreamEvent[], paced = false, now = performance.now()): boolean {
-    let chunk = '';
-    let pos = this.position;
-    let last = 0;
-    for (const e of events) {
-      if (e.pos <= pos) continue;
-      pos = e.pos;
-      if (matches(this.filter, e)) {
-        chunk += e.frame;
-        last = e.pos;
-      }
-    }
-    if (chunk !== '') {
-      if (!this.sink.write(chunk, paced)) return false;
-      this.told = last;
-      this.toldAt = now;
-    }
-    this.position = pos;
-    if (chunk === '') this.advanceCursor(now);
-    return true;
-  }
-
-  /**
-   * Sends a shared replay window (paced): whole, as the bytes encoded once for every connection, when it
-   * starts after this connection's position and its filter kept exactly what it was read for; else event
-   * by event.
-   */
-  takeWindow(w: ReplayWindow, now = performance.now()): boolean {
-    const first = w.events[0];
-    if (first === undefined || !w.exact || first.pos <= this.position) return this.take(w.events, true, now);
-    if (!this.sink.write(w.chunk, true)) return false;
-    this.position = w.events[w.events.length - 1].pos;
-    this.told = this.position;
-    this.toldAt = now;
-    return true;
-  }
-
-  /** Positions it passed by without an event (filtered out): pass them on as a bare id (cursorFrame). */
-  passTo(pos: number, now = performance.now()): void {
-    this.position = Math.max(this.position, pos);
-    this.advanceCursor(now);
-  }
-
-  /** A bare id when the client has been sent no id for cursorMs and its position moved since. */
-  advanceCursor(now = performance.now()): void {
-    if (this.cursorMs === 0 || this.position <= this.told || now - this.toldAt < this.cursorMs) return;
-    if (this.sink.write(cursorFrame(this.position), true)) {
-      this.told = this.position;
-      this.toldAt = now;
-    }
-  }
-
-  /** The end-of-replay marker, once. */
-  announce(now = performance.now()): void {
-    if (this.announced) return;
-    this.announced = true;
-    if (this.sink.write(liveFrame(this.position), true)) {
-      this.told = this.position;
-      this.toldAt = now;
-    }
-  }
-}
-
-/**
- * The slow-consumer rule (Jetstream v2's): a connection is cut only when it is both behind (catching up
- * from the database with bytes waiting for it in this process: the server is waiting on the client, not
- * the other way round) and has read less than `floorBytesPerSecond` over a whole `windowMs` of being so.
- * A client that reads steadily over a slow link, however far behind, is never cut; one that stops reading
- * is, a window later. Memory stays bounded meanwhile: a live connection holds at most STREAM_BUFFER_BYTES
- * before it falls back to catching up, and catching up holds one read's events until the client takes them.
- */
-export interface SlowConsumerRule {
-  floorBytesPerSecond: number;
-  windowMs: number;
-}
-
-/** Whether to cut: `samples` are the delivered-byte counts taken while the connection was behind, oldest first. */
-export function tooSlow(
-  samples: readonly { at: number; delivered: number }[],
-  now: number,
-  delivered: number,
-  rule: SlowConsumerRule,
-): boolean {
-  if (samples.length === 0) return false;
-  const first = samples[0];
-  const span = now - first.at;
-  if (span < rule.windowMs) return false;
-  return ((delivered - first.delivered) * 1000) / span < rule.floorBytesPerSecond;
-}
-
-export interface StreamHubOptions {
-  db: Db;
-  rule: ReleaseRule;
+export interface StreamHubOptions extends ReplayReaderOptions {
   /** Positions one replay read covers (STREAM_REPLAY_PAGE). */
   replayPage: number;
-  /** Replay reads at once (STREAM_REPLAY_CONCURRENCY). */
-  replayConcurrency: number;
-  /** Rows all replays together may read per second (STREAM_REPLAY_ROWS_PER_SECOND). */
-  replayRowsPerSecond: number;
-  /** Bytes of replay windows kept for other connections (STREAM_REPLAY_CACHE_BYTES). */
-  replayCacheBytes: number;
   /** When to cut a connection that does not read (STREAM_SLOW_MIN_BYTES_PER_SECOND, STREAM_SLOW_WINDOW_MS). */
   slow: SlowConsumerRule;
   /** Told of every batch of events the hub read (metrics). */
   onRead?: (events: number) => void;
-  /** Told of every replay read: rows returned, positions covered (metrics). */
-  onReplayRead?: (rows: number, positions: number) => void;
   /** A live connection had STREAM_BUFFER_BYTES waiting and went back to catching up from the database. */
   onFellBehind?: () => void;
   /** A connection was cut by the slow-consumer rule. */
@@ -233,8 +50,6 @@ export interface Start {
 /** A connection's place among the STREAM_MAX_CLIENTS: given up once, on whichever path ends it. */
 export type Place = () => void;
 
-const NO_TURN: Turn = () => {};
-
 export class StreamHub {
   /** The highest position this hub has read (and handed to its live subscribers). */
   private lastSeen = 0;
@@ -247,17 +62,15 @@ export class StreamHub {
   private lastReadAt = 0;
   private closed = false;
   private admitted = 0;
-  private readonly gate: ReplayGate;
-  private readonly windows: ReplayCache;
+  private readonly replays: ReplayReader;
 
   constructor(private readonly opts: StreamHubOptions) {
-    this.gate = new ReplayGate({ concurrency: opts.replayConcurrency, rowsPerSecond: opts.replayRowsPerSecond });
-    this.windows = new ReplayCache(opts.replayCacheBytes);
+    this.replays = new ReplayReader(opts);
   }
 
   /** Replay windows served from another connection's read (the cache, or a read in flight). */
   get sharedWindows(): number {
-    return this.windows.hits;
+    return this.replays.sharedWindows;
   }
 
   /** Connections served now (starting, replaying and live). */
@@ -277,7 +90,7 @@ export class StreamHub {
 
   /** Replays waiting for their next read's turn. */
   get replayWaiting(): number {
-    return this.gate.waiting;
+    return this.replays.waiting;
   }
 
   /**
@@ -327,21 +140,10 @@ export class StreamHub {
     for (const s of this.live) s.advanceCursor(now);
     for (const set of [this.live, this.attaching]) {
       for (const s of set) {
-        if (s.sink.closed) continue;
-        if (!s.catchingUp || s.sink.waiting === 0) {
-          s.behind.length = 0;
-          continue;
-        }
-        const delivered = s.sink.delivered;
-        if (tooSlow(s.behind, now, delivered, this.opts.slow)) {
-          this.opts.onCut?.();
-          s.sink.cut();
-          this.detach(s);
-          continue;
-        }
-        s.behind.push({ at: now, delivered });
-        // Only the first sample at least a window old matters: keep the window, and one before it.
-        while (s.behind.length > 1 && s.behind[1].at <= now - this.opts.slow.windowMs) s.behind.shift();
+        if (s.sink.closed || !mustCut(s, now, this.opts.slow)) continue;
+        this.opts.onCut?.();
+        s.sink.cut();
+        this.detach(s);
       }
     }
   }
@@ -446,16 +248,7 @@ export class StreamHub {
    */
   async attach(sub: Subscriber, start: Start, resumed = false): Promise<void> {
     const { replayPage } = this.opts;
-    const f = sub.filter;
-    const filter = {
-      ping: f.types.has('ping'),
-      verified: f.types.has('verified'),
-      hosts: f.hosts,
-      tags: f.tags,
-      methods: f.methods && [...f.methods],
-      outcomes: f.outcomes && [...f.outcomes],
-    };
-    const shape = `${this.opts.rule}:${JSON.stringify(filter)}`;
+    const { filter, shape } = this.replays.filterOf(sub.filter);
     // Decided once: a replay's last reads take their turns too (200 replays ending together would otherwise
     // read at once).
     const replay = Math.max(start.latest, this.lastSeen) - start.from > replayPage;
@@ -476,14 +269,14 @@ export class StreamHub {
         const end = (Math.floor(after / replayPage) + 1) * replayPage;
         const upto = Math.min(end, bound);
         const key = upto === end && after === end - replayPage ? `${shape}:${upto}` : null;
-        const pending = key !== null && ahead?.key === key ? ahead.w : this.window(sub, key, after, upto, filter, replay);
+        const pending = key !== null && ahead?.key === key ? ahead.w : this.replays.window(sub, key, after, upto, filter, replay);
         ahead = undefined;
         const w = await pending;
         if (w === null || sub.sink.closed || this.closed) return;
         const next = upto + replayPage;
         if (replay && key !== null && next <= Math.max(start.latest, this.lastSeen)) {
           const nextKey = `${shape}:${next}`;
-          ahead = { key: nextKey, w: this.window(sub, nextKey, upto, next, filter, replay) };
+          ahead = { key: nextKey, w: this.replays.window(sub, nextKey, upto, next, filter, replay) };
           // Awaited on the next round; if the connection ends first, nobody does.
           ahead.w.catch(() => {});
         }
@@ -507,57 +300,10 @@ export class StreamHub {
     }
   }
 
-  /**
-   * The events of (after, upto] for a connection's filter: from another connection's read when it is a
-   * whole window (key) already read or being read, else read in the connection's turn (a replay) or at once.
-   * Null when the connection or the hub closed while it waited.
-   */
-  private async window(
-    sub: Subscriber,
-    key: string | null,
-    after: number,
-    upto: number,
-    filter: ReplayFilter,
-    replay: boolean,
-  ): Promise<ReplayWindow | null> {
-    const found = key === null ? undefined : this.windows.find(key);
-    if (found !== undefined) return found;
-    let turn = NO_TURN;
-    if (replay) {
-      const granted = await this.gate.turn(sub);
-      if (granted === null) return null;
-      turn = granted;
-    }
-    if (sub.sink.closed || this.closed) {
-      turn(0);
-      return null;
-    }
-    // Read meanwhile by another connection: the turn goes back unused.
-    const meanwhile = key === null ? undefined : this.windows.find(key);
-    if (meanwhile !== undefined) {
-      turn(0);
-      return meanwhile;
-    }
-    const read = async () => {
-      let rows: EventRow[] = [];
-      try {
-        // On the embedded database, behind intake's statements, one at a time with renders and retention.
-        rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
-      } finally {
-        const cost = replayCost(rows.length, upto - after);
-        if (turn === NO_TURN) this.gate.charge(cost);
-        else turn(cost);
-        this.opts.onReplayRead?.(rows.length, upto - after);
-      }
-      return new ReplayWindow(rows.map(toStreamEvent), sub.filter);
-    };
-    return key === null ? read() : this.windows.load(key, read);
-  }
-
   detach(sub: Subscriber): void {
     this.live.delete(sub);
     this.attaching.delete(sub);
-    this.gate.cancel(sub);
+    this.replays.cancel(sub);
   }
 
   /** The ends of the kept log (GET /stream/info). */
@@ -571,9 +317,8 @@ export class StreamHub {
   /** Stops reading; the connections are the route's to close. */
   async close(): Promise<void> {
     this.closed = true;
-    this.windows.clear();
+    this.replays.close();
     this.live.clear();
-    this.gate.close();
     await this.reading?.catch(() => {});
   }
 }

@@ -35,8 +35,8 @@ const POLL_MS = 1000;
 const NOTIFY_GAP_MS = 25;
 /**
  * STREAM_REPLAY_ROWS_PER_SECOND when unset, per backend. Measured with bench/lib/stream-replay-cases.ts
- * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s; docs/performance.md "Replay and
- * fan-out"): pingd spends ~11 µs of CPU per replayed row on PostgreSQL (its server reads) and ~42 µs on the
+ * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s;
+ * bench/results/evidence/2026-11-28-performance-notes.md "Replay and fan-out"): pingd spends ~11 µs of CPU per replayed row on PostgreSQL (its server reads) and ~42 µs on the
  * embedded database (its reads run in pingd's process, in the session intake uses). Windows are shared, so
  * the budget bounds what the leaders of a crowd read, not what each of its clients costs.
  */

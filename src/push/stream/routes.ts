@@ -7,7 +7,8 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify'
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Type, type Static } from '@sinclair/typebox';
 import { parseStreamRequest, retryFrame, type StreamQuery } from './events.js';
-import { Subscriber, type Start, type StreamHub } from './hub.js';
+import type { Start, StreamHub } from './hub.js';
+import { Subscriber } from './subscriber.js';
 import { ResponseSink } from './sink.js';
 import { StreamInfo, streamInfo, type StreamSettings } from './info.js';
 

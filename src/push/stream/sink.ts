@@ -3,7 +3,27 @@
 // back to catching up from the database instead of growing the process), the count of bytes the client
 // has taken (the slow-consumer rule's read rate), and ending or cutting the response.
 import type { ServerResponse } from 'node:http';
-import type { Sink } from './hub.js';
+
+/** Where a connection's bytes go. */
+export interface Sink {
+  /**
+   * Queues text for the client. Unpaced (live): false when STREAM_BUFFER_BYTES already wait for it (nothing
+   * is queued; the connection falls back to catching up). Paced (a replay, which waits for drained() before
+   * its next write; control frames): always queued while open. False when closed.
+   */
+  write(text: string | Buffer, paced?: boolean): boolean;
+  /** Resolves once the client has taken what was queued (replay waits for slow readers, live does not). */
+  drained(): Promise<void>;
+  /** Bytes queued in this process and not yet taken by the client's socket. */
+  readonly waiting: number;
+  /** Bytes the client's socket has taken so far. */
+  readonly delivered: number;
+  /** Ends the response (a replay-only stream at its end). */
+  end(): void;
+  /** Ends the connection: a consumer cut off as too slow. */
+  cut(): void;
+  readonly closed: boolean;
+}
 
 export class ResponseSink implements Sink {
   private done = false;

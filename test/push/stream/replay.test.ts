@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { openStream, dataOf, type SseConnection } from '../../helpers/sse-client.js';
 import { waitFor } from '../../helpers/wait.js';
-import { Subscriber, type Sink } from '../../../src/push/stream/hub.js';
+import { Subscriber } from '../../../src/push/stream/subscriber.js';
+import type { Sink } from '../../../src/push/stream/sink.js';
 import { parseStreamRequest } from '../../../src/push/stream/events.js';
 
 const STORED = 2000;

@@ -10,7 +10,9 @@ import http from 'node:http';
 import { startApp, uniqueUrl, type TestApp } from '../../helpers/app.js';
 import { openStream, type SseConnection } from '../../helpers/sse-client.js';
 import { waitFor } from '../../helpers/wait.js';
-import { Subscriber, tooSlow, type Sink } from '../../../src/push/stream/hub.js';
+import { Subscriber } from '../../../src/push/stream/subscriber.js';
+import { tooSlow } from '../../../src/push/stream/slow-consumer.js';
+import type { Sink } from '../../../src/push/stream/sink.js';
 import { ALL_EVENTS } from '../../../src/push/stream/events.js';
 
 const apps: TestApp[] = [];
