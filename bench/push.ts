@@ -407,14 +407,32 @@ async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: numb
 
 const fmtS = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
 
+/**
+ * The issue's targets for a line (issue 40, item 2): at N=100 p50 ≤ 0.4 s, p99 ≤ 1 s and at least half the
+ * bare sender's rate; at N=1,000 every subscriber served at 500 a second or more; CPU per delivery ≤ 1 ms
+ * from N=100 up (at N=10 the feed's fetch and read are most of it).
+ */
+function targets(l: Line): string {
+  const checks: [string, boolean][] = [[`${l.n} delivered`, l.pingd.got === l.n]];
+  if (l.n === 100)
+    checks.push(
+      ['p50 ≤ 0.4 s', l.pingd.p50 <= 400],
+      ['p99 ≤ 1 s', l.pingd.p99 <= 1000],
+      ['≥ 0.5× bare', l.pingd.perSec >= 0.5 * l.bare.perSec],
+    );
+  if (l.n >= 1000) checks.push(['≥ 500/s', l.pingd.perSec >= 500]);
+  if (l.n >= 100) checks.push(['CPU ≤ 1 ms', l.pingd.cpuUsPer <= 1000]);
+  return checks.map(([what, ok]) => `${ok ? '✅' : '❌'} ${what}`).join(', ');
+}
+
 function table(lines: Line[]): string {
   const rows = lines.map((l) => {
     const ratio = l.pingd.perSec / l.bare.perSec;
-    return `| ${l.surface} | ${l.backend} | ${l.n} | ${l.pingd.got}/${l.n} | ${fmtS(l.pingd.p50)} / ${fmtS(l.pingd.p99)} | ${l.pingd.perSec.toFixed(0)}/s | ${(l.pingd.cpuUsPer / 1000).toFixed(2)} ms | ${fmtS(l.bare.p50)} / ${fmtS(l.bare.p99)} | ${l.bare.perSec.toFixed(0)}/s | ${(l.bare.cpuUsPer / 1000).toFixed(2)} ms | **${ratio.toFixed(2)}×** |`;
+    return `| ${l.surface} | ${l.backend} | ${l.n} | ${l.pingd.got}/${l.n} | ${fmtS(l.pingd.p50)} / ${fmtS(l.pingd.p99)} | ${l.pingd.perSec.toFixed(0)}/s | ${(l.pingd.cpuUsPer / 1000).toFixed(2)} ms | ${fmtS(l.bare.p50)} / ${fmtS(l.bare.p99)} | ${l.bare.perSec.toFixed(0)}/s | ${(l.bare.cpuUsPer / 1000).toFixed(2)} ms | **${ratio.toFixed(2)}×** | ${targets(l)} |`;
   });
   return [
-    '| surface | backend | N | delivered | pingd p50 / p99 publish → delivery | pingd deliveries/s | pingd CPU per delivery | bare p50 / p99 | bare deliveries/s | bare CPU per delivery | pingd / bare |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| surface | backend | N | delivered | pingd p50 / p99 publish → delivery | pingd deliveries/s | pingd CPU per delivery | bare p50 / p99 | bare deliveries/s | bare CPU per delivery | pingd / bare | targets |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...rows,
   ].join('\n');
 }

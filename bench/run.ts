@@ -37,6 +37,7 @@ import { runScale } from './scale.js';
 import { runMulti } from './multi.js';
 import { runFailover } from './failover.js';
 import { runSpam } from './spam.js';
+import { runPush } from './push.js';
 import type { DirectOptions } from './lib/run-direct.js';
 
 async function environment(): Promise<string> {
@@ -80,6 +81,11 @@ export const SCENARIOS: { ids: string[]; module: string; what: string; by?: stri
   { ids: ['hardening'], module: 'bench/hardening.ts', what: 'hostile clients, hostile feeds and bounded fan-out: intake meanwhile' },
   { ids: ['web'], module: 'bench/web.ts', what: 'intake with /status open in Chromium; /api/stats and /weblog on 1M pings' },
   { ids: ['wrk'], module: 'bench/wrk.ts', what: 'the HTTP ratios with wrk, as deployed and stopped, optional profiles (only when named)' },
+  {
+    ids: ['push'],
+    module: 'bench/push.ts',
+    what: 'WebSub and rssCloud fan-out to 10, 100, 1,000 subscribers beside a bare Node sender (embedded unless BENCH_BACKENDS)',
+  },
   { ids: ['spam'], module: 'bench/spam.ts', what: 'the spam score on a synthetic labelled corpus: precision, recall, µs per family' },
   { ids: [], by: '--soak', module: 'bench/soak.ts', what: 'sustained intake with the renderer on, document age over time' },
   { ids: [], by: '--scale', module: 'bench/scale.ts', what: 'a month of pings (100M on PostgreSQL) against an empty database' },
@@ -158,11 +164,14 @@ async function main(): Promise<number> {
   // `spam` (bench/spam.ts) likewise; pure CPU, no server or database.
   const spam = () =>
     wanted('spam') ? runSpam({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true);
-  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk' || s === 'spam')) {
+  // `push` (bench/push.ts) likewise: its own servers, the embedded database unless BENCH_BACKENDS says.
+  const push = () => (wanted('push') ? runPush() : Promise.resolve(true));
+  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk' || s === 'spam' || s === 'push')) {
     const hardened = await hardening();
     const webOk = await web();
     const spamOk = await spam();
-    return (await wrkBench()) && webOk && hardened && spamOk ? 0 : 1;
+    const pushOk = await push();
+    return (await wrkBench()) && webOk && hardened && spamOk && pushOk ? 0 : 1;
   }
   const baseline = await startBaseline();
   const feedHosts = wanted('ping') || wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
@@ -236,6 +245,7 @@ async function main(): Promise<number> {
   if (!(await web())) ok = false;
   if (!(await wrkBench())) ok = false;
   if (!(await spam())) ok = false;
+  if (!(await push())) ok = false;
   return ok ? 0 : 1;
 }
 
