@@ -30,7 +30,7 @@ export const PAGE_ORDER: { page: string; heading?: string }[] = [
   { page: 'multi', heading: 'Several instances' },
   { page: 'failover', heading: 'Failover' },
   { page: 'stream', heading: 'Live stream' },
-  { page: 'push' },
+  { page: 'push', heading: 'Push fan-out' },
   { page: 'ping-hosts', heading: 'Intake with verification on' },
   { page: 'verify', heading: 'Verification' },
   { page: 'spam-intake', heading: 'Intake with spam scoring' },

@@ -319,7 +319,7 @@ const SPEC = {
   FETCH_HOST_INTERVAL_MS: {
     default: '1000',
     parse: int(0, 3_600_000),
-    doc: 'Minimum gap between two requests to one host, across instances',
+    doc: 'Minimum gap between two requests to one host, across instances: fetches of feeds and pages, WebSub verifications of intent, rssCloud endpoint checks (pushes a subscriber asked for, WebSub deliveries and rssCloud notifications, are bounded in flight per host instead)',
   },
   VERIFY_PINGS: {
     default: 'mark',

@@ -5,6 +5,9 @@
 // meant (issue 43): a client that means a URL with `%FF` in it sends `%25FF`. Refused with a 400 and the
 // parameter's name instead, in the form each surface answers errors (its scope's error handler).
 
+import formbody from '@fastify/formbody';
+import type { FastifyInstance } from 'fastify';
+
 /** The code of a FormEncodingError, for a scope that answers it in its own way. */
 export const FORM_NOT_UTF8 = 'FORM_NOT_UTF8';
 
@@ -44,4 +47,13 @@ export function strictFormParse(body: string): Record<string, string | string[]>
     else out[name] = [had, value];
   }
   return out;
+}
+
+/**
+ * Makes an encapsulated scope read form bodies only, strictly, up to `bodyLimit` bytes: any other content
+ * type is refused there (415) and no other route's parsers change.
+ */
+export async function formBodiesOnly(scope: FastifyInstance, bodyLimit: number): Promise<void> {
+  scope.removeAllContentTypeParsers();
+  await scope.register(formbody, { bodyLimit, parser: strictFormParse });
 }

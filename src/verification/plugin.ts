@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter } from 'prom-client';
 import { queueGauge } from '../platform/queue/queue-gauge.js';
+import { outcomeCounter } from '../platform/queue/outcome-counter.js';
 import { RateMeter } from '../platform/queue/rate-meter.js';
 import type { Config } from '../platform/config.js';
 import { statusClass } from './manners.js';
@@ -54,13 +55,12 @@ const YIELD_RATE = 300;
 async function verificationPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const registry = app.metrics;
-  const verifications = new Counter({
+  const verifications = outcomeCounter(registry, {
     name: 'pingd_verifications_total',
     help: 'Verifications finished, by outcome (each may settle several pings of one weblog).',
-    labelNames: ['outcome'] as const,
-    registers: [registry],
+    label: 'outcome',
+    values: OUTCOMES,
   });
-  for (const o of OUTCOMES) verifications.inc({ outcome: o }, 0);
   const fetches = new Counter({
     name: 'pingd_verify_fetches_total',
     help: 'Requests made by verification, by HTTP status class (none: no answer).',

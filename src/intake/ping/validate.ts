@@ -78,6 +78,25 @@ export function cleanName(raw: string | null | undefined): string {
 const TRACKING_PARAM = /^(?:utm_[a-z_]+|fbclid|gclid|msclkid)$/i;
 
 /**
+ * Each of `raw` through normalizeUrl, each URL once, in order; or the first refusal's message (for a
+ * caller that answers in its own form: a WebSub publish's hub.url list, an rssCloud request's resources).
+ */
+export function normalizeUrls(raw: readonly string[], field: string): { ok: true; urls: string[] } | { ok: false; reason: string } {
+  const urls: string[] = [];
+  for (const s of raw) {
+    let u: string;
+    try {
+      u = normalizeUrl(s, field);
+    } catch (err) {
+      if (err instanceof PingValidationError) return { ok: false, reason: err.message };
+      throw err;
+    }
+    if (!urls.includes(u)) urls.push(u);
+  }
+  return { ok: true, urls };
+}
+
+/**
  * URL rule: absolute http(s), no credentials, at most 2048 characters; normalised by WHATWG URL
  * serialisation (scheme and host lower-cased, default port dropped, IDN hosts in punycode, empty path
  * becomes "/"), fragment removed, the host's root dot and campaign-tracking parameters dropped (a host with

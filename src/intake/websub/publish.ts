@@ -8,7 +8,7 @@ import type { Db } from '../../platform/db/database.js';
 import { REFUSAL_STATUS, type Refused } from '../ping/refusals.js';
 import type { PingResult, PingService } from '../ping/ping-service.js';
 import type { ExtraWrite } from '../ping/ping-batcher.js';
-import { normalizeUrl, PingValidationError, type RawPing } from '../ping/validate.js';
+import { normalizeUrls, type RawPing } from '../ping/validate.js';
 import { topicSites, type TopicSite } from './topic-repository.js';
 
 /**
@@ -41,18 +41,8 @@ export function readPublishForm(form: Record<string, unknown>): PublishForm {
   const named = raw.map((s) => s.trim()).filter((s) => s !== '');
   if (named.length === 0) return { ok: false, reason: 'hub.url (or hub.topic) is required to publish' };
   if (named.length > MAX_PUBLISH_URLS) return { ok: false, reason: `at most ${MAX_PUBLISH_URLS} topics may be published at once` };
-  const topics: string[] = [];
-  for (const s of named) {
-    let t: string;
-    try {
-      t = normalizeUrl(s, 'topic');
-    } catch (err) {
-      if (err instanceof PingValidationError) return { ok: false, reason: err.message };
-      throw err;
-    }
-    if (!topics.includes(t)) topics.push(t);
-  }
-  return { ok: true, topics };
+  const n = normalizeUrls(named, 'topic');
+  return n.ok ? { ok: true, topics: n.urls } : n;
 }
 
 /** The ping a published topic is: its feed the topic, its weblog the feed's site (else the topic's origin). */

@@ -41,18 +41,7 @@ export const RSSCLOUD_NOTIFICATIONS: OutboxTable = {
   what: 'rssCloud notifications',
 };
 
-type Raw = {
-  id: number;
-  seq: number;
-  attempts: number;
-  endpoint_host: string;
-  sub_id: number | null;
-  resource_url: string | null;
-  notify_url: string | null;
-  protocol: Protocol | null;
-  notify_procedure: string | null;
-  live: boolean | null;
-};
+type Raw = { id: number; seq: number; attempts: number; endpoint_host: string; subscription: Notification['subscription'] | string };
 
 /**
  * Claims up to `limit` due notifications, none of a host in `busyHosts`, one per endpoint host and none of
@@ -70,25 +59,21 @@ export async function claimNotifications(
     busyHosts,
     perHost: 1,
     oneLeasedPerHost: true,
-    select: `s.id as sub_id, s.resource_url, s.notify_url, s.protocol, s.notify_procedure, (s.expires_at > now()) as live`,
+    // The live subscription as one object (null once it expired: the notification is dropped).
+    select: `case when s.expires_at > now() then json_build_object('id', s.id, 'resourceUrl', s.resource_url, 'notifyUrl', s.notify_url,
+               'protocol', s.protocol, 'notifyProcedure', s.notify_procedure) end as subscription`,
     join: 'left join rsscloud_subscriptions s on s.id = u.subscription_id',
   });
-  return rows.map((r) => ({
-    id: Number(r.id),
-    seq: Number(r.seq),
-    attempts: Number(r.attempts),
-    host: r.endpoint_host,
-    subscription:
-      r.sub_id !== null && r.live === true
-        ? {
-            id: Number(r.sub_id),
-            resourceUrl: r.resource_url as string,
-            notifyUrl: r.notify_url as string,
-            protocol: r.protocol as Protocol,
-            notifyProcedure: r.notify_procedure,
-          }
-        : null,
-  }));
+  return rows.map((r) => {
+    const sub = typeof r.subscription === 'string' ? (JSON.parse(r.subscription) as Notification['subscription']) : r.subscription;
+    return {
+      id: Number(r.id),
+      seq: Number(r.seq),
+      attempts: Number(r.attempts),
+      host: r.endpoint_host,
+      subscription: sub && { ...sub, id: Number(sub.id) },
+    };
+  });
 }
 
 /** Waiting notifications and the oldest one's age, for /status and the queue gauge. */

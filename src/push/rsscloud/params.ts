@@ -4,7 +4,7 @@
 // NotifyRequest, or a refusal with rsscloud-server's wording. The endpoint is
 // scheme://domain-or-requester-address:port/path, https for https-post or port 443, else http.
 import { HAS_CONTROL } from '../../platform/xml/escape.js';
-import { normalizeUrl, PingValidationError } from '../../intake/ping/validate.js';
+import { normalizeUrls } from '../../intake/ping/validate.js';
 import { parseIp } from '../../platform/net/ip.js';
 import { MSG } from './answers.js';
 import type { XmlRpcValue } from '../../intake/xmlrpc/values.js';
@@ -131,17 +131,9 @@ export function parseNotify(f: NotifyFields, clientAddr: string | null, maxUrls:
 
   if (f.urls.length === 0) return { ok: false, msg: MSG.noResources };
   if (f.urls.length > maxUrls) return { ok: false, msg: `At most ${maxUrls} resources may be named in one request.` };
-  const urls: string[] = [];
-  for (const raw of f.urls) {
-    let u: string;
-    try {
-      u = normalizeUrl(raw, 'resource URL');
-    } catch (err) {
-      if (err instanceof PingValidationError) return { ok: false, msg: err.message };
-      throw err;
-    }
-    if (!urls.includes(u)) urls.push(u);
-  }
+  const n = normalizeUrls(f.urls, 'resource URL');
+  if (!n.ok) return { ok: false, msg: n.reason };
+  const urls = n.urls;
   return {
     ok: true,
     request: {

@@ -6,7 +6,7 @@
 // feed's rssCloud subscribers are notified (plugin.ts).
 import type { Queryable } from '../../platform/db/database.js';
 import type { PingService } from '../../intake/ping/ping-service.js';
-import { normalizeUrl, PingValidationError, type RawPing } from '../../intake/ping/validate.js';
+import { normalizeUrls, type RawPing } from '../../intake/ping/validate.js';
 import { MSG } from './answers.js';
 import { resourceOwner } from './resource-repository.js';
 
@@ -20,13 +20,9 @@ export interface PingClient {
 /** The ping of the feed at `rawUrl` (as sent), through intake; resolves after the commit or the refusal. */
 export async function pingResource(pings: PingService, db: Queryable, rawUrl: string | undefined, client: PingClient): Promise<PingAnswer> {
   if (rawUrl === undefined || rawUrl.trim() === '') return { ok: false, msg: MSG.missing(['url']) };
-  let feedUrl: string;
-  try {
-    feedUrl = normalizeUrl(rawUrl, 'feed URL');
-  } catch (err) {
-    if (err instanceof PingValidationError) return { ok: false, msg: err.message };
-    throw err;
-  }
+  const n = normalizeUrls([rawUrl], 'feed URL');
+  if (!n.ok) return { ok: false, msg: n.reason };
+  const feedUrl = n.urls[0];
   // The weblog that names the feed as its own, when verification knows it; else the feed itself, not its
   // site: a site's several feeds would be one weblog, throttled together, and one verification settles all
   // of a weblog's waiting pings with one fetch of one feed (REGRESSION: four feeds of one host pinged at

@@ -6,11 +6,14 @@
 // metrics.
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Counter, Gauge } from 'prom-client';
+import { Gauge } from 'prom-client';
 import type { Config } from '../../platform/config.js';
 import { Outbox } from '../../platform/outbox/outbox.js';
+import type { PushSurface } from '../../platform/outbox/surface.js';
 import { politeHost } from '../../platform/fetch/polite.js';
 import { queueGauge } from '../../platform/queue/queue-gauge.js';
+import { outcomeCounter } from '../../platform/queue/outcome-counter.js';
+import { periodic } from '../../platform/queue/periodic.js';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { XmlRpcFault } from '../../intake/xmlrpc/parse.js';
 import { RSSCLOUD_FAULT } from './answers.js';
@@ -33,14 +36,7 @@ import { MSG } from './answers.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    rsscloud: {
-      notifier: Notifier;
-      worker: Outbox<Notification, Attempt>;
-      /** The retry schedule, read at each use; tests shorten it. */
-      timing: NotifyTiming;
-      /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
-      sweep(): Promise<number>;
-    };
+    rsscloud: PushSurface<Notification, Attempt, NotifyTiming> & { notifier: Notifier };
   }
 }
 
@@ -53,20 +49,18 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   const { config } = opts;
   const timing: NotifyTiming = { ...DEFAULT_NOTIFY_TIMING };
 
-  const notifications = new Counter({
+  const notifications = outcomeCounter(app.metrics, {
     name: 'pingd_rsscloud_notifications_total',
     help: 'rssCloud notifications by outcome (delivered: a 2xx; failed: anything else, retried; dropped: tries spent or the subscription expired).',
-    labelNames: ['outcome'] as const,
-    registers: [app.metrics],
+    label: 'outcome',
+    values: NOTIFY_OUTCOMES,
   });
-  for (const o of NOTIFY_OUTCOMES) notifications.inc({ outcome: o }, 0);
-  const requests = new Counter({
+  const requests = outcomeCounter(app.metrics, {
     name: 'pingd_rsscloud_subscribe_total',
     help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid, not_a_feed, check_failed, requester_full, host_full, full, busy; each answered 200 with success="false" over REST, fault 4 over XML-RPC).',
-    labelNames: ['outcome'] as const,
-    registers: [app.metrics],
+    label: 'outcome',
+    values: ['subscribed', ...Object.keys(NOTIFY_REFUSALS)],
   });
-  for (const o of ['subscribed', ...Object.keys(NOTIFY_REFUSALS)]) requests.inc({ outcome: o }, 0);
   new Gauge({
     name: 'pingd_rsscloud_subscriptions',
     help: 'Unexpired rssCloud subscriptions, read at scrape time.',
@@ -208,26 +202,16 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
 
   const sweep = () => sweepExpired(app.db);
-  let sweeper: NodeJS.Timeout | undefined;
   app.decorate('rsscloud', { notifier, worker, timing, sweep });
-  app.addHook('onReady', async () => {
-    worker.start();
-    const tick = () => {
-      sweep()
-        .then((n) => n > 0 && app.log.info({ expired: n }, 'rsscloud: expired subscriptions deleted'))
-        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'rsscloud: the sweep of expired subscriptions failed'))
-        .finally(() => {
-          if (sweeper) sweeper = setTimeout(tick, timing.sweepMs).unref();
-        });
-    };
-    sweeper = setTimeout(tick, timing.sweepMs).unref();
+  app.addHook('onReady', async () => worker.start());
+  periodic(app, {
+    what: 'rsscloud: the sweep of expired subscriptions',
+    everyMs: () => timing.sweepMs,
+    run: sweep,
+    done: (n) => n > 0 && app.log.info({ expired: n }, 'rsscloud: expired subscriptions deleted'),
   });
-  app.addHook('onClose', async () => {
-    clearTimeout(sweeper);
-    sweeper = undefined;
-    // Requests still running after one deadline are left to their leases (claimed again after a restart).
-    await worker.close(config.WEBSUB_ANSWER_TIMEOUT_MS);
-  });
+  // Requests still running after one deadline are left to their leases (claimed again after a restart).
+  app.addHook('onClose', async () => worker.close(config.WEBSUB_ANSWER_TIMEOUT_MS));
 }
 
 export default fp(rsscloudPlugin, {

@@ -7,8 +7,7 @@
 // again where pingd knows. Only what is not the protocol's keeps its HTTP status: 406, a body too large
 // (413) or not a form (415), and a failure of pingd's own (500).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import formbody from '@fastify/formbody';
-import { FORM_NOT_UTF8, strictFormParse } from '../../platform/http-form.js';
+import { FORM_NOT_UTF8, formBodiesOnly } from '../../platform/http-form.js';
 import { Type } from '@sinclair/typebox';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { intakeRoute } from '../../intake/ping/plugin.js';
@@ -43,8 +42,7 @@ function answer(req: FastifyRequest, reply: FastifyReply, element: Element, succ
 
 export async function rsscloudRoutes(app: FastifyInstance, opts: RsscloudRouteOptions): Promise<void> {
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
+    await formBodiesOnly(scope, FORM_LIMIT);
     scope.setErrorHandler(
       errorHandler((a, req, reply) => {
         const element: Element = req.url.startsWith(RSSCLOUD_NOTIFY_PATH) ? 'notifyResult' : 'result';

@@ -4,6 +4,7 @@
 // plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import { columns } from '../../platform/db/columns.js';
 import type { Protocol } from './params.js';
 
 export interface Room {
@@ -86,13 +87,7 @@ export async function recordAttempts(q: Queryable, attempts: readonly Attempt[])
               last_success_at = case when a.ok then now() else s.last_success_at end
          from unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[], $5::boolean[]) as a(id, status, error, ok, dropped)
         where s.id = a.id`,
-      [
-        attempts.map((a) => a.subscriptionId),
-        attempts.map((a) => a.status),
-        attempts.map((a) => a.error),
-        attempts.map((a) => a.ok),
-        attempts.map((a) => a.dropped),
-      ],
+      columns(attempts, ['subscriptionId', 'status', 'error', 'ok', 'dropped']),
       { name: 'pingd_record_rsscloud_attempts' },
     ),
   );

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { ConfigError, type Config } from '../../platform/config.js';
 import { Outbox } from '../../platform/outbox/outbox.js';
+import type { PushSurface } from '../../platform/outbox/surface.js';
 import { politeHost } from '../../platform/fetch/polite.js';
 import { Hub } from './hub.js';
 import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
@@ -24,23 +25,17 @@ import { feedSubscribed, pollCandidates, pruneChanges, queueChange } from './cha
 import { pollDue } from './poll.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
 import { queueGauge } from '../../platform/queue/queue-gauge.js';
+import { outcomeCounter } from '../../platform/queue/outcome-counter.js';
+import { periodic } from '../../platform/queue/periodic.js';
 import { SubscriptionTally } from './subscription-tally.js';
-import { WEBSUB_REFUSAL_STATUS, type Refusal } from './refusals.js';
+import { WEBSUB_REFUSAL_STATUS } from './refusals.js';
 import { publishTopics } from '../../intake/websub/publish.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    websub: {
+    websub: PushSurface<Task, DeliveryRecord, HubTiming> & {
       hub: Hub;
-      worker: Outbox<Task, DeliveryRecord>;
-      /**
-       * The retry schedule, read at each use. Tests shorten it (minutes of backoff would make a failing
-       * subscriber take an hour to show); nothing else should change it.
-       */
-      timing: HubTiming;
-      /** Deletes expired subscriptions now (the worker does it every timing.sweepMs). */
-      sweep(): Promise<number>;
-      /** Queues the feed-topic polls due now (WEBSUB_POLL_INTERVAL; a timer does it every min(interval, 60 s)). */
+      /** Queues the feed-topic polls due now (WEBSUB_POLL_INTERVAL; a chore does it every min(interval, 60 s)). */
       pollRound(): Promise<number>;
       /** Deliveries that succeeded in this instance over the last minute. */
       deliveriesPerMinute(): number;
@@ -63,20 +58,18 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   const timing: HubTiming = { ...DEFAULT_TIMING };
   const paths = app.documents.list().map((d) => d.path);
 
-  const verifications = new Counter({
+  const verifications = outcomeCounter(app.metrics, {
     name: 'pingd_websub_verifications_total',
     help: 'WebSub verifications of intent by outcome (confirmed, not_confirmed, unreachable), and denials sent (denied).',
-    labelNames: ['outcome'] as const,
-    registers: [app.metrics],
+    label: 'outcome',
+    values: VERIFICATION_OUTCOMES,
   });
-  for (const o of VERIFICATION_OUTCOMES) verifications.inc({ outcome: o }, 0);
-  const deliveries = new Counter({
+  const deliveries = outcomeCounter(app.metrics, {
     name: 'pingd_websub_deliveries_total',
     help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first; given_up: a feed change that failed every try, skipped).',
-    labelNames: ['outcome'] as const,
-    registers: [app.metrics],
+    label: 'outcome',
+    values: DELIVERY_OUTCOMES,
   });
-  for (const o of DELIVERY_OUTCOMES) deliveries.inc({ outcome: o }, 0);
   const perMinute = new RateMeter(60_000);
   const checks = new Counter({
     name: 'pingd_websub_topic_checks_total',
@@ -85,13 +78,12 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     registers: [app.metrics],
   });
   queueGauge(app.metrics, 'pingd_websub_queue', 'WebSub tasks (verifications, denials, checks, deliveries)', () => taskQueueStats(app.db));
-  const refusals = new Counter({
+  const refusals = outcomeCounter(app.metrics, {
     name: 'pingd_websub_refusals_total',
     help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS; host_topics, topic_host_full, topics_full 503: WEBSUB_MAX_TOPICS_PER_HOST, WEBSUB_MAX_PER_TOPIC_HOST, WEBSUB_MAX_TOPICS).',
-    labelNames: ['reason'] as const,
-    registers: [app.metrics],
+    label: 'reason',
+    values: Object.keys(WEBSUB_REFUSAL_STATUS),
   });
-  for (const r of Object.keys(WEBSUB_REFUSAL_STATUS) as Refusal[]) refusals.inc({ reason: r }, 0);
   new Gauge({
     name: 'pingd_websub_subscriptions',
     help: 'WebSub subscriptions by state (active, failing; pending: waiting for the verification of intent), read at scrape time.',
@@ -185,8 +177,6 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     if (queuedPolls > 0) worker.wake();
     return queuedPolls;
   };
-  let poller: NodeJS.Timeout | undefined;
-  let sweeper: NodeJS.Timeout | undefined;
   app.decorate('websub', { hub, worker, timing, sweep, pollRound, deliveriesPerMinute: () => perMinute.inWindow() });
   await app.register(websubRoutes, {
     db: app.db,
@@ -221,37 +211,21 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     adminToken: config.ADMIN_TOKEN,
   });
 
-  app.addHook('onReady', async () => {
-    worker.start();
-    const tick = () => {
-      sweep()
-        .then((n) => n > 0 && app.log.info({ expired: n }, 'websub: expired subscriptions deleted'))
-        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'websub: the sweep of expired subscriptions failed'))
-        .finally(() => {
-          if (sweeper) sweeper = setTimeout(tick, timing.sweepMs).unref();
-        });
-    };
-    sweeper = setTimeout(tick, timing.sweepMs).unref();
-    if (config.WEBSUB_POLL_INTERVAL > 0) {
-      const every = Math.min(config.WEBSUB_POLL_INTERVAL, 60) * 1000;
-      const poll = () => {
-        pollRound()
-          .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'websub: the poll of feed topics failed'))
-          .finally(() => {
-            if (poller) poller = setTimeout(poll, every).unref();
-          });
-      };
-      poller = setTimeout(poll, every).unref();
-    }
+  app.addHook('onReady', async () => worker.start());
+  periodic(app, {
+    what: 'websub: the sweep of expired subscriptions',
+    everyMs: () => timing.sweepMs,
+    run: sweep,
+    done: (n) => n > 0 && app.log.info({ expired: n }, 'websub: expired subscriptions deleted'),
   });
-  app.addHook('onClose', async () => {
-    clearTimeout(sweeper);
-    sweeper = undefined;
-    clearTimeout(poller);
-    poller = undefined;
-    // Requests still running after one deadline are left to their leases (claimed again after a restart).
-    await worker.close(Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS));
-  });
+  if (config.WEBSUB_POLL_INTERVAL > 0)
+    periodic(app, {
+      what: 'websub: the poll of feed topics',
+      everyMs: () => Math.min(config.WEBSUB_POLL_INTERVAL, 60) * 1000,
+      run: pollRound,
+    });
+  // Requests still running after one deadline are left to their leases (claimed again after a restart).
+  app.addHook('onClose', async () => worker.close(Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS)));
 }
 
 export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'pings', 'publishing', 'verification'] });

@@ -1,6 +1,6 @@
 // Owns the hub's refusals of a well-formed subscription request (WebSub §5.1: "an appropriate HTTP error
 // response code (4xx or 5xx)"), as data: each refusal's status, its Retry-After and its one-line reason.
-// Which refusal applies is decided where the facts are counted (task-repository.ts, queueIntent, in the
+// Which refusal applies is decided where the facts are counted (intent-repository.ts, queueIntent, in the
 // statement that queues the intent); this is what the subscriber hears.
 
 export type Refusal =

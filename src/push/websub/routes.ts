@@ -6,8 +6,7 @@
 // at most MAX_PAGE, behind the operator API's authorization (also served as GET
 // /api/admin/websub/subscriptions).
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import formbody from '@fastify/formbody';
-import { strictFormParse } from '../../platform/http-form.js';
+import { formBodiesOnly } from '../../platform/http-form.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { inBackground, type Db } from '../../platform/db/database.js';
 import { adminOnly } from '../../platform/admin-auth.js';
@@ -15,7 +14,7 @@ import { ApiError, firstParam, queryParam } from '../../platform/http-schema.js'
 import { slash64Key } from '../../platform/net/ip.js';
 import { HUB_PATH, requestBase } from '../../platform/public-url.js';
 import { callbackHost, classifyTopic, grantedLease, MAX_URL_CHARS, parseSubscriptionRequest, type LeaseBounds } from './request.js';
-import { queueIntent, type Intent } from './task-repository.js';
+import { queueIntent, type Intent } from './intent-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
@@ -106,8 +105,7 @@ function text(reply: FastifyReply, status: number, body: string): FastifyReply {
 export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOptions): Promise<void> {
   // Form bodies here only: the pitfalls guide's note on WebSub, and no other route's parsers change.
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    await scope.register(formbody, { bodyLimit: FORM_LIMIT, parser: strictFormParse });
+    await formBodiesOnly(scope, FORM_LIMIT);
     scope.setErrorHandler(
       errorHandler((a, _req, reply) => {
         if (a.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')

@@ -4,6 +4,7 @@
 // subscription cap is checked against. Plain values in, plain rows out.
 import type { Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
+import { columns } from '../../platform/db/columns.js';
 
 export type SubscriptionState = 'active' | 'failing';
 
@@ -109,15 +110,7 @@ export async function recordDeliveries(q: Queryable, records: readonly DeliveryR
               through_change_id = case when r.through is null then s.through_change_id else greatest(s.through_change_id, r.through) end
          from unnest($1::bigint[], $2::boolean[], $3::int[], $4::text[], $5::bigint[], $6::bigint[]) as r(id, ok, status, error, rendering_id, through)
         where s.id = r.id`,
-      [
-        records.map((r) => r.subscriptionId),
-        records.map((r) => r.ok),
-        records.map((r) => r.status),
-        records.map((r) => r.error),
-        records.map((r) => r.renderingId),
-        records.map((r) => r.throughChangeId),
-        failAfter,
-      ],
+      [...columns(records, ['subscriptionId', 'ok', 'status', 'error', 'renderingId', 'throughChangeId']), failAfter],
       { name: 'pingd_record_websub_deliveries' },
     ),
   );
