@@ -6,29 +6,49 @@
 // (a subscription's last status). A row stays leased until its batch commits, so no other claim takes it,
 // and a crash before the commit leaves it to its lease (sent again: WebSub and rssCloud are at-least-once),
 // never lost. Measured (bench/push.ts, 1,000 subscribers, embedded database): a claim per freed place and a
-// transaction per outcome delivered 20–120 a second; batches, several hundred.
+// transaction per outcome delivered 20–120 a second; batches, several hundred. A surface whose rows the
+// generic settle does not fit (the relay's jobs stay as history, with a state column) gives no table and
+// writes every outcome in its own record(); its claim is its own in any case.
 import type { Db, Queryable } from '../db/database.js';
 import { QueueWorker, type WorkerOptions } from '../queue/worker.js';
 import { settle, type OutboxTable, type Settle } from './outbox-repository.js';
 
 /** What running a claimed row came to. */
 export interface Ran<R> {
-  /** How its row ends; null when the surface settled it itself (in a transaction of its own). */
-  settle: Settle | null;
+  /**
+   * How its row ends (the generic settle of the outbox's table); null when the surface settled it itself
+   * (in a transaction of its own); omitted when its record says it (record() writes it, in the batch).
+   */
+  settle?: Settle | null;
   /** The surface's record of the outcome, written in the same transaction as the settle (record()). */
   record?: R;
+  /**
+   * The worker need not look for more work at once (the row was put back, or the surface holds enough);
+   * a settle of kind 'defer' says so without it.
+   */
+  deferred?: boolean;
   /** Told once the batch has committed (metrics, logs). */
   after?(): void;
 }
 
 export interface OutboxOptions<T, R> extends Omit<WorkerOptions<T>, 'run' | 'wakeGapMs'> {
   db: Db;
-  table: OutboxTable;
+  /** The queue the generic settle() writes; without it, record() writes every outcome. */
+  table?: OutboxTable;
   /** The lease a claim takes (s): a row kept in memory past half of it is not started. */
   leaseSec: number;
   run(task: T): Promise<Ran<R>>;
   /** Writes the batch's records (one statement for all, preferably). */
   record?(tx: Queryable, records: R[]): Promise<void>;
+  /**
+   * Rows claimed at once, in places' worth (CLAIM_PLACES unless told); 0: only for the places free (a
+   * claim that hands out turns, as the relay's does, must not have rows wait in memory past them).
+   */
+  claimPlaces?: number;
+  /** How long an outcome waits for others before its batch is written (GATHER_MS unless told; read per batch). */
+  gatherMs?: number;
+  /** Most outcomes written in one transaction (MAX_BATCH unless told); this many are written without waiting. */
+  maxBatch?: number;
 }
 
 /** Most outcomes written in one transaction. */
@@ -44,7 +64,7 @@ const CLAIM_PLACES = 4;
 const MAX_CLAIM = 256;
 
 interface Pending<R> {
-  settle: Settle;
+  settle?: Settle;
   record?: R;
   after?(): void;
 }
@@ -67,13 +87,15 @@ export class Outbox<T, R = never> {
       claim: (limit) => this.take(limit),
       run: async (task) => {
         const ran = await opts.run(task);
-        if (ran.settle === null) {
+        const deferred = ran.deferred ?? ran.settle?.kind === 'defer';
+        if (ran.settle === null || (ran.settle === undefined && ran.record === undefined)) {
           ran.after?.();
-          return 'done';
+          return deferred ? 'deferred' : 'done';
         }
+        if (ran.settle && !opts.table) throw new Error('an outbox without a table cannot settle a row');
         this.pending.push({ settle: ran.settle, record: ran.record, after: ran.after });
         this.writing ??= this.write();
-        return ran.settle.kind === 'defer' ? 'deferred' : 'done';
+        return deferred ? 'deferred' : 'done';
       },
     });
   }
@@ -96,7 +118,9 @@ export class Outbox<T, R = never> {
     const now = performance.now();
     this.ready = this.ready.filter((r) => now - r.at < (this.opts.leaseSec * 1000) / 2);
     if (this.ready.length < limit && (this.drainedAt === 0 || now - this.drainedAt >= this.opts.pollMs)) {
-      const want = Math.min(MAX_CLAIM, Math.max(limit, this.opts.concurrency * CLAIM_PLACES)) - this.ready.length;
+      // Never fewer than the free places ask for (the relay's hand may pass MAX_CLAIM).
+      const ahead = Math.min(MAX_CLAIM, this.opts.concurrency * (this.opts.claimPlaces ?? CLAIM_PLACES));
+      const want = Math.max(limit, ahead) - this.ready.length;
       const got = await this.opts.claim(want);
       const at = performance.now();
       for (const task of got) this.ready.push({ task, at });
@@ -113,17 +137,16 @@ export class Outbox<T, R = never> {
   private async write(): Promise<void> {
     try {
       while (this.pending.length > 0) {
-        if (this.pending.length < MAX_BATCH) await new Promise((r) => setTimeout(r, GATHER_MS));
-        const batch = this.pending.splice(0, MAX_BATCH);
+        const max = this.opts.maxBatch ?? MAX_BATCH;
+        if (this.pending.length < max) await new Promise((r) => setTimeout(r, this.opts.gatherMs ?? GATHER_MS));
+        const batch = this.pending.splice(0, max);
         try {
           const records = batch.flatMap((p) => (p.record === undefined ? [] : [p.record]));
+          const settles = batch.flatMap((p) => (p.settle === undefined ? [] : [p.settle]));
+          const table = this.opts.table;
           await this.opts.db.transaction(async (tx) => {
             if (records.length > 0) await this.opts.record?.(tx, records);
-            await settle(
-              tx,
-              this.opts.table,
-              batch.map((p) => p.settle),
-            );
+            if (table && settles.length > 0) await settle(tx, table, settles);
           });
         } catch (err) {
           // Their rows stay leased and are claimed again when the lease runs out: sent again, not lost.
@@ -132,7 +155,7 @@ export class Outbox<T, R = never> {
         }
         for (const p of batch) p.after?.();
         // A row settled to run again (a feed topic's next change, a request folded in meanwhile) is due now.
-        if (batch.some((p) => p.settle.kind !== 'defer' && p.settle.kind !== 'drop')) this.wake();
+        if (batch.some((p) => p.settle && p.settle.kind !== 'defer' && p.settle.kind !== 'drop')) this.wake();
       }
     } finally {
       this.writing = null;

@@ -1,6 +1,7 @@
 // Owns the relay as a Fastify resource (`app.relay`): the targets from RELAY_TARGETS / RELAY_FILE, this
-// instance's deriver (woken by accepted pings) and worker over the outbox (stopped on close before the
-// database, its last outcomes written), and the relay's metrics. At start it dead-letters the jobs left
+// instance's deriver (woken by accepted pings) and worker over the relay's jobs (the shared outbox runner,
+// with the relay's own claim and outcome SQL: its jobs stay as history, with a state column; stopped on
+// close before the database, its last outcomes written), and the relay's metrics. At start it dead-letters the jobs left
 // waiting for targets it does not have (with no targets, that is all it does).
 import { redactUrl } from '../../platform/redact.js';
 import fp from 'fastify-plugin';
@@ -8,13 +9,13 @@ import type { FastifyInstance } from 'fastify';
 import { Counter } from 'prom-client';
 import { queueGauge } from '../../platform/queue/queue-gauge.js';
 import { ConfigError, type Config } from '../../platform/config.js';
-import { QueueWorker } from '../../platform/queue/worker.js';
+import { Outbox } from '../../platform/outbox/outbox.js';
 import { PINGD_VERSION } from '../../platform/fetch/user-agent.js';
 import { RateMeter } from '../../platform/queue/rate-meter.js';
 import { claimRelayJobs, relayQueueStats, type RelayJob } from './job-repository.js';
 import { ensureCursor, type RelayRule } from './derive-repository.js';
 import { reconcileQueues, settleUnconfigured, syncTargets } from './target-repository.js';
-import { DEFAULT_RELAY_TIMING, Relay, type RelayTiming } from './relay.js';
+import { DEFAULT_RELAY_TIMING, Relay, type RelayRecord, type RelayTiming } from './relay.js';
 import { RelaySender, relayUserAgent } from './sender.js';
 import { loadTargets, type RelayTarget } from './targets.js';
 import type { SafeFetcher } from '../../platform/fetch/safe-fetch.js';
@@ -38,7 +39,7 @@ declare module 'fastify' {
       targets: readonly RelayTarget[];
       /** Undefined when no target is configured. */
       relay: Relay | undefined;
-      worker: QueueWorker<RelayJob> | undefined;
+      worker: Outbox<RelayJob, RelayRecord> | undefined;
       /** The retry and breaker schedule, read at each use; tests shorten it. */
       timing: RelayTiming;
     };
@@ -51,6 +52,8 @@ const YIELD_RATE = 300;
 const PER_TARGET_CLAIM = 50;
 /** Jobs held per request slot (RELAY_CONCURRENCY): claimed ahead, so one claim serves many requests. */
 const HAND_PER_SLOT = 4;
+/** Outcomes that make a batch worth writing at once, without waiting timing.flushMs for more. */
+const FLUSH_AT = 200;
 
 export const RELAY_OUTCOMES = ['delivered', 'refused', 'failed', 'dead', 'deferred'] as const;
 
@@ -121,7 +124,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
   /** Per target, weblogs dropped since the last warning about it. */
   const drops = new Map<string, { n: number; at: number }>();
   // eslint-disable-next-line prefer-const -- assigned below, after the Relay that wakes it is made
-  let worker: QueueWorker<RelayJob> | undefined;
+  let worker: Outbox<RelayJob, RelayRecord> | undefined;
   // Long enough for a claim's window of turns, a request with its fallback, and the outcome's batch; the
   // job of an instance that died is claimed again once it runs out.
   const sendMs = 2 * config.FETCH_TIMEOUT_MS + 2000;
@@ -182,9 +185,19 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
     },
     onError: (err, what) => app.log.warn({ err: { message: err.message } }, `relay: ${what} failed`),
   });
-  worker = new QueueWorker<RelayJob>({
+  worker = new Outbox<RelayJob, RelayRecord>({
+    db: app.db,
+    leaseSec,
     concurrency: hand,
     pollMs: timing.pollMs,
+    // Claims only for the places free: a claim hands out each target's turns in a window, and a job kept in
+    // memory meanwhile would miss its turn.
+    claimPlaces: 0,
+    // Read at each batch: tests shorten the timing after start.
+    get gatherMs() {
+      return timing.flushMs;
+    },
+    maxBatch: FLUSH_AT,
     claim: (limit) =>
       claimRelayJobs(app.db, {
         targets: relay.targetUrls,
@@ -195,6 +208,7 @@ async function relayPlugin(app: FastifyInstance, opts: { config: Config }): Prom
         windowMs: timing.windowMs,
       }),
     run: (job) => relay.run(job),
+    record: (tx, records) => relay.record(tx, records),
     intakeBusy: () => intake.perSecond() >= YIELD_RATE,
     onError: (err, job) => app.log.warn({ err: { message: err.message }, job: job?.id }, 'relay job failed; it is retried after its lease'),
   });

@@ -1,9 +1,11 @@
 // Owns the relay's work in one instance: deriving jobs from committed pings (a page per transaction,
 // woken by accepted pings, at most every deriveGapMs, polling for other instances' pings), running claimed
 // jobs (each target's turn and in-flight limit, Retry-After honoured, the extendedPing → ping fallback
-// remembered), and recording their outcomes in batches (one statement per batch), so the relay's database
-// work stays a few statements a second however many pings pass through.
-import type { Db } from '../../platform/db/database.js';
+// remembered), and what a batch of their outcomes writes (one statement per batch, in the shared outbox
+// runner's transaction: platform/outbox/outbox.ts), so the relay's database work stays a few statements a
+// second however many pings pass through.
+import type { Db, Queryable } from '../../platform/db/database.js';
+import type { Ran } from '../../platform/outbox/outbox.js';
 import { deriveJobs, type RelayRule } from './derive-repository.js';
 import { recordOutcomes, type JobOutcome, type OutcomeRow, type RelayJob, type TargetUpdate } from './job-repository.js';
 import { RELAY_MARKER, type RelaySender, type SendResult } from './sender.js';
@@ -41,14 +43,18 @@ export const DEFAULT_RELAY_TIMING: RelayTiming = {
 
 /** Pings read per derivation statement. */
 export const DERIVE_PAGE = 500;
-/** Outcomes that make a batch worth writing at once. */
-const FLUSH_AT = 200;
 /** While intake is busy, pages are this far apart. */
 const BUSY_GAP_MS = 1_000;
 /** How long a job waits when the outbound client is full (FETCH_BUSY), as the hubs' deliveries do. */
 const BUSY_WAIT_MS = 1_000;
 
 export type RelayEvent = { job: RelayJob; outcome: JobOutcome | 'dead'; result?: SendResult };
+
+/** One job's outcome, and what it says of its target (none when no request was made). */
+export interface RelayRecord {
+  row: OutcomeRow;
+  update: TargetUpdate | null;
+}
 
 export interface RelayOptions {
   rule: RelayRule;
@@ -101,10 +107,6 @@ export class Relay {
   /** Per target, the rate's spacing kept between the requests that actually leave this instance. */
   private readonly departures = new HostGate(1);
   private readonly slots = new Slots();
-  private outcomes: OutcomeRow[] = [];
-  private updates = new Map<string, TargetUpdate>();
-  private flushTimer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
   private deriveTimer: NodeJS.Timeout | undefined;
   private deriving: Promise<void> | undefined;
   private deriveAgain = false;
@@ -188,45 +190,47 @@ export class Relay {
     }
   }
 
-  /** Runs one claimed job: waits for the target's turn and a free slot, sends, and queues the outcome. */
   /**
-   * Runs one claimed job. 'done' (the worker claims more at once) only when the jobs in hand have fallen
-   * to half the hand: claims then take many jobs each, instead of one statement per finished job (on the
-   * embedded database, one session shared with intake, a claim per relay cost intake most of its speed).
+   * Runs one claimed job: waits for the target's turn and a free slot, sends, and returns the outcome for
+   * the batch (record()). Not deferred (the worker claims more at once) only when the jobs in hand have
+   * fallen to half the hand: claims then take many jobs each, instead of one statement per finished job
+   * (on the embedded database, one session shared with intake, a claim per relay cost intake most of its
+   * speed).
    */
-  async run(job: RelayJob): Promise<'done' | 'deferred'> {
+  async run(job: RelayJob): Promise<Ran<RelayRecord>> {
     this.inHand++;
+    let record: RelayRecord;
     try {
-      await this.runJob(job);
+      record = await this.runJob(job);
     } finally {
       this.inHand--;
     }
-    return this.inHand <= this.opts.hand / 2 ? 'done' : 'deferred';
+    return { record, deferred: this.inHand > this.opts.hand / 2 };
   }
 
   private inHand = 0;
 
-  private async runJob(job: RelayJob): Promise<void> {
+  private async runJob(job: RelayJob): Promise<RelayRecord> {
     const target = this.byUrl.get(job.target);
-    if (!target) return void this.defer(job, new Date(Date.now() + this.opts.timing.pollMs));
+    if (!target) return this.defer(job, new Date(Date.now() + this.opts.timing.pollMs));
     await sleep(job.sendAt.getTime() - Date.now(), this.closing.signal);
-    if (this.closed) return void this.defer(job, new Date());
+    if (this.closed) return this.defer(job, new Date());
     const releaseTarget = await this.slots.enter(job.target, target.concurrency);
     const release = await this.slots.enter('', this.opts.concurrency);
     let result: SendResult;
     try {
-      if (this.closed) return void this.defer(job, new Date());
+      if (this.closed) return this.defer(job, new Date());
       // Checked once a slot is ours: the request before may just have brought a Retry-After.
       const blockedUntil = this.blocked.get(job.target) ?? 0;
-      if (blockedUntil > Date.now()) return void this.defer(job, new Date(blockedUntil));
+      if (blockedUntil > Date.now()) return this.defer(job, new Date(blockedUntil));
       // Turns are handed out ahead, by the target's row; a request that left late (a busy event loop, a
       // slow slot) must not bring the next one closer than the rate allows, so within this instance the
       // spacing is also kept from the requests that actually left (as verification does per host).
       await this.departures.spaced(job.target, 60_000 / target.ratePerMin, this.closing.signal);
-      if (this.closed) return void this.defer(job, new Date());
+      if (this.closed) return this.defer(job, new Date());
       // A job that waited so long for a slot that its lease could run out mid-request is given back
       // (another instance may claim it then: it must not be sent twice).
-      if (Date.now() + this.opts.sendMs > job.claimedAt + this.opts.leaseMs) return void this.defer(job, new Date());
+      if (Date.now() + this.opts.sendMs > job.claimedAt + this.opts.leaseMs) return this.defer(job, new Date());
       const ping = { name: job.name, url: job.weblogUrl, changesUrl: job.changesUrl, rssUrl: job.rssUrl, tags: job.tags };
       result = await this.sender.send(job.target, ping, target.method === 'ping' || job.pingOnly || this.pingOnly.has(job.target));
     } finally {
@@ -234,11 +238,10 @@ export class Relay {
       releaseTarget();
     }
     if (result.fellBack) this.pingOnly.add(job.target);
-    const u = this.update(job.target);
-    u.pingOnly ||= result.fellBack;
+    const u: TargetUpdate = { ...noUpdate(job.target), pingOnly: result.fellBack };
     // The app's outbound client had no room (its in-flight bound is shared with verification and the
     // hubs): not the target's failure, so no attempt is spent; tried again shortly.
-    if (result.outcome === 'failed' && result.code === 'FETCH_BUSY') return void this.defer(job, new Date(Date.now() + BUSY_WAIT_MS));
+    if (result.outcome === 'failed' && result.code === 'FETCH_BUSY') return this.defer(job, new Date(Date.now() + BUSY_WAIT_MS), u);
     if (result.outcome === 'failed') {
       u.failed++;
       u.lastError = `${result.code}: ${result.error}`.slice(0, 300);
@@ -246,100 +249,83 @@ export class Relay {
       if (result.blockedUntil) {
         const until = result.blockedUntil.getTime();
         this.blocked.set(job.target, until);
-        u.openUntil = new Date(Math.max(until, u.openUntil?.getTime() ?? 0));
+        u.openUntil = new Date(until);
         retryAt = Math.max(retryAt, until);
       }
-      this.queueOutcome({
+      this.opts.onEvent({ job, outcome: job.attempts >= this.opts.maxAttempts ? 'dead' : 'failed', result });
+      const row: OutcomeRow = {
         id: job.id,
         seq: job.seq,
         target: job.target,
         outcome: 'failed',
         error: u.lastError,
         retryAt: new Date(retryAt),
-      });
-      this.opts.onEvent({ job, outcome: job.attempts >= this.opts.maxAttempts ? 'dead' : 'failed', result });
-    } else {
-      if (result.outcome === 'delivered') u.delivered++;
-      else u.refused++;
-      this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: result.outcome, error: null, retryAt: null });
-      this.opts.onEvent({ job, outcome: result.outcome, result });
+      };
+      return { row, update: u };
     }
+    if (result.outcome === 'delivered') u.delivered++;
+    else u.refused++;
+    this.opts.onEvent({ job, outcome: result.outcome, result });
+    return { row: { id: job.id, seq: job.seq, target: job.target, outcome: result.outcome, error: null, retryAt: null }, update: u };
   }
 
-  private defer(job: RelayJob, until: Date): 'deferred' {
-    this.queueOutcome({ id: job.id, seq: job.seq, target: job.target, outcome: 'deferred', error: null, retryAt: until });
+  private defer(job: RelayJob, until: Date, update: TargetUpdate | null = null): RelayRecord {
     this.opts.onEvent({ job, outcome: 'deferred' });
-    return 'deferred';
+    return { row: { id: job.id, seq: job.seq, target: job.target, outcome: 'deferred', error: null, retryAt: until }, update };
   }
 
-  private update(target: string): TargetUpdate {
-    let u = this.updates.get(target);
-    if (!u)
-      this.updates.set(target, (u = { target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false }));
-    return u;
+  /** Writes a batch of outcomes, with what they say of each target summed, in one statement. */
+  async record(q: Queryable, records: readonly RelayRecord[]): Promise<void> {
+    await recordOutcomes(
+      q,
+      records.map((r) => r.row),
+      mergeUpdates(records.flatMap((r) => (r.update ? [r.update] : []))),
+      {
+        maxAttempts: this.opts.maxAttempts,
+        // A ping folded into a job after its lease ran out, while it was being sent: within the loop window.
+        minIntervalSec: Math.max(this.opts.minIntervalSec, this.opts.loopWindowSec),
+        breakerAfter: this.opts.timing.breakerAfter,
+        breakerPauseSec: this.opts.timing.breakerPauseMs / 1000,
+      },
+    );
   }
 
-  private queueOutcome(o: OutcomeRow): void {
-    this.outcomes.push(o);
-    if (this.outcomes.length >= FLUSH_AT) void this.flush();
-    else if (!this.flushTimer) {
-      this.flushTimer = setTimeout(() => void this.flush(), this.opts.timing.flushMs);
-      this.flushTimer.unref();
-    }
-  }
-
-  /** Writes the outcomes gathered so far (one statement); on failure they are kept for the next try. */
-  flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    this.flushing = this.flushing.then(async () => {
-      const rows = this.outcomes;
-      const updates = [...this.updates.values()];
-      if (rows.length === 0 && updates.length === 0) return;
-      this.outcomes = [];
-      this.updates = new Map();
-      try {
-        await recordOutcomes(this.db, rows, updates, {
-          maxAttempts: this.opts.maxAttempts,
-          // A ping folded into a job after its lease ran out, while it was being sent: within the loop window.
-          minIntervalSec: Math.max(this.opts.minIntervalSec, this.opts.loopWindowSec),
-          breakerAfter: this.opts.timing.breakerAfter,
-          breakerPauseSec: this.opts.timing.breakerPauseMs / 1000,
-        });
-      } catch (err) {
-        this.opts.onError(err as Error, 'recording relay outcomes');
-        // Kept for the next flush; the jobs' leases cover a crash meanwhile (they are sent again: at least once).
-        if (!this.closed) {
-          this.outcomes = [...rows, ...this.outcomes].slice(-10_000);
-          for (const u of updates) this.mergeBack(u);
-          this.flushTimer ??= setTimeout(() => void this.flush(), 1000).unref();
-        }
-      }
-    });
-    return this.flushing;
-  }
-
-  private mergeBack(u: TargetUpdate): void {
-    const m = this.update(u.target);
-    m.delivered += u.delivered;
-    m.refused += u.refused;
-    m.failed += u.failed;
-    m.lastError ??= u.lastError;
-    m.pingOnly ||= u.pingOnly;
-    if (u.openUntil && (!m.openUntil || m.openUntil < u.openUntil)) m.openUntil = u.openUntil;
-  }
-
-  /** Stops deriving and waiting; jobs still waiting for their turn are given back. Call flush() after the worker closed. */
+  /** Stops deriving and waiting; jobs still waiting for their turn are given back (the outbox writes them on close). */
   stop(): void {
     this.closed = true;
     clearTimeout(this.deriveTimer);
     this.closing.abort();
   }
 
+  /** Resolves once the derivation under way (if any) has ended. */
   async drained(): Promise<void> {
     await this.deriving;
-    await this.flush();
   }
+}
+
+function noUpdate(target: string): TargetUpdate {
+  return { target, delivered: 0, refused: 0, failed: 0, lastError: null, openUntil: null, pingOnly: false };
+}
+
+/**
+ * The jobs' updates of one batch, one per target, in the batch's order: counts summed, the last error
+ * seen, the latest Retry-After, and pingOnly if any said so.
+ */
+export function mergeUpdates(updates: readonly TargetUpdate[]): TargetUpdate[] {
+  const by = new Map<string, TargetUpdate>();
+  for (const u of updates) {
+    const m = by.get(u.target) ?? noUpdate(u.target);
+    by.set(u.target, {
+      target: u.target,
+      delivered: m.delivered + u.delivered,
+      refused: m.refused + u.refused,
+      failed: m.failed + u.failed,
+      lastError: u.lastError ?? m.lastError,
+      openUntil: u.openUntil && (!m.openUntil || m.openUntil < u.openUntil) ? u.openUntil : m.openUntil,
+      pingOnly: m.pingOnly || u.pingOnly,
+    });
+  }
+  return [...by.values()];
 }
 
 /** Resolves after `ms` or when `signal` aborts. */
