@@ -31,7 +31,7 @@ export interface Ran<R> {
   after?(): void;
 }
 
-export interface OutboxOptions<T, R> extends Omit<WorkerOptions<T>, 'run' | 'wakeGapMs'> {
+export interface OutboxOptions<T, R> extends Omit<WorkerOptions<T>, 'run' | 'refillAtOnce'> {
   db: Db;
   /** The queue the generic settle() writes; without it, record() writes every outcome. */
   table?: OutboxTable;
@@ -82,8 +82,9 @@ export class Outbox<T, R = never> {
     this.worker = new QueueWorker<T>({
       ...opts,
       // A freed place takes the next row kept in memory at once; the database is asked again only when
-      // they run out (and then at most every pollMs after a short claim, unless woken).
-      wakeGapMs: 0,
+      // they run out (and then at most every pollMs after a short claim, unless woken: wakes keep the
+      // worker's gap, so work queued by every request cannot turn into a claim per request).
+      refillAtOnce: true,
       claim: (limit) => this.take(limit),
       run: async (task) => {
         const ran = await opts.run(task);

@@ -26,8 +26,11 @@ export interface WorkerOptions<J> {
    * database's cost per ping (docs/design/verification.md).
    */
   intakeBusy?(): boolean;
-  /** Least time between two claims prompted by wake() (WAKE_GAP_MS unless told; 0 for a claim served from memory). */
-  wakeGapMs?: number;
+  /**
+   * A finished job's place is refilled at once, not one wake gap later: for a claim served from memory
+   * (the outbox keeps claimed rows). Wakes from outside (work queued) keep the gap either way.
+   */
+  refillAtOnce?: boolean;
 }
 
 export class QueueWorker<J> {
@@ -54,7 +57,7 @@ export class QueueWorker<J> {
   wake(): void {
     if (this.closed) return;
     if (this.claiming) this.again = true;
-    else this.schedule(Math.max(0, this.lastClaimAt + (this.opts.wakeGapMs ?? WAKE_GAP_MS) - performance.now()));
+    else this.schedule(Math.max(0, this.lastClaimAt + WAKE_GAP_MS - performance.now()));
   }
 
   get active(): number {
@@ -111,7 +114,10 @@ export class QueueWorker<J> {
         if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
         // A finished job frees a place for the next; a deferred one says its host is busy: the next poll,
         // a wake or another job's end looks again.
-        if (r === 'done') this.wake();
+        if (r !== 'done') return;
+        if (!this.opts.refillAtOnce) this.wake();
+        else if (this.claiming) this.again = true;
+        else this.schedule(0);
       });
   }
 

@@ -95,16 +95,17 @@ test('a run that says deferred is not followed by a claim at once; one that does
       claims,
       claimPlaces: 0,
       gatherMs: 50,
-      // Not at once: the claim that follows a full claim (more may be due) then finds no place free.
+      // Longer than the worker's wake gap (20 ms): the look that follows a full claim (more may be due)
+      // comes while the run holds the only place, finds none free and waits for the poll (a minute).
       run: async (n) => {
-        await new Promise((r) => setTimeout(r, 20));
+        await new Promise((r) => setTimeout(r, 400));
         return { record: n, deferred };
       },
       record: (records) => batches.push(records),
     });
     box.start();
     // The batch is written gatherMs after the run ended; the claim a finished run prompts comes at once
-    // (wakeGapMs 0, from memory), so by the time the batch is written it has been made, or never was.
+    // (refillAtOnce, from memory), so by the time the batch is written it has been made, or never was.
     await waitFor(() => batches.length > 0, { what: 'the first batch' });
     assert.equal(claims.length > 1, !deferred, `deferred ${deferred}: claims ${JSON.stringify(claims)}`);
     if (deferred) {
