@@ -286,6 +286,13 @@ export const HEADLINES: Headline[] = [
       `peak RSS ${c['pingd RSS MB (idle → peak)']?.split('→')[1]?.trim()} MB, p99 ${p99(c['p50 / p99 ms'])} ms, documents ≤ ${c['max age shortChanges / changes s']?.split('/')[0]?.trim()} s old`,
   },
   {
+    page: 'push',
+    measure: 'WebSub fan-out of one change to 1,000 subscribers, embedded',
+    row: (c) => c.surface === 'websub' && c.N === '1000',
+    figure: (c) =>
+      `${c['pingd deliveries/s']} deliveries/s, p50 / p99 ${c['pingd p50 / p99 publish → delivery']}: ${times(c['pingd / bare']?.replace(/\*/g, ''))} a bare Node sender`,
+  },
+  {
     page: 'failover',
     measure: 'primary crashed under 200 pings/s, synchronous standby promoted',
     row: (c) => c.replication === 'synchronous',

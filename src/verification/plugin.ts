@@ -52,15 +52,15 @@ const POLL_MS = 1000;
  */
 const YIELD_RATE = 300;
 
+/** What each outcome counter counts (its HELP line on /metrics). */
+const HELP = {
+  verifications: 'Verifications finished, by outcome (each may settle several pings of one weblog).',
+};
+
 async function verificationPlugin(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   const { config } = opts;
   const registry = app.metrics;
-  const verifications = outcomeCounter(registry, {
-    name: 'pingd_verifications_total',
-    help: 'Verifications finished, by outcome (each may settle several pings of one weblog).',
-    label: 'outcome',
-    values: OUTCOMES,
-  });
+  const verifications = outcomeCounter(registry, 'pingd_verifications_total', OUTCOMES, HELP.verifications);
   const fetches = new Counter({
     name: 'pingd_verify_fetches_total',
     help: 'Requests made by verification, by HTTP status class (none: no answer).',

@@ -78,7 +78,7 @@ test('docs/performance.md takes every results page, known ones in PAGE_ORDER, ne
     );
     const page = performanceFiles(root).get(PERFORMANCE_PAGE) ?? '';
     const sections = [...page.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
-    assert.deepEqual(sections, ['Current results', 'Intake', 'Push to subscribers', 'Alpha', 'Zeta']);
+    assert.deepEqual(sections, ['Current results', 'Intake', 'Push fan-out', 'Alpha', 'Zeta']);
     assert.match(page, /## Alpha\n\nFrom \[`bench\/results\/alpha.md`\]\(\.\.\/bench\/results\/alpha.md\)\. \*\*Commit: not recorded\.\*\*/);
     assert.match(page, /- Commit: not recorded on the page/);
     assert.match(page, /\*\*Commit: not recorded\.\*\*\n\n- Date: 2026-12-01 10:00 UTC\n- Commit: not recorded\n/);

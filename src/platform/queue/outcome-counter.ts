@@ -2,11 +2,14 @@
 // up front shown at 0 from the start (a grep or an alert finds a series that has not happened yet).
 import { Counter, type Registry } from 'prom-client';
 
-export function outcomeCounter<L extends string>(
+export function outcomeCounter<L extends string = 'outcome'>(
   registry: Registry,
-  c: { name: string; help: string; label: L; values: readonly string[] },
+  name: string,
+  values: readonly string[],
+  help: string,
+  label: L = 'outcome' as L,
 ): Counter<L> {
-  const counter = new Counter<L>({ name: c.name, help: c.help, labelNames: [c.label], registers: [registry] });
-  for (const v of c.values) counter.inc({ [c.label]: v } as Partial<Record<L, string>>, 0);
+  const counter = new Counter<L>({ name, help, labelNames: [label], registers: [registry] });
+  for (const v of values) counter.inc({ [label]: v } as Partial<Record<L, string>>, 0);
   return counter;
 }

@@ -39,3 +39,11 @@ export function afterFailure(attempts: number, t: NotifyTiming): { drop: true } 
   if (attempts >= t.attempts) return { drop: true };
   return { drop: false, waitMs: doublingBackoffMs(attempts, t.retryBaseMs, t.retryMaxMs) };
 }
+
+/** What each of the surface's outcome counters counts: its HELP line on /metrics. */
+export const METRIC_HELP = {
+  notifications:
+    'rssCloud notifications by outcome (delivered: a 2xx; failed: anything else, retried; dropped: tries spent or the subscription expired).',
+  requests:
+    'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid, not_a_feed, check_failed, requester_full, host_full, full, busy; each answered 200 with success="false" over REST, fault 4 over XML-RPC).',
+};

@@ -9,15 +9,14 @@ import type { FastifyInstance } from 'fastify';
 import { Gauge } from 'prom-client';
 import type { Config } from '../../platform/config.js';
 import { Outbox } from '../../platform/outbox/outbox.js';
-import type { PushSurface } from '../../platform/outbox/surface.js';
+import { runPushSurface, type PushSurface } from '../../platform/outbox/surface.js';
 import { politeHost } from '../../platform/fetch/polite.js';
 import { queueGauge } from '../../platform/queue/queue-gauge.js';
 import { outcomeCounter } from '../../platform/queue/outcome-counter.js';
-import { periodic } from '../../platform/queue/periodic.js';
 import { canonicalAddress } from '../../platform/net/ip.js';
 import { XmlRpcFault } from '../../intake/xmlrpc/parse.js';
 import { RSSCLOUD_FAULT } from './answers.js';
-import { DEFAULT_NOTIFY_TIMING, NOTIFY_OUTCOMES, type NotifyTiming } from './outcomes.js';
+import { DEFAULT_NOTIFY_TIMING, METRIC_HELP, NOTIFY_OUTCOMES, type NotifyTiming } from './outcomes.js';
 import { Notifier } from './notifier.js';
 import {
   claimNotifications,
@@ -49,18 +48,13 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   const { config } = opts;
   const timing: NotifyTiming = { ...DEFAULT_NOTIFY_TIMING };
 
-  const notifications = outcomeCounter(app.metrics, {
-    name: 'pingd_rsscloud_notifications_total',
-    help: 'rssCloud notifications by outcome (delivered: a 2xx; failed: anything else, retried; dropped: tries spent or the subscription expired).',
-    label: 'outcome',
-    values: NOTIFY_OUTCOMES,
-  });
-  const requests = outcomeCounter(app.metrics, {
-    name: 'pingd_rsscloud_subscribe_total',
-    help: 'rssCloud pleaseNotify requests by outcome (subscribed, or the refusal: invalid, not_a_feed, check_failed, requester_full, host_full, full, busy; each answered 200 with success="false" over REST, fault 4 over XML-RPC).',
-    label: 'outcome',
-    values: ['subscribed', ...Object.keys(NOTIFY_REFUSALS)],
-  });
+  const notifications = outcomeCounter(app.metrics, 'pingd_rsscloud_notifications_total', NOTIFY_OUTCOMES, METRIC_HELP.notifications);
+  const requests = outcomeCounter(
+    app.metrics,
+    'pingd_rsscloud_subscribe_total',
+    ['subscribed', ...Object.keys(NOTIFY_REFUSALS)],
+    METRIC_HELP.requests,
+  );
   new Gauge({
     name: 'pingd_rsscloud_subscriptions',
     help: 'Unexpired rssCloud subscriptions, read at scrape time.',
@@ -202,16 +196,9 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
   });
 
   const sweep = () => sweepExpired(app.db);
-  app.decorate('rsscloud', { notifier, worker, timing, sweep });
-  app.addHook('onReady', async () => worker.start());
-  periodic(app, {
-    what: 'rsscloud: the sweep of expired subscriptions',
-    everyMs: () => timing.sweepMs,
-    run: sweep,
-    done: (n) => n > 0 && app.log.info({ expired: n }, 'rsscloud: expired subscriptions deleted'),
-  });
-  // Requests still running after one deadline are left to their leases (claimed again after a restart).
-  app.addHook('onClose', async () => worker.close(config.WEBSUB_ANSWER_TIMEOUT_MS));
+  const surface = { notifier, worker, timing, sweep };
+  app.decorate('rsscloud', surface);
+  runPushSurface(app, 'rsscloud', surface, config.WEBSUB_ANSWER_TIMEOUT_MS);
 }
 
 export default fp(rsscloudPlugin, {

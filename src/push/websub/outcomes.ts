@@ -58,3 +58,12 @@ export function retryDelayMs(failures: number, t: Pick<HubTiming, 'retryBaseMs' 
   if (failures >= t.failAfter) return t.retryMaxMs;
   return doublingBackoffMs(failures, t.retryBaseMs, t.retryMaxMs);
 }
+
+/** What each of the surface's outcome counters counts: its HELP line on /metrics. */
+export const METRIC_HELP = {
+  verifications: 'WebSub verifications of intent by outcome (confirmed, not_confirmed, unreachable), and denials sent (denied).',
+  deliveries:
+    'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first; given_up: a feed change that failed every try, skipped).',
+  refusals:
+    'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS; host_topics, topic_host_full, topics_full 503: WEBSUB_MAX_TOPICS_PER_HOST, WEBSUB_MAX_PER_TOPIC_HOST, WEBSUB_MAX_TOPICS).',
+};

@@ -7,10 +7,10 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { ConfigError, type Config } from '../../platform/config.js';
 import { Outbox } from '../../platform/outbox/outbox.js';
-import type { PushSurface } from '../../platform/outbox/surface.js';
+import { runPushSurface, type PushSurface } from '../../platform/outbox/surface.js';
 import { politeHost } from '../../platform/fetch/polite.js';
 import { Hub } from './hub.js';
-import { DEFAULT_TIMING, DELIVERY_OUTCOMES, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
+import { DEFAULT_TIMING, DELIVERY_OUTCOMES, METRIC_HELP, VERIFICATION_OUTCOMES, type HubTiming } from './outcomes.js';
 import { websubRoutes } from './routes.js';
 import { claimTasks, queuePoll, queueTopicChecks, taskQueueStats, WEBSUB_TASKS, type Task } from './task-repository.js';
 import {
@@ -58,18 +58,8 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
   const timing: HubTiming = { ...DEFAULT_TIMING };
   const paths = app.documents.list().map((d) => d.path);
 
-  const verifications = outcomeCounter(app.metrics, {
-    name: 'pingd_websub_verifications_total',
-    help: 'WebSub verifications of intent by outcome (confirmed, not_confirmed, unreachable), and denials sent (denied).',
-    label: 'outcome',
-    values: VERIFICATION_OUTCOMES,
-  });
-  const deliveries = outcomeCounter(app.metrics, {
-    name: 'pingd_websub_deliveries_total',
-    help: 'WebSub content deliveries by outcome (delivered: a 2xx; failed: anything else, retried; dropped: the subscription ended first; given_up: a feed change that failed every try, skipped).',
-    label: 'outcome',
-    values: DELIVERY_OUTCOMES,
-  });
+  const verifications = outcomeCounter(app.metrics, 'pingd_websub_verifications_total', VERIFICATION_OUTCOMES, METRIC_HELP.verifications);
+  const deliveries = outcomeCounter(app.metrics, 'pingd_websub_deliveries_total', DELIVERY_OUTCOMES, METRIC_HELP.deliveries);
   const perMinute = new RateMeter(60_000);
   const checks = new Counter({
     name: 'pingd_websub_topic_checks_total',
@@ -78,12 +68,13 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     registers: [app.metrics],
   });
   queueGauge(app.metrics, 'pingd_websub_queue', 'WebSub tasks (verifications, denials, checks, deliveries)', () => taskQueueStats(app.db));
-  const refusals = outcomeCounter(app.metrics, {
-    name: 'pingd_websub_refusals_total',
-    help: 'Well-formed WebSub requests refused by a bound, by reason (not_subscribed 422; host_pending, client_pending 429: WEBSUB_MAX_PENDING; host_full 503: WEBSUB_MAX_PER_HOST; full 503: WEBSUB_MAX_SUBSCRIPTIONS; host_topics, topic_host_full, topics_full 503: WEBSUB_MAX_TOPICS_PER_HOST, WEBSUB_MAX_PER_TOPIC_HOST, WEBSUB_MAX_TOPICS).',
-    label: 'reason',
-    values: Object.keys(WEBSUB_REFUSAL_STATUS),
-  });
+  const refusals = outcomeCounter(
+    app.metrics,
+    'pingd_websub_refusals_total',
+    Object.keys(WEBSUB_REFUSAL_STATUS),
+    METRIC_HELP.refusals,
+    'reason',
+  );
   new Gauge({
     name: 'pingd_websub_subscriptions',
     help: 'WebSub subscriptions by state (active, failing; pending: waiting for the verification of intent), read at scrape time.',
@@ -211,21 +202,13 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     adminToken: config.ADMIN_TOKEN,
   });
 
-  app.addHook('onReady', async () => worker.start());
-  periodic(app, {
-    what: 'websub: the sweep of expired subscriptions',
-    everyMs: () => timing.sweepMs,
-    run: sweep,
-    done: (n) => n > 0 && app.log.info({ expired: n }, 'websub: expired subscriptions deleted'),
-  });
+  runPushSurface(app, 'websub', app.websub, Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS));
   if (config.WEBSUB_POLL_INTERVAL > 0)
     periodic(app, {
       what: 'websub: the poll of feed topics',
       everyMs: () => Math.min(config.WEBSUB_POLL_INTERVAL, 60) * 1000,
       run: pollRound,
     });
-  // Requests still running after one deadline are left to their leases (claimed again after a restart).
-  app.addHook('onClose', async () => worker.close(Math.max(config.FETCH_TIMEOUT_MS, config.WEBSUB_ANSWER_TIMEOUT_MS)));
 }
 
 export default fp(websubPlugin, { name: 'websub', dependencies: ['db', 'fetch', 'metrics', 'pings', 'publishing', 'verification'] });
