@@ -290,7 +290,7 @@ export const HEADLINES: Headline[] = [
     measure: 'WebSub fan-out of one change to 1,000 subscribers, embedded',
     row: (c) => c.surface === 'websub' && c.N === '1000',
     figure: (c) =>
-      `${c['pingd deliveries/s']} deliveries/s, p50 / p99 ${c['pingd p50 / p99 publish → delivery']}: ${times(c['pingd / bare']?.replace(/\*/g, ''))} a bare Node sender`,
+      `${c['pingd deliveries/s']?.replace(/\/s$/, '')} deliveries/s, p50 / p99 ${c['pingd p50 / p99 publish → delivery']}: ${times(c['pingd / bare']?.replace(/\*/g, ''))} a bare Node sender`,
   },
   {
     page: 'failover',
