@@ -4,7 +4,7 @@
 // the history; bench/results/evidence/ holds the frozen files that code and docs cite. A rewritten page is
 // followed by docs/performance.md and the README's "How fast" table, which are made from the pages
 // (scripts/performance.ts).
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { git } from './git.js';
@@ -104,6 +104,7 @@ export function recordRun(rec: RunRecord, root = ROOT): string[] {
     ].join('\n'),
   );
   written.push(page);
-  written.push(...writePerformanceFiles(root));
+  // The generated page and the README's table belong to a checkout (a test's bare results folder has none).
+  if (existsSync(join(root, 'README.md'))) written.push(...writePerformanceFiles(root));
   return written;
 }

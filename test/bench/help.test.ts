@@ -27,6 +27,7 @@ test('npm run bench -- --help lists the scenarios and flags, exits 0 and starts 
       'bench/hardening.ts',
       'bench/web.ts',
       'bench/wrk.ts',
+      'bench/push.ts',
       'bench/spam.ts',
       'bench/soak.ts',
       'bench/scale.ts',
