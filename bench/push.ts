@@ -11,7 +11,7 @@
 //
 // Settings: BENCH_PUSH_N (10,100,1000), BENCH_RUNS (rounds per figure, medians; 3), BENCH_BACKENDS
 // (pglite), BENCH_PUSH_SURFACES (websub,rsscloud), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
-// BENCH_PINGD_<VAR>.
+// BENCH_PUSH_DEBUG=1 (queue depths before each round, each feed fetch, pingd's log), BENCH_PINGD_<VAR>.
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
