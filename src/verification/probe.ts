@@ -8,7 +8,7 @@ import type { SafeFetcher } from '../platform/fetch/safe-fetch.js';
 import type { DocumentReader } from './documents.js';
 import { ensureFeed, saveFeed } from './feed-repository.js';
 import { politeHost, type PoliteClient } from '../platform/fetch/polite.js';
-import { FEED_ACCEPT, MAX_REDIRECTS } from './verifier.js';
+import { FEED_ACCEPT, KNOWN_FEED, MAX_REDIRECTS } from './verifier.js';
 
 export type ProbeResult =
   | { ok: true; feedId: number; title: string | null }
@@ -21,9 +21,6 @@ export interface ProbeOptions {
   /** Longest a probe waits for the host's turn before it gives up with retryAfterSec (the caller is a request). */
   maxWaitMs: number;
 }
-
-/** Outcomes of a feed that answered as a feed the last time it was fetched. */
-const KNOWN_FEED = new Set(['verified', 'unchanged', 'not_modified']);
 
 export class FeedProbe {
   constructor(

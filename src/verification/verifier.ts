@@ -60,6 +60,9 @@ export const MAX_JOB_REQUESTS = 2 * (MAX_REDIRECTS + 1);
 /** Longest a job may go on after its first request (waiting for hosts' turns included): then `unreachable`. */
 export const MAX_JOB_MS = MAX_DEFER_MS;
 
+/** Outcomes of a feed that answered as a feed the last time it was fetched. */
+export const KNOWN_FEED: ReadonlySet<string> = new Set(['verified', 'unchanged', 'not_modified']);
+
 export const FEED_ACCEPT =
   'application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5';
 const HTML_ACCEPT = 'text/html, application/xhtml+xml;q=0.9, */*;q=0.5';
@@ -111,7 +114,8 @@ export class Verifier {
       feed.lastFetchAt &&
       feed.lastSuccessAt &&
       now - feed.lastFetchAt.getTime() < this.opts.feedIntervalSec * 1000 &&
-      (feed.lastOutcome === 'verified' || feed.lastOutcome === 'unchanged' || feed.lastOutcome === 'not_modified')
+      feed.lastOutcome !== null &&
+      KNOWN_FEED.has(feed.lastOutcome)
     )
       return done(feed, 'unchanged');
     if (feed.nextFetchAfter && feed.nextFetchAfter.getTime() > now) {

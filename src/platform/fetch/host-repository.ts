@@ -33,42 +33,6 @@ export async function takeHostSlot(q: Queryable, host: string, gapMs: number, kn
   });
 }
 
-/**
- * takeHostSlot for many hosts in one statement (a batch of deliveries, each to its own host): the answer
- * for each distinct host. A host seen for the first time is created with its slot taken.
- */
-export async function takeHostSlots(q: Queryable, hosts: readonly string[], gapMs: number): Promise<Map<string, HostSlot>> {
-  const out = new Map<string, HostSlot>();
-  if (hosts.length === 0) return out;
-  return withContext(`taking request slots for ${hosts.length} hosts`, async () => {
-    const rows = await q.query<{ host: string; ok: boolean; retry_at: Date | null; blocked: boolean }>(
-      `with h as (select distinct unnest($1::text[]) as host),
-       ins as (
-         insert into fetch_hosts (host, next_slot_at) select host, now() + make_interval(secs => $2::float8 / 1000) from h
-         on conflict (host) do nothing returning host
-       ),
-       upd as (
-         update fetch_hosts f set next_slot_at = now() + make_interval(secs => $2::float8 / 1000) from h
-          where f.host = h.host and f.next_slot_at <= now() and (f.blocked_until is null or f.blocked_until <= now())
-         returning f.host
-       )
-       select host, true as ok, null::timestamptz as retry_at, false as blocked from ins
-       union all
-       select host, true, null, false from upd
-       union all
-       select f.host, false,
-              case when f.blocked_until > now() and f.blocked_until > f.next_slot_at then f.blocked_until else f.next_slot_at end,
-              coalesce(f.blocked_until > now(), false)
-         from fetch_hosts f join h on h.host = f.host where not exists (select 1 from upd where upd.host = f.host)`,
-      [hosts, gapMs],
-      { name: 'pingd_take_host_slots' },
-    );
-    for (const r of rows)
-      out.set(r.host, r.ok ? { ok: true } : { ok: false, retryAt: new Date(r.retry_at as Date), blocked: Boolean(r.blocked) });
-    return out;
-  });
-}
-
 /** Of `hosts`, those a Retry-After still blocks, with its end (a push's only check: it keeps no gap). */
 export async function hostBlocks(q: Queryable, hosts: readonly string[]): Promise<Map<string, HostSlot>> {
   const out = new Map<string, HostSlot>();

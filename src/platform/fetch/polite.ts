@@ -9,7 +9,7 @@
 import type { Db } from '../db/database.js';
 import { FetchError, type FetchResult } from './safe-fetch.js';
 import { HostGate } from '../host-gate.js';
-import { blockHost, hostBlocks, takeHostSlot, takeHostSlots, type HostSlot } from './host-repository.js';
+import { blockHost, hostBlocks, takeHostSlot, type HostSlot } from './host-repository.js';
 import { retryAfter } from '../retry.js';
 
 export type Polite =
@@ -26,7 +26,7 @@ interface Reserved {
   until: number;
 }
 
-/** How long a slot taken ahead by reserve() may wait for its request. */
+/** How long a host's block status read ahead by reserve() may wait for its push. */
 const RESERVED_MS = 5000;
 
 /** Our own bound on requests in flight was reached (FETCH_BUSY): when to try again. */
@@ -39,8 +39,8 @@ export class PoliteClient {
   readonly gate = new HostGate(2);
   /** Hosts whose fetch_hosts row exists (seen by this instance). */
   private readonly knownHosts = new Set<string>();
-  /** Slots taken ahead for a batch (reserve()), each used by the next send() to its host; pushes apart. */
-  private readonly reserved = { fetch: new Map<string, Reserved>(), push: new Map<string, Reserved>() };
+  /** Block statuses read ahead for a batch of pushes (reserve()), each used by the next push to its host. */
+  private readonly reserved = new Map<string, Reserved>();
 
   constructor(
     private readonly db: Db,
@@ -55,10 +55,9 @@ export class PoliteClient {
     if (!release) return { kind: 'busy', from: Date.now() + Math.max(gapMs, 250) };
     try {
       const slot =
-        this.takeReserved(host, manner) ??
-        (manner === 'push'
-          ? ((await hostBlocks(this.db, [host])).get(host) ?? { ok: true })
-          : await takeHostSlot(this.db, host, gapMs, this.knownHosts.has(host)));
+        manner === 'push'
+          ? (this.takeReserved(host) ?? (await hostBlocks(this.db, [host])).get(host) ?? { ok: true })
+          : await takeHostSlot(this.db, host, gapMs, this.knownHosts.has(host));
       if (this.knownHosts.size > 100_000) this.knownHosts.clear();
       if (manner === 'fetch') this.knownHosts.add(host);
       if (!slot.ok) return { kind: 'busy', from: slot.retryAt.getTime(), ...(slot.blocked ? { blockedUntil: slot.retryAt } : {}) };
@@ -94,32 +93,23 @@ export class PoliteClient {
   }
 
   /**
-   * Takes the database's slots of a batch's hosts in one statement (a delivery per host would otherwise
-   * cost a round trip each before its request): the next send() to each host uses its answer. Hosts this
-   * instance is at its bound with, or spaced ahead for, are left for send() to find busy.
+   * Reads whether a batch of pushes' hosts are blocked (Retry-After) in one statement, not one each before
+   * its request: the next push to each host uses the answer. A push keeps no gap, so nothing is taken.
    */
-  async reserve(hosts: Iterable<string>, manner: Manner = 'fetch'): Promise<void> {
+  async reserve(hosts: Iterable<string>): Promise<void> {
     const now = Date.now();
-    const reserved = this.reserved[manner];
-    for (const [h, r] of reserved) if (r.until < now) reserved.delete(h);
-    const want = [...new Set(hosts)].filter(
-      (h) => h !== '' && !reserved.has(h) && (manner === 'push' || this.gate.freeAt(h, this.gapMs) <= now),
-    );
+    for (const [h, r] of this.reserved) if (r.until < now) this.reserved.delete(h);
+    const want = [...new Set(hosts)].filter((h) => h !== '' && !this.reserved.has(h));
     if (want.length === 0) return;
-    // A push asks only whether the host is blocked (Retry-After); a fetch takes its slot.
-    const slots = manner === 'push' ? await hostBlocks(this.db, want) : await takeHostSlots(this.db, want, this.gapMs);
-    for (const host of want) {
-      reserved.set(host, { slot: slots.get(host) ?? { ok: true }, until: now + RESERVED_MS });
-      if (manner === 'fetch') this.knownHosts.add(host);
-    }
+    const blocks = await hostBlocks(this.db, want);
+    for (const host of want) this.reserved.set(host, { slot: blocks.get(host) ?? { ok: true }, until: now + RESERVED_MS });
   }
 
-  private takeReserved(host: string, manner: Manner): HostSlot | undefined {
-    const reserved = this.reserved[manner];
-    const r = reserved.get(host);
+  private takeReserved(host: string): HostSlot | undefined {
+    const r = this.reserved.get(host);
     if (!r) return undefined;
-    reserved.delete(host);
-    // An unused slot taken too long ago: the request asks the database again.
+    this.reserved.delete(host);
+    // Read too long ago: the push asks the database again.
     return r.until >= Date.now() ? r.slot : undefined;
   }
 

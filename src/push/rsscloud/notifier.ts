@@ -6,7 +6,7 @@
 // the instance's per-host manners shared with verification and WebSub, bounded in time and answer bytes,
 // with one notification in flight per endpoint host. The decisions are outcomes.ts's.
 import { randomBytes } from 'node:crypto';
-import type { FetchResult, SafeFetcher } from '../../platform/fetch/safe-fetch.js';
+import type { SafeFetcher } from '../../platform/fetch/safe-fetch.js';
 import type { Attempt as Sent, Manner, PoliteClient } from '../../platform/fetch/polite.js';
 import type { Ran } from '../../platform/outbox/outbox.js';
 import { HostGate } from '../../platform/host-gate.js';
@@ -55,7 +55,7 @@ export class Notifier {
       const got =
         challenge === null
           ? await this.post(notifyUrl, target, resourceUrl)
-          : await this.send(notifyUrl, () => {
+          : await this.hosts.attempt(notifyUrl, () => {
               const u = new URL(notifyUrl);
               u.searchParams.append('url', resourceUrl);
               u.searchParams.append('challenge', challenge);
@@ -118,7 +118,7 @@ export class Notifier {
   /** The notification of `resourceUrl`, in the endpoint's protocol. */
   private post(notifyUrl: string, target: NotifyTarget, resourceUrl: string, manner: Manner = 'fetch'): Promise<Sent> {
     const { body, contentType } = notifyBody(target, resourceUrl);
-    return this.send(
+    return this.hosts.attempt(
       notifyUrl,
       () =>
         this.fetcher.post(notifyUrl, {
@@ -130,10 +130,5 @@ export class Notifier {
         }),
       manner,
     );
-  }
-
-  /** One request to the endpoint's host when it is our turn, with verification's manners (one budget per host). */
-  private send(url: string, request: () => Promise<FetchResult>, manner: Manner = 'fetch'): Promise<Sent> {
-    return this.hosts.attempt(url, request, manner);
   }
 }

@@ -87,11 +87,8 @@ async function rsscloudPlugin(app: FastifyInstance, opts: { config: Config }): P
     pollMs: POLL_MS,
     claim: async (limit) => {
       const batch = await claimNotifications(app.db, limit, leaseSec, notifier.busyHosts());
-      // The batch's endpoint hosts take their turns in one statement, not one each before its request.
-      await app.polite.reserve(
-        batch.flatMap((n) => (n.subscription ? [politeHost(n.subscription.notifyUrl) ?? ''] : [])),
-        'push',
-      );
+      // The batch's endpoint hosts are checked for a Retry-After block in one statement, not one each.
+      await app.polite.reserve(batch.flatMap((n) => (n.subscription ? [politeHost(n.subscription.notifyUrl) ?? ''] : [])));
       return batch;
     },
     run: (n) => notifier.run(n),

@@ -118,10 +118,9 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     pollMs: POLL_MS,
     claim: async (limit) => {
       const tasks = await claimTasks(app.db, limit, leaseSec, hub.busyHosts(), config.WEBSUB_HOST_CONCURRENCY);
-      // The batch's callback hosts take their turns in one statement, not one each before its request.
+      // The batch's callback hosts are checked for a Retry-After block in one statement, not one each.
       await app.polite.reserve(
         tasks.flatMap((t) => (t.kind === 'deliver' && t.subscription ? [politeHost(t.subscription.callback) ?? ''] : [])),
-        'push',
       );
       return tasks;
     },
