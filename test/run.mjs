@@ -297,7 +297,8 @@ for (const [backend, extra] of backends) {
 let passed = 0;
 let failed = 0;
 let failedRuns = 0;
-for (const r of await Promise.all(runs)) {
+const results = await Promise.all(runs);
+for (const r of results) {
   process.stdout.write(r.stdout);
   const pass = Number(/^ℹ pass (\d+)/m.exec(r.stdout)?.[1] ?? 0);
   const fail = Number(/^ℹ fail (\d+)/m.exec(r.stdout)?.[1] ?? 0);
@@ -307,5 +308,11 @@ for (const r of await Promise.all(runs)) {
   console.log(`=== ${r.backend}: ${pass} passed, ${fail} failed (exit ${r.status}) ===`);
 }
 for (const [backend, extra] of backends) if (backend === 'postgres') await dropStaleTestDatabases(extra.TEST_DATABASE_URL);
+// The spec reporter lists failures after each backend's run, which a long second backend pushes out of a
+// CI log's tail: they are repeated last, so the tail alone says what broke and why.
+for (const r of results) {
+  const at = r.stdout.indexOf('\n✖ failing tests:');
+  if (at >= 0) console.log(`\n=== failures on ${r.backend} (repeated) ===${r.stdout.slice(at, at + 6000)}`);
+}
 console.log(`\n${passed} passed, ${failed} failed in ${Math.round((performance.now() - started) / 1000)} s`);
 process.exit(failedRuns > 0 || failed > 0 || passed === 0 ? 1 : 0);
