@@ -19,13 +19,24 @@ import { join } from 'node:path';
 import { tmpdir, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import type { AddressInfo } from 'node:net';
-import { createPgliteDatabase, createPostgresDatabase, startPingd, track, ROOT, type BenchDatabase, type Child } from './lib/servers.js';
+import {
+  compilePingd,
+  createPgliteDatabase,
+  createPostgresDatabase,
+  startPingd,
+  track,
+  ROOT,
+  type BenchDatabase,
+  type Child,
+  type CompiledPingd,
+} from './lib/servers.js';
 import { cpuMicros } from './lib/cpu.js';
 import { metricsText } from './lib/measure.js';
 import { recordRun } from './lib/results.js';
 import { envNumber } from './lib/env.js';
 import { pingdEnv } from './lib/options.js';
 import { summarize } from './profile-summary.js';
+import { monoUs, within } from './lib/cpu-profile.js';
 
 const env = process.env;
 const OPTS = {
@@ -272,6 +283,9 @@ function summarise(times: number[], n: number, cpuUs: number): Round {
   };
 }
 
+/** The measured rounds' spans (BENCH_PROFILE: the profile is summarised over these alone). */
+let windows: [number, number][] = [];
+
 /** One publish through pingd: the feed gains an item and the publisher pings. */
 async function pingdRound(surface: Surface, pingd: Child, farm: Farm, feed: Feed): Promise<Round> {
   if (env.BENCH_PUSH_DEBUG) {
@@ -286,6 +300,7 @@ async function pingdRound(surface: Surface, pingd: Child, farm: Farm, feed: Feed
   feed.add();
   const round = farm.arm();
   const c0 = cpuMicros(pingd.proc.pid!);
+  const h0 = monoUs();
   const t0 = performance.now();
   round.t0(t0);
   const r =
@@ -294,6 +309,7 @@ async function pingdRound(surface: Surface, pingd: Child, farm: Farm, feed: Feed
       : await postForm(pingd.url, '/rsscloud/ping', { url: feed.url });
   if (r.status >= 300) throw new Error(`publish refused: ${r.status} ${r.body.slice(0, 200)}`);
   const times = await round.finished;
+  windows.push([h0, monoUs()]);
   const r0 = summarise(times, farm.subs.length, cpuMicros(pingd.proc.pid!) - c0);
   r0.fetchMs = feed.fetchedAt - t0;
   return r0;
@@ -344,7 +360,7 @@ interface Line {
   bare: Round;
 }
 
-async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: number, dir: string): Promise<Line> {
+async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: number, dir: string, compiled: CompiledPingd): Promise<Line> {
   const db: BenchDatabase = backend === 'postgres' ? await createPostgresDatabase(OPTS.databaseUrl) : await createPgliteDatabase();
   const farm = new Farm();
   // One feed per round, the first a warm-up (the document threads, prepared statements) not counted.
@@ -355,6 +371,7 @@ async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: numb
     pingd = await startPingd({
       env: pingdEnv({ ...db.env, FETCH_ALLOW_ADDRESSES: '127.0.0.0/8', VERIFY_PINGS: 'mark' }),
       nodeArgs: OPTS.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'profile')}`] : [],
+      compiled,
       keepLog: Boolean(env.BENCH_PUSH_DEBUG),
     });
     const s0 = performance.now();
@@ -372,6 +389,7 @@ async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: numb
     const ours: Round[] = [];
     const bare: Round[] = [];
     await pingdRound(surface, pingd, farm, feeds[0]);
+    windows = [];
     for (let k = 0; k < OPTS.runs; k++) {
       const logFrom = env.BENCH_PUSH_DEBUG ? (pingd as unknown as { log: string }).log.length : 0;
       ours.push(await pingdRound(surface, pingd, farm, feeds[k + 1]));
@@ -396,7 +414,8 @@ async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: numb
     await pingd?.stop();
     if (OPTS.profile) {
       const pdir = join(dir, 'profile');
-      for (const f of readdirSync(pdir)) log(summarize(JSON.parse(readFileSync(join(pdir, f), 'utf8')), 30));
+      // Each thread's profile (the main thread's, the embedded database's) over the measured rounds only.
+      for (const f of readdirSync(pdir)) log(summarize(within(JSON.parse(readFileSync(join(pdir, f), 'utf8')), windows), 30));
       rmSync(pdir, { recursive: true, force: true });
     }
     await farm.close();
@@ -442,15 +461,18 @@ export async function runPush(): Promise<boolean> {
   const load0 = loadavg()[0];
   const dir = mkdtempSync(join(tmpdir(), 'pingd-push-'));
   const lines: Line[] = [];
+  // pingd as `npm start` runs it: the tsc build, not src/ under tsx.
+  const compiled = compilePingd(log);
   try {
     log(`push bench: N=${OPTS.ns.join(',')}, ${OPTS.runs} rounds each, backends ${OPTS.backends.join(',')}, load ${load0.toFixed(2)}`);
     for (const backend of OPTS.backends)
-      for (const surface of OPTS.surfaces) for (const n of OPTS.ns) lines.push(await measure(surface, backend, n, dir));
+      for (const surface of OPTS.surfaces) for (const n of OPTS.ns) lines.push(await measure(surface, backend, n, dir, compiled));
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    compiled.dispose();
   }
   const md = [
-    `pingd as deployed (defaults, loopback allowed) and a bare Node sender (\`fetch\`, 8 at a time) posting pingd's last delivered body to the same N callbacks, one subscriber per loopback address; medians of ${OPTS.runs} rounds after one warm-up round. Publish → delivery counts from the publisher's ping (pingd fetches the feed first); deliveries/s is N over the last arrival; CPU is the whole pingd process (the embedded database's thread included) over the round.`,
+    `pingd as deployed (the tsc build as \`npm start\` runs it, defaults, loopback allowed) and a bare Node sender (\`fetch\`, 8 at a time) posting pingd's last delivered body to the same N callbacks, one subscriber per loopback address; medians of ${OPTS.runs} rounds after one warm-up round. Publish → delivery counts from the publisher's ping (pingd fetches the feed first); deliveries/s is N over the last arrival; CPU is the whole pingd process (the embedded database's thread included) over the round.`,
     '',
     table(lines),
   ].join('\n');

@@ -24,19 +24,25 @@ export interface Profile {
 }
 
 /** The profile's samples taken between t0 and t1 (µs, CLOCK_MONOTONIC, V8's clock on Linux); all of them when none fall inside. */
-export function window(p: Profile, t0: number, t1: number): { p: Profile; windowed: boolean } {
+/** The profile's samples inside any of the spans ([from, to] in µs of the monotonic clock, monoUs); the rest dropped. */
+export function within(p: Profile, spans: readonly [number, number][]): Profile {
   const samples: number[] = [];
   const deltas: number[] = [];
   let t = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
     t += p.timeDeltas[i] ?? 0;
-    if (t >= t0 && t <= t1) {
+    if (spans.some(([a, b]) => t >= a && t <= b)) {
       samples.push(p.samples[i]);
       deltas.push(p.timeDeltas[i] ?? 0);
     }
   }
-  if (samples.length < 100) return { p, windowed: false };
-  return { p: { ...p, samples, timeDeltas: deltas }, windowed: true };
+  return { ...p, samples, timeDeltas: deltas };
+}
+
+export function window(p: Profile, t0: number, t1: number): { p: Profile; windowed: boolean } {
+  const w = within(p, [[t0, t1]]);
+  if (w.samples.length < 100) return { p, windowed: false };
+  return { p: w, windowed: true };
 }
 
 /**

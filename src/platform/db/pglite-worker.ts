@@ -9,6 +9,7 @@
 import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import type { WorkerError, WorkerReply, WorkerRequest } from './pglite-protocol.js';
+import { Statements } from './pglite-statements.js';
 
 const BYTEA_OID = 17;
 
@@ -45,6 +46,8 @@ const CLOSED = -1;
 
 /** The database open in this thread, if any (one at a time; the thread outlives it, see pglite-thread.ts). */
 let db: PGlite | null = null;
+/** Its statements, prepared once each. */
+let statements: Statements | null = null;
 /** Open transactions by id: the session to run their statements on, and how to end them. */
 const open = new Map<number, { tx: Session; end: (commit: boolean, replyTo: number) => void }>();
 let nextTx = 1;
@@ -113,10 +116,13 @@ port.on('message', (m: WorkerRequest) => {
         });
         await opening.waitReady;
         db = opening;
+        statements = new Statements(opening);
       });
     case 'query':
       return answer(m.id, async () => {
-        const r = await session(m.tx).query(m.sql, m.params);
+        session(m.tx); // the database is open, the transaction too
+        const r =
+          m.tx === undefined ? await statements!.run(m.sql, m.params ?? []) : await statements!.inTransaction(m.sql, m.params ?? []);
         // Rows cross as structured clones: a Buffer arrives as a plain Uint8Array, so name the bytea columns.
         return { rows: r.rows as Record<string, unknown>[], bytea: r.fields.filter((f) => f.dataTypeID === BYTEA_OID).map((f) => f.name) };
       });
@@ -136,6 +142,7 @@ port.on('message', (m: WorkerRequest) => {
       return answer(m.id, async () => {
         const closing = db;
         db = null;
+        statements = null;
         // A transaction still open holds PGlite's lock, and nothing will end it now: roll it back, or
         // close() waits for it forever (REGRESSION: a test that closed the database under a running app
         // hung CI for good when a transaction of the app was open at that moment).
