@@ -48,6 +48,7 @@ async function fetchPlugin(app: FastifyInstance, opts: { config: Config; lookup?
     }),
   );
   app.decorate('polite', new PoliteClient(app.db, config.FETCH_HOST_INTERVAL_MS));
+  app.addHook('onClose', async () => app.fetcher.close());
 }
 
 export default fp(fetchPlugin, { name: 'fetch', dependencies: ['metrics', 'db'] });

@@ -111,10 +111,29 @@ const inflate = promisify(zlib.inflate);
 const inflateRaw = promisify(zlib.inflateRaw);
 const brotliDecompress = promisify(zlib.brotliDecompress);
 
+/**
+ * How long a pushed-to host's connection waits for the next push (a server's `Keep-Alive: timeout=N` hint,
+ * less a second, shortens it, as Node's agent reads it). A callback host that takes many subscriptions (a
+ * feed reader's) gets its deliveries one after another: each one's TCP (and TLS) handshake was most of
+ * what a delivery cost the process once the database work was batched.
+ */
+export const PUSH_IDLE_MS = 4000;
+
+/**
+ * Kept-alive connections for POSTs (pushes), pooled by host name and port. Every socket in the pool was
+ * opened through a request's pinned lookup, so it goes to an address the policy allowed; a later request
+ * resolves and checks its host again before it may take one. One idle socket per host at most.
+ */
+function pushAgents() {
+  const o = { keepAlive: true, maxFreeSockets: 1, timeout: PUSH_IDLE_MS, scheduling: 'lifo' as const };
+  return { 'http:': new http.Agent(o), 'https:': new https.Agent(o) };
+}
+
 export class SafeFetcher {
   readonly policy: AddressPolicy;
   private readonly lookup: LookupFn;
   private inFlight = 0;
+  private readonly agents = pushAgents();
 
   constructor(private readonly opts: SafeFetcherOptions) {
     this.policy = opts.policy ?? DEFAULT_POLICY;
@@ -123,6 +142,11 @@ export class SafeFetcher {
 
   get userAgent(): string {
     return this.opts.userAgent;
+  }
+
+  /** Closes the kept-alive push connections (the app's close). */
+  close(): void {
+    for (const a of Object.values(this.agents)) a.destroy();
   }
 
   /** GETs a URL. Resolves with any HTTP status (the caller decides); rejects with a FetchError. */
@@ -150,7 +174,15 @@ export class SafeFetcher {
         'content-type': o.contentType,
         'content-length': String(o.body.length),
       };
-      const res = await request(target, addresses, headers, signal, { method: 'POST', body: o.body });
+      const send = { method: 'POST' as const, body: o.body, agent: this.agents[target.protocol as 'http:' | 'https:'] };
+      const res = await request(target, addresses, headers, signal, send).catch((err: unknown) => {
+        // A kept-alive connection the host closed before answering (its idle timeout racing our request):
+        // the push goes once more, on a new connection, as pooled clients do for a stale socket. Pushes
+        // are delivered at least once (WebSub §7, rssCloud), so a second copy is no harm.
+        if ((err as { reusedSocket?: boolean }).reusedSocket && !signal.aborted)
+          return request(target, addresses, headers, signal, { ...send, fresh: true });
+        throw err;
+      });
       const body = await readSome(res, o.maxBytes ?? DEFAULT_POST_ANSWER_BYTES, signal, timeoutMs, target.href, o.oversize ?? 'truncate');
       return {
         url: target.href,
@@ -325,7 +357,7 @@ function request(
   addresses: string[],
   headers: Record<string, string>,
   signal: AbortSignal,
-  send: { method: 'GET' | 'POST'; body?: Buffer } = { method: 'GET' },
+  send: { method: 'GET' | 'POST'; body?: Buffer; agent?: http.Agent; fresh?: boolean } = { method: 'GET' },
 ): Promise<IncomingMessage> {
   const hostname = hostToResolve(url);
   const family = (a: string) => (a.includes(':') ? 6 : 4);
@@ -351,19 +383,20 @@ function request(
         method: send.method,
         headers,
         lookup: pinned as never,
-        // A fresh connection per request: a pooled socket could belong to another (unchecked) address.
-        agent: false,
+        // GETs take a fresh connection each; pushes a kept-alive one of their host's (pushAgents).
+        agent: send.agent && !send.fresh ? send.agent : false,
         signal,
       },
       resolve,
     );
-    req.on('error', (err) =>
-      reject(
-        signal.aborted
-          ? err
-          : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err }),
-      ),
-    );
+    req.on('error', (err) => {
+      const fe = signal.aborted
+        ? err
+        : new FetchError('FETCH_NETWORK', `${hostname}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, url.href, { cause: err });
+      // Reset before any answer on a reused connection: the caller may send again (see post()).
+      const stale = req.reusedSocket && ['ECONNRESET', 'EPIPE', 'ECONNABORTED'].includes((err as NodeJS.ErrnoException).code ?? '');
+      reject(stale ? Object.assign(fe, { reusedSocket: true }) : fe);
+    });
     req.end(send.body);
   });
 }

@@ -113,3 +113,78 @@ test('a URL with credentials is refused like a GET', async () => {
     /user name or password/,
   );
 });
+
+/** A server on its own address that counts connections and can hang up on a connection's nth request. */
+async function countingServer(address: string, hangUpOnRequest?: number) {
+  let connections = 0;
+  let requests = 0;
+  const perSocket = new WeakMap<object, number>();
+  const s = http.createServer((req, res) => {
+    requests++;
+    const nth = (perSocket.get(req.socket) ?? 0) + 1;
+    perSocket.set(req.socket, nth);
+    req.resume();
+    req.on('end', () => {
+      if (nth === hangUpOnRequest) req.socket.destroy();
+      else res.writeHead(204).end();
+    });
+  });
+  s.on('connection', () => connections++);
+  await new Promise<void>((r) => s.listen(0, address, r));
+  return {
+    origin: `http://${address}:${(s.address() as AddressInfo).port}`,
+    counts: () => ({ connections, requests }),
+    close: () => new Promise<void>((r) => (s.closeAllConnections(), s.close(() => r()))),
+  };
+}
+
+test('pushes to one host reuse its connection: three POSTs, one TCP connection', async () => {
+  const s = await countingServer('127.0.0.31');
+  const f = new SafeFetcher({ policy: { allowPrivate: false, allow: parseCidrList('127.0.0.31/32') }, userAgent: UA, timeoutMs: 5000 });
+  try {
+    for (let i = 0; i < 3; i++)
+      assert.equal((await f.post(`${s.origin}/cb${i}`, { body: Buffer.from('x'), contentType: 'text/plain' })).status, 204);
+    assert.deepEqual(s.counts(), { connections: 1, requests: 3 });
+  } finally {
+    f.close();
+    await s.close();
+  }
+});
+
+test('a kept connection the host hangs up on is not a failed push: the POST goes again on a new connection', async () => {
+  const s = await countingServer('127.0.0.32', 2);
+  const f = new SafeFetcher({ policy: { allowPrivate: false, allow: parseCidrList('127.0.0.32/32') }, userAgent: UA, timeoutMs: 5000 });
+  try {
+    assert.equal((await f.post(`${s.origin}/a`, { body: Buffer.from('x'), contentType: 'text/plain' })).status, 204);
+    assert.equal((await f.post(`${s.origin}/b`, { body: Buffer.from('y'), contentType: 'text/plain' })).status, 204);
+    assert.deepEqual(s.counts(), { connections: 2, requests: 3 });
+  } finally {
+    f.close();
+    await s.close();
+  }
+});
+
+test('a kept connection is no pass: a host that now resolves to a refused address is refused before the pool is asked', async () => {
+  const s = await countingServer('127.0.0.33');
+  const port = new URL(s.origin).port;
+  let answer = ['127.0.0.33'];
+  const f = new SafeFetcher({
+    policy: { allowPrivate: false, allow: parseCidrList('127.0.0.33/32') },
+    userAgent: UA,
+    timeoutMs: 5000,
+    lookup: async () => answer,
+  });
+  try {
+    assert.equal((await f.post(`http://callback.example:${port}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' })).status, 204);
+    answer = ['10.1.2.3'];
+    await refused(
+      f.post(`http://callback.example:${port}/cb`, { body: Buffer.from('x'), contentType: 'text/plain' }),
+      'FETCH_ADDRESS_BLOCKED',
+      /callback\.example resolves to 10\.1\.2\.3/,
+    );
+    assert.deepEqual(s.counts(), { connections: 1, requests: 1 });
+  } finally {
+    f.close();
+    await s.close();
+  }
+});
