@@ -1,7 +1,8 @@
 // Owns the Node HTTP server under Fastify: the server Fastify would make itself (same options, same
 // timeouts), plus early answers: a few exact GET/HEAD URLs whose cheapest answer (a 304 to a poll naming
-// the current ETag) is written before Fastify sees the request. Everything else goes to Fastify. Also the
-// check, before start-up's slow work, that PORT can be listened on at all.
+// the current ETag) is written before Fastify sees the request, and paths whose refusal is (a /stream
+// beyond STREAM_MAX_CLIENTS). Everything else goes to Fastify. Also the check, before start-up's slow work,
+// that PORT can be listened on at all.
 //
 // Why: measured with wrk at 64 connections (bench/results/evidence/2026-11-23-wrk-3.md), a 304 from pingd's polled
 // route ran at 0.76x a bare Fastify 304. Per request pingd's own work was ~5 us; the rest of a Fastify
@@ -13,14 +14,15 @@ import type { FastifyServerFactory } from 'fastify';
 import { REQUEST_ID_HEADER } from './request-id.js';
 
 export interface EarlyAnswer {
-  /** The status and head to answer with (no body), or null to let Fastify answer. */
-  decide(req: IncomingMessage): { status: number; head: Readonly<Record<string, string>> } | null;
+  /** The status, head and body (none when absent) to answer with, or null to let Fastify answer. */
+  decide(req: IncomingMessage): { status: number; head: Readonly<Record<string, string>>; body?: string } | null;
   /** Called once the answer is written (metrics), with its time in ms. */
   answered?(req: IncomingMessage, status: number, ms: number): void;
 }
 
 export class EarlyAnswers {
   private readonly byUrl = new Map<string, EarlyAnswer>();
+  private readonly byPath = new Map<string, EarlyAnswer>();
   /** Off while every request is logged (LOG_LEVEL=debug/trace): an early answer has no Fastify log line. */
   enabled = true;
   /** Early answers written so far. */
@@ -34,17 +36,28 @@ export class EarlyAnswers {
     this.byUrl.set(url, answer);
   }
 
+  /** Answers GET and HEAD of `path` with any query string when `answer` decides to (it reads the query itself). */
+  addPath(path: string, answer: EarlyAnswer): void {
+    if (this.byPath.has(path)) throw new Error(`an early answer for ${path} exists`);
+    this.byPath.set(path, answer);
+  }
+
   /** Writes the early answer to `req` and returns true, or returns false (Fastify answers). */
   answer(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.enabled || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
-    const a = this.byUrl.get(req.url as string);
+    const url = req.url as string;
+    let a = this.byUrl.get(url);
+    if (a === undefined && this.byPath.size > 0) {
+      const q = url.indexOf('?');
+      a = this.byPath.get(q < 0 ? url : url.slice(0, q));
+    }
     if (a === undefined) return false;
     const started = performance.now();
     const d = a.decide(req);
     if (d === null) return false;
     res.setHeader(REQUEST_ID_HEADER, this.requestId(req));
     res.writeHead(d.status, d.head);
-    res.end();
+    res.end(d.body);
     this.written++;
     a.answered?.(req, d.status, performance.now() - started);
     return true;

@@ -191,7 +191,8 @@ const HOST = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:
 /** RFC 3339 §5.6 date-time (a time zone is required: a bare local time means nothing to a server). */
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 
-function position(raw: string): number | null {
+/** A Last-Event-ID or since= that names a position: a decimal number of at most MAX_ID_DIGITS digits. */
+export function position(raw: string): number | null {
   const v = raw.trim();
   return v.length <= MAX_ID_DIGITS && /^\d+$/.test(v) ? Number(v) : null;
 }

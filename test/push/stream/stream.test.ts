@@ -351,6 +351,47 @@ test('beyond STREAM_MAX_CLIENTS a connection is refused with a 200 stream that e
   }
 });
 
+test('beyond STREAM_MAX_CLIENTS the HTTP server refuses before Fastify (a burst of refusals held intake for 0.5 s), with the route’s own bytes and head', async () => {
+  const small = await startApp({ STREAM_MAX_CLIENTS: 1 });
+  try {
+    const base = await small.listen();
+    const a = await openStream(`${base}/stream`);
+    await a.waitUntil(() => a.retry !== null);
+    const viaFastify = await small.app.inject({ method: 'GET', url: '/stream', headers: { accept: 'text/event-stream' } });
+    const early0 = small.app.earlyAnswers.written;
+    for (const [path, headers] of [
+      ['/stream', { accept: 'text/event-stream' }],
+      ['/stream?since=0&host=example.org', {}],
+      // A full server refuses before it reads the query: its parameters are checked once a place is free.
+      ['/stream?no_such_parameter=1', { accept: '*/*' }],
+    ] as const) {
+      const res = await fetch(`${base}${path}`, { headers });
+      assert.equal(res.status, 200, path);
+      assert.equal(await res.text(), viaFastify.body, path);
+      for (const h of ['content-type', 'cache-control', 'retry-after', 'x-pingd-refused', 'content-length'])
+        assert.equal(res.headers.get(h), String(viaFastify.headers[h]), `${path}: ${h}`);
+      assert.match(res.headers.get('x-request-id') ?? '', /\S/, `${path}: the request id`);
+    }
+    assert.equal(small.app.earlyAnswers.written - early0, 3, 'answered before Fastify');
+    // A resuming client gets its own Last-Event-ID back there too.
+    const resuming = await fetch(`${base}/stream`, { headers: { accept: 'text/event-stream', 'last-event-id': '41230' } });
+    assert.match(await resuming.text(), /^id: 41230\nevent: refused\n/m);
+    // What the early answer cannot answer the same way goes on to the route: 400 and 406 as before.
+    const badId = await fetch(`${base}/stream`, { headers: { accept: 'text/event-stream', 'last-event-id': 'abc' } });
+    assert.equal(badId.status, 400);
+    assert.match(await badId.text(), /Last-Event-ID must be the id of an event/);
+    const json = await fetch(`${base}/stream`, { headers: { accept: 'application/json' } });
+    assert.equal(json.status, 406);
+    await json.text();
+    assert.equal(small.app.earlyAnswers.written - early0, 4);
+    const metrics = await small.app.inject({ method: 'GET', url: '/metrics' });
+    assert.match(metrics.body, /pingd_stream_disconnects_total\{reason="refused"\} 5/);
+    a.close();
+  } finally {
+    await small.close();
+  }
+});
+
 test('with the database away when a client connects: a 200 stream that ends with `retry: 5000` (a 503 closed EventSources for good)', async () => {
   const hub = t.app.stream;
   const start = hub.start;
