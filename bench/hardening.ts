@@ -3,10 +3,12 @@
 // on a fresh database, of this checkout or of BENCH_PINGD_ROOT's) on each backend: wall ms per hostile
 // request sent alone, pingd's CPU and SQL statements per request, /healthz latency idle and while 4
 // connections attack, pingd's memory before and after a flood, and what the class is about (tokens a
-// stranger gets, URL spellings accepted).
+// stranger gets, URL spellings accepted). The `attacks` set (bench/lib/intake-attack-cases.ts, issue 43) is
+// timed differently: a canary ping every 100 ms before and during each of six attacks, on pingd as deployed.
 //
 //   BENCH_SCENARIOS=hardening npm run bench [-- --write]      (or: node --import tsx bench/hardening.ts)
 //   BENCH_PINGD_ROOT=/path/to/other/checkout BENCH_SCENARIOS=hardening npm run bench   (an earlier commit)
+//   BENCH_SCENARIOS=hardening BENCH_HOSTILE_CASES=attacks npm run bench -- --write   (bench/results/attacks.md)
 //
 // Environment: BENCH_BACKENDS (postgres,pglite), BENCH_DATABASE_URL, BENCH_HOSTILE_CASES (xff,inm,tokens,
 // rssping,variants; the fetched-feed classes of bench/lib/feed-hardening-cases.ts, verification on: feed-redos,
@@ -15,7 +17,12 @@
 // timed one at a time, 50; 20 for If-None-Match and 8 per rss_ping body), BENCH_HOSTILE_SECONDS (longest
 // flood, 75 s), BENCH_HOSTILE_ATTACK_SECONDS (/healthz sampling, 4), BENCH_HOSTILE_VARIANTS (spellings per
 // kind, 200: more than a per-host budget of 100), BENCH_HOSTILE_TOKENS (150), BENCH_PINGD_<VAR> (passed to pingd
-// as <VAR>).
+// as <VAR>), BENCH_HOSTILE_PROFILE (a directory: pingd under --cpu-prof, one .cpuprofile per case; summarise with
+// bench/profile-summary.ts). The attacks set (BENCH_HOSTILE_CASES=attacks, or attack-bearer, attack-relay,
+// attack-stream-burst, attack-subscribe, attack-unsubscribe, attack-replays): BENCH_ATTACK_CANARY_MS (100),
+// BENCH_ATTACK_BEFORE_SECONDS (canary alone, 5), BENCH_ATTACK_SECONDS (canary and attack, 12),
+// BENCH_ATTACK_STREAM_CLIENTS (the /stream burst, 3000), BENCH_ATTACK_UNSUBSCRIBES (10000),
+// BENCH_ATTACK_REPLAY_EVENTS (stored history, 50000), BENCH_ATTACK_REPLAY_CLIENTS (200), BENCH_RELAY_TARGETS (50).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -30,6 +37,7 @@ import { STREAM_REPLAY_CASES } from './lib/stream-replay-cases.js';
 import { WEBSUB_CASES } from './lib/fanout-websub-cases.js';
 import { RELAY_CASES } from './lib/fanout-relay-cases.js';
 import { OPEN_HUB_CASES } from './lib/open-hub-cases.js';
+import { ATTACK_CASES, attackMethod, attackTable, isAttackCase } from './lib/intake-attack-cases.js';
 import { rssPingShapes } from './lib/hostile.js';
 import { describeConfig } from '../src/platform/config.js';
 import { isMain, runDirect } from './lib/run-direct.js';
@@ -119,7 +127,9 @@ async function runCase(c: Case, backend: 'postgres' | 'pglite', s: Settings, dat
       for (const p of c.publishers ?? []) await cli(['publisher', 'add', p.site, '--password', p.password], pingdEnv);
       await c.seed?.(pingdEnv);
     }
-    pingd = await startPingd({ env: pingdEnv, imports: [COUNTER] });
+    // BENCH_HOSTILE_PROFILE=<dir>: pingd under --cpu-prof (summarise with bench/profile-summary.ts).
+    const profile = env.BENCH_HOSTILE_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${env.BENCH_HOSTILE_PROFILE}`] : [];
+    pingd = await startPingd({ env: pingdEnv, imports: [COUNTER], nodeArgs: profile });
     const queries = queryCounter(pingd.proc);
     if (!Number.isFinite(await queries())) log('  warning: the query counter does not answer: statements not counted');
     const r = await c.run({ url: pingd.url, pid: pingd.proc.pid!, queries }, s, log);
@@ -145,8 +155,10 @@ interface Measured {
 }
 
 function tables(measured: Measured[], s: Settings): string {
-  const all = measured.filter((m) => !isFeedCase(m.c));
+  const attacks = measured.filter((m) => isAttackCase(m.c));
+  const all = measured.filter((m) => !isFeedCase(m.c) && !isAttackCase(m.c));
   const feeds = measured.filter((m) => isFeedCase(m.c));
+  if (attacks.length) return [...(all.length || feeds.length ? [tables([...all, ...feeds], s), ''] : []), attackTable(attacks)].join('\n');
   if (!all.length) return feedTables(feeds);
   const out = [
     '| class | backend | hostile request | ms/request p50 (max), sent alone | pingd CPU ms/request | SQL statements/request | /healthz p50 / p99 ms: idle → 4 attacking connections | pingd RSS MB: before → after flood (peak) | flood | what the class is about |',
@@ -224,6 +236,9 @@ function method(s: Settings): string {
 export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   const s = settings();
   const wanted = env.BENCH_HOSTILE_CASES ? env.BENCH_HOSTILE_CASES.split(',').map((x) => x.trim()) : undefined;
+  // A set's name stands for its cases: `attacks` for the six of bench/lib/intake-attack-cases.ts.
+  const sets: Record<string, readonly Case[]> = { attacks: ATTACK_CASES };
+  const chosen = (c: Case) => !wanted || wanted.includes(c.id) || wanted.some((w) => sets[w]?.includes(c));
   const cases = [
     ...CASES,
     ...FEED_CASES,
@@ -232,7 +247,8 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
     ...WEBSUB_CASES,
     ...RELAY_CASES,
     ...OPEN_HUB_CASES,
-  ].filter((c) => !wanted || wanted.includes(c.id));
+    ...ATTACK_CASES,
+  ].filter(chosen);
   const commit = git(['rev-parse', '--short', 'HEAD']);
   const dirty = git(['status', '--porcelain', '--', 'src']);
   const measured = `${PINGD_ROOT === ROOT ? 'this checkout' : PINGD_ROOT} at ${commit || 'an unknown commit'} (${git(['log', '-1', '--format=%s']).slice(0, 100)})${dirty ? `, with uncommitted changes in ${dirty.split('\n').length} file(s) under src/` : ''}`;
@@ -263,7 +279,8 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
     '',
     tables(all, s),
     '',
-    ...(cases.some((c) => !isFeedCase(c)) ? [method(s), ''] : []),
+    ...(cases.some((c) => !isFeedCase(c) && !isAttackCase(c)) ? [method(s), ''] : []),
+    ...(cases.some(isAttackCase) ? [attackMethod(cases)] : []),
     ...(cases.some((c) => FEED_CASES.includes(c as never)) ? [feedMethod(), ''] : []),
     ...cases.filter(isFeedCase).flatMap((c) => (c.method ? [`**${c.id}**: ${c.method}`, ''] : [])),
   ].join('\n');
@@ -271,11 +288,14 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
   if (opts.write) {
     // The page is the cases' group (hostile HTTP, hostile feeds, bounded fan-out) when one group ran.
     const fanout: readonly unknown[] = [...STREAM_CASES, ...WEBSUB_CASES, ...RELAY_CASES];
-    const group = cases.every((c) => fanout.includes(c))
-      ? { scenario: 'fanout', title: 'Bounded fan-out' }
-      : cases.every((c) => (FEED_CASES as readonly unknown[]).includes(c))
-        ? { scenario: 'feeds', title: 'Hostile feeds' }
-        : { scenario: 'hardening', title: 'Hostile clients and inputs' };
+    const group =
+      cases.length && cases.every(isAttackCase)
+        ? { scenario: 'attacks', title: 'Attacks on intake' }
+        : cases.every((c) => fanout.includes(c))
+          ? { scenario: 'fanout', title: 'Bounded fan-out' }
+          : cases.every((c) => (FEED_CASES as readonly unknown[]).includes(c))
+            ? { scenario: 'feeds', title: 'Hostile feeds' }
+            : { scenario: 'hardening', title: 'Hostile clients and inputs' };
     log(`results written to ${recordRun({ ...group, started, markdown: md, backends: opts.backends }).join(', ')}`);
   }
   return all.every((m) => m.r);

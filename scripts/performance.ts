@@ -38,6 +38,7 @@ export const PAGE_ORDER: { page: string; heading?: string }[] = [
   { page: 'hardening', heading: 'Hardening' },
   { page: 'feeds', heading: 'Hostile fetched feeds' },
   { page: 'fanout', heading: 'Bounded fan-out' },
+  { page: 'attacks', heading: 'Attacks on intake' },
   { page: 'web', heading: 'Web pages' },
   { page: 'web-audit', heading: 'Web audit' },
 ];

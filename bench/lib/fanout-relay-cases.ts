@@ -16,19 +16,19 @@ const f1 = (n: number | undefined) =>
 /** A count: whole, or n/a where this pingd does not report it. */
 const count = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? 'n/a' : Math.round(n).toLocaleString('en-US'));
 
-const TARGETS = Math.round(envNumber('BENCH_RELAY_TARGETS', 50));
+export const TARGETS = Math.round(envNumber('BENCH_RELAY_TARGETS', 50));
 if (TARGETS < 1 || TARGETS > 250) throw new Error('BENCH_RELAY_TARGETS: 1 to 250 (one loopback address each)');
 /** One port on every target's own address (127.0.5.x): the targets' URLs are in pingd's environment before it starts. */
 const PORT = Math.round(envNumber('BENCH_RELAY_PORT', 18_733));
 const QUEUE_MAX = String(Math.round(envNumber('BENCH_RELAY_QUEUE_MAX', 500)));
-const targetUrl = (i: number) => `http://127.0.5.${i + 1}:${PORT}/RPC2`;
+export const targetUrl = (i: number) => `http://127.0.5.${i + 1}:${PORT}/RPC2`;
 
 const OK = Buffer.from(
   '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>flerror</name><value><boolean>0</boolean></value></member><member><name>message</name><value><string>Thanks for the ping.</string></value></member></struct></value></param></params></methodResponse>',
 );
 
 /** The targets: plain HTTP servers that read the call and answer flerror 0 at once; requests counted. */
-async function startTargets(): Promise<{ requests: () => number; close(): Promise<void> }> {
+export async function startTargets(): Promise<{ requests: () => number; close(): Promise<void> }> {
   let requests = 0;
   const servers: http.Server[] = [];
   for (let i = 0; i < TARGETS; i++) {
@@ -57,7 +57,7 @@ async function startTargets(): Promise<{ requests: () => number; close(): Promis
   };
 }
 
-interface RelayFigures {
+export interface RelayFigures {
   depth: number;
   oldest: number;
   delivered: number;
@@ -66,7 +66,7 @@ interface RelayFigures {
 }
 
 /** The relay's figures from /metrics: queue depth and oldest, relays delivered, dropped (pingd_relay_skipped_total, when it exists). */
-async function figures(t: Target): Promise<RelayFigures> {
+export async function relayFigures(t: Target): Promise<RelayFigures> {
   const via = agent(1);
   try {
     const text = (await send(t.url, { method: 'GET', path: '/metrics' }, via, 60_000)).body;
@@ -90,7 +90,7 @@ async function figures(t: Target): Promise<RelayFigures> {
 
 let seq = 0;
 /** A ping of a new weblog (no throttle: a real insert and a job per target) on one of 200 loopback hosts (never fetched: VERIFY_PINGS=off). */
-const newWeblog = () => {
+export const newWeblog = () => {
   const n = ++seq;
   return rpcPing('Relay load', `http://127.0.6.${1 + (n % 200)}:9/r${n.toString(36)}/`);
 };
@@ -119,13 +119,13 @@ const fanoutRelay: FeedCase = {
     const every = 10;
     const targets = await startTargets();
     try {
-      const f0 = await figures(t);
+      const f0 = await relayFigures(t);
       const t0 = performance.now();
       const loop = openLoop(t.url, newWeblog, 1000 / rate);
       const series: { at: number; f: RelayFigures }[] = [];
       for (let k = 1; k * every <= seconds; k++) {
         await sleep(t0 + k * every * 1000 - performance.now());
-        const f = await figures(t);
+        const f = await relayFigures(t);
         series.push({ at: k * every, f });
         log(
           `  ${k * every} s: ${count(f.depth)} jobs waiting (oldest ${f1(f.oldest)} s), ${count(f.delivered)} delivered, ${count(f.dropped)} dropped`,

@@ -40,7 +40,7 @@ const SENTINEL_HOST = 'replay-sentinel.example.net';
 // The clients (child process)
 
 /** What the clients saw: one JSON line when all have their answer's headers, one at the end. */
-interface ClientsReport {
+export interface ClientsReport {
   served: number;
   refused: number;
   failed: number;
@@ -121,13 +121,13 @@ interface ClientsLine {
   failed: number;
 }
 
-interface Clients {
+export interface Clients {
   ready: Promise<{ served: number; refused: number; failed: number }>;
   allDone: Promise<number>;
   stop(): Promise<ClientsReport | undefined>;
 }
 
-function startClients(base: string, n: number, path: string, sentinel: string): Clients {
+export function startClients(base: string, n: number, path: string, sentinel: string): Clients {
   const p = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), base, String(n), path, sentinel], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });

@@ -33,7 +33,7 @@ const f1 = (n: number | undefined) =>
   n === undefined || !Number.isFinite(n) ? '–' : n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US');
 const between = (xs: Sample[], from: number, to: number) => xs.filter((x) => x.at >= from && x.at < to);
 const lat = (s: Stats) => `p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms (${s.n} pings${s.failed ? `, **${s.failed} not acknowledged**` : ''})`;
-const tally = (statuses: Record<string, number>) =>
+export const tally = (statuses: Record<string, number>) =>
   Object.entries(statuses)
     .sort((a, b) => b[1] - a[1])
     .map(([k, v]) => `${v.toLocaleString('en-US')}× ${k}`)
@@ -49,7 +49,7 @@ const intakePing = () => {
 const INTAKE_EVERY_MS = 50;
 
 /** A subscription form to pingd's hub for its own /changes.xml. */
-function websubForm(t: Target, callback: string, mode: 'subscribe' | 'unsubscribe' = 'subscribe'): HostileRequest {
+export function websubForm(t: Target, callback: string, mode: 'subscribe' | 'unsubscribe' = 'subscribe'): HostileRequest {
   return {
     method: 'POST',
     path: '/websub',
@@ -83,7 +83,7 @@ async function subscribePaced(
   }
 }
 
-interface CallbackHost extends Host {
+export interface CallbackHost extends Host {
   /** GETs (verifications of intent) and POSTs (deliveries) seen, by arrival time (performance.now()). */
   gets: number[];
   posts: number[];
@@ -96,7 +96,7 @@ const FIFTY_MB = 50 * 1024 * 1024;
 const CHUNK = Buffer.alloc(64 * 1024, 'z');
 
 /** A subscriber host: GETs echo the challenge (or hang), POSTs answer as `post` says. */
-async function callbackHost(address: string, post: PostBehaviour, hangGets = false): Promise<CallbackHost> {
+export async function callbackHost(address: string, post: PostBehaviour, hangGets = false): Promise<CallbackHost> {
   const gets: number[] = [];
   const posts: number[] = [];
   let open = 0;

@@ -188,6 +188,14 @@ export interface Sample {
   at: number;
   ms: number;
   ok: boolean;
+  /** Why it was not acknowledged: the XML-RPC message or fault, the HTTP status, or the error. */
+  why?: string;
+}
+
+/** An answer that is not an acknowledgement, in a few words: its message or faultString, else its status. */
+export function refusal(status: number, body: string): string {
+  const m = /<name>(?:message|faultString)<\/name><value>(?:<string>)?([^<]*)/.exec(body)?.[1];
+  return m ? m.trim().slice(0, 120) : `HTTP ${status}`;
 }
 
 /**
@@ -207,8 +215,11 @@ export function openLoop(base: string, make: () => HostileRequest, everyMs: numb
     const at = performance.now();
     const p: Promise<void> = send(base, make(), via, 120_000)
       .then(
-        (a) => void samples.push({ at, ms: a.ms, ok: isRpcAck(a.status, a.body) }),
-        () => void samples.push({ at, ms: performance.now() - at, ok: false }),
+        (a) => {
+          const ok = isRpcAck(a.status, a.body);
+          samples.push({ at, ms: a.ms, ok, ...(ok ? {} : { why: refusal(a.status, a.body) }) });
+        },
+        (err: Error) => void samples.push({ at, ms: performance.now() - at, ok: false, why: err.message.slice(0, 120) }),
       )
       .finally(() => pending.delete(p));
     pending.add(p);
@@ -263,7 +274,7 @@ let canarySeq = 0;
  * A fresh, cheap ping: a new weblog (no throttle, a real insert) on one of 200 hosts of 127.0.1.0/24 at a
  * port nothing listens on (its verification fails at once: connection refused).
  */
-const canaryPing = () => {
+export const canaryPing = () => {
   const n = ++canarySeq;
   return rpcPing('Canary', `http://127.0.1.${1 + (n % 200)}:9/c${n.toString(36)}/`);
 };

@@ -125,7 +125,7 @@ async function all(base: string, reqs: HostileRequest[], inFlight: number): Prom
   return tally;
 }
 
-async function activeSubscriptions(base: string): Promise<number> {
+export async function activeSubscriptions(base: string): Promise<number> {
   const via = agent(1);
   try {
     const text = (await send(base, { method: 'GET', path: '/metrics' }, via, 60_000)).body;

@@ -114,7 +114,7 @@ const SEED = `insert into pings (weblog_id, received_at, method, name, url, tags
          'http://w' || (i % 10000) || '.replay.example.org/', case when i % 3 = 0 then array['tech'] end
     from generate_series(1, $1::int) i`;
 
-async function seed(env: Record<string, string>, n: number): Promise<void> {
+export async function seed(env: Record<string, string>, n: number): Promise<void> {
   if (env.DATABASE_URL) {
     const c = new pg.Client({ connectionString: env.DATABASE_URL });
     await c.connect();
