@@ -87,6 +87,9 @@ function refusalHead(reason: StreamRefusal): Record<string, string> {
     'cache-control': 'no-store',
     'retry-after': String(Math.ceil(STREAM_REFUSAL_RETRY_MS[reason] / 1000)),
     'x-pingd-refused': reason,
+    // The client comes back after seconds on a new connection (an EventSource always does): the refused
+    // one is closed rather than kept idle for the keep-alive timeout (65 s), 3,000 of them in a burst.
+    connection: 'close',
   };
 }
 

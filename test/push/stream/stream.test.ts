@@ -368,7 +368,7 @@ test('beyond STREAM_MAX_CLIENTS the HTTP server refuses before Fastify (a burst 
       const res = await fetch(`${base}${path}`, { headers });
       assert.equal(res.status, 200, path);
       assert.equal(await res.text(), viaFastify.body, path);
-      for (const h of ['content-type', 'cache-control', 'retry-after', 'x-pingd-refused', 'content-length'])
+      for (const h of ['content-type', 'cache-control', 'retry-after', 'x-pingd-refused', 'content-length', 'connection'])
         assert.equal(res.headers.get(h), String(viaFastify.headers[h]), `${path}: ${h}`);
       assert.match(res.headers.get('x-request-id') ?? '', /\S/, `${path}: the request id`);
     }
