@@ -6,36 +6,14 @@
 import http from 'node:http';
 import https from 'node:https';
 import { promises as dns, type LookupAddress } from 'node:dns';
-import zlib from 'node:zlib';
-import { promisify } from 'node:util';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { checkAddresses, DEFAULT_POLICY, type AddressPolicy } from './address-policy.js';
 import { parseIp } from '../net/ip.js';
 import { hostToResolve } from '../net/url-host.js';
-import { PingdError } from '../errors.js';
+import { FetchError, type FetchErrorCode } from './fetch-error.js';
+import { readBody, readSome } from './read-answer.js';
 
-export type FetchErrorCode =
-  | 'FETCH_URL_INVALID'
-  | 'FETCH_ADDRESS_BLOCKED'
-  | 'FETCH_DNS_FAILED'
-  | 'FETCH_TIMEOUT'
-  | 'FETCH_TOO_LARGE'
-  | 'FETCH_TOO_MANY_REDIRECTS'
-  | 'FETCH_NETWORK'
-  | 'FETCH_BAD_RESPONSE'
-  | 'FETCH_BUSY';
-
-export class FetchError extends PingdError<FetchErrorCode> {
-  constructor(
-    code: FetchErrorCode,
-    message: string,
-    /** The URL of the hop that failed. */
-    readonly url: string,
-    options?: { cause?: unknown },
-  ) {
-    super(code, message, options);
-  }
-}
+export { FetchError, type FetchErrorCode } from './fetch-error.js';
 
 /** Resolves a host name to every address it has (both families). */
 export type LookupFn = (hostname: string) => Promise<string[]>;
@@ -106,10 +84,6 @@ export const DEFAULT_MAX_REDIRECTS = 3;
 export const DEFAULT_MAX_CONCURRENT = 32;
 export const DEFAULT_POST_ANSWER_BYTES = 4096;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-const gunzip = promisify(zlib.gunzip);
-const inflate = promisify(zlib.inflate);
-const inflateRaw = promisify(zlib.inflateRaw);
-const brotliDecompress = promisify(zlib.brotliDecompress);
 
 /**
  * How long a pushed-to host's connection waits for the next push (a server's `Keep-Alive: timeout=N` hint,
@@ -399,86 +373,4 @@ function request(
     });
     req.end(send.body);
   });
-}
-
-/**
- * A body cut off by our deadline is a failure, never a short success. A body without Content-Length or
- * chunking ends when the connection closes (RFC 9112 §6.3), and Node reports the close our own abort causes
- * as that end, `complete` and all: a feed dripping a byte a second came back as a 200 of what had arrived.
- */
-function cutOff(signal: AbortSignal, timeoutMs: number, url: string): FetchError | undefined {
-  return signal.aborted ? new FetchError('FETCH_TIMEOUT', `the answer was cut off: not complete within ${timeoutMs} ms`, url) : undefined;
-}
-
-/**
- * The first `maxBytes` of an answer; the connection is dropped after them. 'truncate': its size is the
- * peer's business, and the first bytes are the answer. 'fail': an answer over the cap is FETCH_TOO_LARGE.
- */
-async function readSome(
-  res: IncomingMessage,
-  maxBytes: number,
-  signal: AbortSignal,
-  timeoutMs: number,
-  url: string,
-  oversize: 'truncate' | 'fail',
-): Promise<Buffer> {
-  const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
-  const declared = Number(res.headers['content-length']);
-  if (oversize === 'fail' && Number.isFinite(declared) && declared > maxBytes) {
-    res.destroy();
-    throw tooLarge();
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res as AsyncIterable<Buffer>) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (oversize === 'fail' ? size > maxBytes : size >= maxBytes) {
-      res.destroy();
-      if (oversize === 'fail') throw tooLarge();
-      return Buffer.concat(chunks).subarray(0, maxBytes);
-    }
-  }
-  const cut = cutOff(signal, timeoutMs, url);
-  if (cut) throw cut;
-  return Buffer.concat(chunks);
-}
-
-async function readBody(res: IncomingMessage, maxBytes: number, url: string, signal: AbortSignal, timeoutMs: number): Promise<Buffer> {
-  const tooLarge = () => new FetchError('FETCH_TOO_LARGE', `the answer is larger than ${maxBytes} bytes`, url);
-  const declared = Number(res.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    res.destroy();
-    throw tooLarge();
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) {
-      res.destroy();
-      throw tooLarge();
-    }
-    chunks.push(chunk);
-  }
-  const cut = cutOff(signal, timeoutMs, url);
-  if (cut) throw cut;
-  const raw = Buffer.concat(chunks);
-  const encoding = String(res.headers['content-encoding'] ?? '')
-    .trim()
-    .toLowerCase();
-  if (encoding === '' || encoding === 'identity') return raw;
-  // The compressed body is already bounded; maxOutputLength bounds what it expands to (gzip bombs). The
-  // asynchronous forms decompress on libuv's thread pool: a 5 MB feed is no work for the event loop.
-  try {
-    const opts = { maxOutputLength: maxBytes };
-    if (encoding === 'gzip' || encoding === 'x-gzip') return await gunzip(raw, opts);
-    // "deflate" is zlib-wrapped by the letter of HTTP and raw in some servers' hands: take both.
-    if (encoding === 'deflate') return raw[0] === 0x78 ? await inflate(raw, opts) : await inflateRaw(raw, opts);
-    if (encoding === 'br') return await brotliDecompress(raw, opts);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) throw tooLarge();
-    throw new FetchError('FETCH_BAD_RESPONSE', `the ${encoding} body cannot be decompressed`, url, { cause: err });
-  }
-  throw new FetchError('FETCH_BAD_RESPONSE', `unsupported Content-Encoding ${JSON.stringify(encoding.slice(0, 40))}`, url);
 }
