@@ -29,6 +29,7 @@ import { outcomeCounter } from '../../platform/queue/outcome-counter.js';
 import { periodic } from '../../platform/queue/periodic.js';
 import { SubscriptionTally } from './subscription-tally.js';
 import { WEBSUB_REFUSAL_STATUS } from './refusals.js';
+import { RefusalMemory } from './refusal-memory.js';
 import { publishTopics } from '../../intake/websub/publish.js';
 
 declare module 'fastify' {
@@ -186,6 +187,7 @@ async function websubPlugin(app: FastifyInstance, opts: { config: Config }): Pro
     topicTally: new SubscriptionTally(() => countTopics(app.db), config.WEBSUB_MAX_TOPICS),
     queued: () => worker.wake(),
     refused: (r) => refusals.inc({ reason: r }),
+    refusalMemory: new RefusalMemory(),
     // The other feeds of a weblog named in one publish: checked when they have subscribers (the ping
     // verifies the first), queued in the ping's own transaction.
     publish: async (topics, client) => {

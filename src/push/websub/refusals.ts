@@ -4,7 +4,16 @@
 // statement that queues the intent); this is what the subscriber hears.
 
 export type Refusal =
-  'not_subscribed' | 'host_pending' | 'client_pending' | 'host_full' | 'full' | 'host_topics' | 'topic_host_full' | 'topics_full';
+  | 'not_subscribed'
+  | 'host_pending'
+  | 'client_pending'
+  | 'host_full'
+  | 'full'
+  | 'host_topics'
+  | 'topic_host_full'
+  | 'topics_full'
+  // Decided by this instance's memory of a flood (refusal-memory.ts), not by the database.
+  | 'unknown_unsubscribes';
 
 export interface HubLimits {
   /** WEBSUB_MAX_SUBSCRIPTIONS: active and pending subscriptions in all. */
@@ -34,6 +43,8 @@ export const WEBSUB_REFUSAL_STATUS: Record<Refusal, number> = {
   host_topics: 503,
   topic_host_full: 503,
   topics_full: 503,
+  // A client past the bound on unsubscribes of pairs the hub does not have: a rate, for a second.
+  unknown_unsubscribes: 429,
 };
 
 /**
@@ -50,6 +61,7 @@ export const WEBSUB_RETRY_AFTER_SEC: Record<Refusal, number | null> = {
   host_topics: 3600,
   topic_host_full: 3600,
   topics_full: 3600,
+  unknown_unsubscribes: 1,
 };
 
 export function refusalReason(r: Refusal, limits: HubLimits, host: string, topicHost: string | null = null): string {
@@ -70,5 +82,7 @@ export function refusalReason(r: Refusal, limits: HubLimits, host: string, topic
       return `this hub keeps at most ${limits.maxPerTopicHost} subscriptions to feeds on one host and has no room for another on ${topicHost ?? 'that host'}; try again later`;
     case 'topics_full':
       return `this hub keeps at most ${limits.maxTopics} feed topics and has no room for another; try again later`;
+    case 'unknown_unsubscribes':
+      return 'this client asked to end too many subscriptions this hub does not have within a second; try again in a second';
   }
 }

@@ -18,6 +18,7 @@ import { queueIntent, type Intent } from './intent-repository.js';
 import { listSubscriptions } from './subscription-repository.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason, type HubLimits, type Refusal } from './refusals.js';
 import type { SubscriptionTally } from './subscription-tally.js';
+import type { Asking, RefusalMemory } from './refusal-memory.js';
 import { readPublishForm, type PublishAnswer } from '../../intake/websub/publish.js';
 import { errorHandler } from '../../platform/error-handler.js';
 
@@ -47,6 +48,8 @@ export interface WebsubRouteOptions {
   queued(): void;
   /** Told of each refusal (the metric). */
   refused(r: Refusal): void;
+  /** This instance's memory of the floods it refused (answered without the database). */
+  refusalMemory: RefusalMemory;
   /** A publish (hub.mode=publish): its topics through intake, answered once committed. */
   publish(topics: readonly string[], client: { addr: string | null; userAgent: string | null }): Promise<PublishAnswer>;
   /** A publish was answered after `ms` (intake's answer times). */
@@ -178,6 +181,23 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
               callbackHost: callbackHost(r.callback),
               topicHost: null,
             };
+      const client = slash64Key(req.ip);
+      const asking: Asking = {
+        mode: intent.mode,
+        verify: intent.kind === 'verify',
+        callbackHost: intent.callbackHost,
+        client,
+        topicHost: intent.topicHost,
+      };
+      const refuse = (refusal: Refusal) => {
+        opts.refused(refusal);
+        const after = WEBSUB_RETRY_AFTER_SEC[refusal];
+        if (after !== null) reply.header('retry-after', String(after));
+        return text(reply, WEBSUB_REFUSAL_STATUS[refusal], refusalReason(refusal, opts.limits, intent.callbackHost, intent.topicHost));
+      };
+      // A flood the database has just refused is refused from memory (refusal-memory.ts).
+      const recalled = opts.refusalMemory.recall(asking);
+      if (recalled) return refuse(recalled);
       // Only a subscribe can add a subscription (or a feed topic); the others need no count.
       const subscribing = intent.kind === 'verify' && intent.mode === 'subscribe';
       const full = subscribing ? await opts.tally.full() : false;
@@ -186,7 +206,7 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
       const queued = await queueIntent(
         opts.db,
         intent,
-        { client: slash64Key(req.ip) },
+        { client },
         {
           full,
           maxPerHost: opts.limits.maxPerHost,
@@ -197,14 +217,8 @@ export async function websubRoutes(app: FastifyInstance, opts: WebsubRouteOption
         },
       );
       if (queued.refusal) {
-        opts.refused(queued.refusal);
-        const after = WEBSUB_RETRY_AFTER_SEC[queued.refusal];
-        if (after !== null) reply.header('retry-after', String(after));
-        return text(
-          reply,
-          WEBSUB_REFUSAL_STATUS[queued.refusal],
-          refusalReason(queued.refusal, opts.limits, intent.callbackHost, intent.topicHost),
-        );
+        opts.refusalMemory.refused(queued.refusal, asking);
+        return refuse(queued.refusal);
       }
       if (queued.fresh) opts.tally.added();
       if (queued.newTopic) opts.topicTally.added();

@@ -27,7 +27,17 @@ test('refusals: 422 with no Retry-After for nothing to unsubscribe, 429 for wait
   const limits = { maxSubscriptions: 10, maxPerHost: 3, maxPending: 5, maxTopicsPerHost: 4, maxPerTopicHost: 6, maxTopics: 7 };
   assert.deepEqual(
     (
-      ['not_subscribed', 'host_pending', 'client_pending', 'host_full', 'full', 'host_topics', 'topic_host_full', 'topics_full'] as const
+      [
+        'not_subscribed',
+        'host_pending',
+        'client_pending',
+        'host_full',
+        'full',
+        'host_topics',
+        'topic_host_full',
+        'topics_full',
+        'unknown_unsubscribes',
+      ] as const
     ).map((r) => [r, WEBSUB_REFUSAL_STATUS[r], WEBSUB_RETRY_AFTER_SEC[r]]),
     [
       ['not_subscribed', 422, null],
@@ -38,7 +48,12 @@ test('refusals: 422 with no Retry-After for nothing to unsubscribe, 429 for wait
       ['host_topics', 503, 3600],
       ['topic_host_full', 503, 3600],
       ['topics_full', 503, 3600],
+      ['unknown_unsubscribes', 429, 1],
     ],
+  );
+  assert.equal(
+    refusalReason('unknown_unsubscribes', limits, 'x'),
+    'this client asked to end too many subscriptions this hub does not have within a second; try again in a second',
   );
   assert.equal(refusalReason('full', limits, 'x'), 'this hub keeps at most 10 subscriptions and has no room for another; try again later');
   assert.equal(

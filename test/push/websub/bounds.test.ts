@@ -7,6 +7,8 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestApp } from '../../helpers/app.js';
 import { claimTasks } from '../../../src/push/websub/task-repository.js';
+import { FLOOD_REFUSALS, WINDOW_MS } from '../../../src/push/websub/refusal-memory.js';
+import { waitFor } from '../../helpers/wait.js';
 import { hubApp, metric, PUBLIC, queued, startSubscriber, waitForHub, type Subscriber } from './helpers.js';
 
 const TOPIC = `${PUBLIC}/changes.xml`;
@@ -23,11 +25,16 @@ after(async () => {
 });
 
 /** The form, sent from `client` (the address the hub counts it under). */
-async function ask(
+function ask(form: Record<string, string>, client = '127.0.0.1') {
+  return askOf(t, form, client);
+}
+
+async function askOf(
+  app: TestApp,
   form: Record<string, string>,
   client = '127.0.0.1',
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
-  const r = await t.app.inject({
+  const r = await app.app.inject({
     method: 'POST',
     url: '/websub',
     remoteAddress: client,
@@ -173,6 +180,101 @@ test('a full hub refuses a new subscriber without counting every subscription fo
     );
   } finally {
     await cap.close();
+  }
+});
+
+/** Counts the statements that queue an intent (queueIntent's named statement) while `fn` runs. */
+async function intentStatements(app: TestApp, fn: () => Promise<void>): Promise<number> {
+  let n = 0;
+  const db = app.app.db;
+  const real = db.query.bind(db);
+  db.query = ((sql: string, params?: unknown[], opts?: { name?: string }) => {
+    if (opts?.name === 'pingd_queue_websub_intent') n++;
+    return real(sql, params, opts);
+  }) as typeof db.query;
+  try {
+    await fn();
+  } finally {
+    db.query = real;
+  }
+  return n;
+}
+
+test('a callback host flooding past its bound is refused from memory after FLOOD_REFUSALS refusals a second: the same 503, no statement', async () => {
+  const f = await hubApp({ WEBSUB_MAX_PER_HOST: 2, WEBSUB_MAX_PENDING: 1000 });
+  try {
+    for (let i = 0; i < 2; i++) assert.equal((await askOf(f, sub$(`http://127.0.0.41:9/have${i}`), `127.0.9.${i + 1}`)).status, 202);
+    const requests = 60;
+    const t0 = performance.now();
+    const statements = await intentStatements(f, async () => {
+      for (let i = 0; i < requests; i++) {
+        const r = await askOf(f, sub$(`http://127.0.0.41:9/flood${i}`), `127.0.10.${1 + (i % 250)}`);
+        assert.equal(r.status, 503);
+        assert.equal(r.headers['retry-after'], '3600');
+        assert.equal(
+          r.body,
+          'this hub keeps at most 2 subscriptions with callbacks on one host and has no room for another on 127.0.0.41; try again later\n',
+        );
+      }
+    });
+    const windows = 1 + Math.ceil((performance.now() - t0) / WINDOW_MS);
+    assert.ok(statements <= FLOOD_REFUSALS * windows, `${statements} statements for ${requests} refusals over ${windows} windows`);
+    assert.ok(statements >= FLOOD_REFUSALS, `the first ${FLOOD_REFUSALS} were the database's: ${statements}`);
+    assert.equal(await metric(f, 'pingd_websub_refusals_total{reason="host_full"}'), requests);
+    // Other hosts are not touched by the memory, and nothing of the flood was queued.
+    assert.equal((await askOf(f, sub$('http://127.0.0.42:9/cb'), '127.0.9.9')).status, 202);
+    const [{ n }] = await f.app.db.query<{ n: number }>(`select count(*)::int as n from websub_tasks where callback like '%/flood%'`);
+    assert.equal(n, 0);
+  } finally {
+    await f.close();
+  }
+});
+
+test('a client flooding unsubscribes of pairs the hub does not have: 422 from the database, then 429 with Retry-After 1 from memory; other clients unaffected', async () => {
+  const f = await hubApp();
+  try {
+    const statuses: number[] = [];
+    let last = { status: 0, body: '', headers: {} as Record<string, unknown> };
+    const statements = await intentStatements(f, async () => {
+      for (let i = 0; i < 40; i++) {
+        last = await askOf(
+          f,
+          { 'hub.callback': `http://127.0.0.43:9/never/${i}`, 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC },
+          '127.0.11.1',
+        );
+        statuses.push(last.status);
+      }
+    });
+    // Each 422 is one statement; the 429s are memory's.
+    const n422 = statuses.filter((s) => s === 422).length;
+    assert.ok(n422 >= FLOOD_REFUSALS && n422 < 40, `statuses ${statuses.join(',')}`);
+    assert.deepEqual(statuses.slice(0, FLOOD_REFUSALS), Array(FLOOD_REFUSALS).fill(422));
+    assert.ok(
+      statuses.every((s) => s === 422 || s === 429),
+      statuses.join(','),
+    );
+    assert.equal(statements, n422);
+    assert.equal(last.status, 429);
+    assert.equal(last.headers['retry-after'], '1');
+    assert.equal(
+      last.body,
+      'this client asked to end too many subscriptions this hub does not have within a second; try again in a second\n',
+    );
+    assert.equal(await metric(f, 'pingd_websub_refusals_total{reason="unknown_unsubscribes"}'), 40 - n422);
+    // Another client's unsubscribe of an unknown pair is still the database's 422.
+    assert.equal(
+      (await askOf(f, { 'hub.callback': 'http://127.0.0.43:9/other', 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }, '127.0.11.2')).status,
+      422,
+    );
+    // The window ends: the flooding client is asked of the database again.
+    await waitFor(
+      async () =>
+        (await askOf(f, { 'hub.callback': 'http://127.0.0.43:9/later', 'hub.mode': 'unsubscribe', 'hub.topic': TOPIC }, '127.0.11.1'))
+          .status === 422,
+      { what: 'the window to end', timeoutMs: 5000, intervalMs: 200 },
+    );
+  } finally {
+    await f.close();
   }
 });
 
