@@ -4,7 +4,7 @@
 import { startPingd, createPostgresDatabase, createPgliteDatabase, type Child } from './lib/servers.js';
 import { runLoad, type LoadSpec } from './lib/load.js';
 import { pingSpec, extendedPingSpec, pingSiteFormSpec, pingOnHostsSpec } from './lib/scenarios.js';
-import type { FeedHosts } from './lib/feed-hosts.js';
+import type { SpreadHosts } from './lib/feed-hosts.js';
 import type { Row } from './lib/report.js';
 import { OPTS, pingdEnv, wanted, log } from './lib/options.js';
 import { measure, profileArgs, reportProfile } from './lib/measure.js';
@@ -36,17 +36,17 @@ export const INTAKE: IntakeScenario[] = [
  * real hour (~200 pings/s at Spinn3r's peak, the bench sends thousands a second): the `ping+render` row
  * measures intake while the renderer re-renders an hour of BENCH_HOUR_WEBLOGS weblogs on its schedule.
  */
-function intakeGroups(feedHosts: FeedHosts | undefined): IntakeGroup[] {
+function intakeGroups(feedHosts: SpreadHosts | undefined): IntakeGroup[] {
   const groups: IntakeGroup[] = [];
   for (const backend of OPTS.backends) {
     // The embedded database's target is about pings; its other rows only when named (they cost a minute).
     const scenarios = backend === 'pglite' ? INTAKE.filter((s) => s.id === 'ping' || OPTS.scenarios?.includes(s.id)) : INTAKE;
     if (feedHosts && scenarios.some((x) => x.id === 'ping')) {
-      const spec = () => pingOnHostsSpec(feedHosts.origins);
+      const spec = () => pingOnHostsSpec(feedHosts.origin);
       groups.push({
         backend,
         label: `${backend}, as deployed`,
-        scenarios: [{ id: 'ping', label: 'XML-RPC weblogUpdates.ping, distinct weblogs on 8 loopback hosts', spec }],
+        scenarios: [{ id: 'ping', label: 'XML-RPC weblogUpdates.ping, distinct weblogs on 64,000 loopback hosts', spec }],
         env: { VERIFY_PINGS: 'mark', FETCH_ALLOW_PRIVATE: 'true' },
       });
     }
@@ -55,13 +55,13 @@ function intakeGroups(feedHosts: FeedHosts | undefined): IntakeGroup[] {
   // Intake with verification on (VERIFY_PINGS=mark, the default) against the same with it off: pings of
   // distinct weblogs on loopback weblog hosts, each verified (homepage, autodiscovery, feed) while the load runs.
   if (wanted('ping-hosts') && feedHosts) {
-    const spec = () => pingOnHostsSpec(feedHosts!.origins);
+    const spec = () => pingOnHostsSpec(feedHosts!.origin);
     for (const backend of OPTS.backends) {
       for (const verify of ['off', 'mark']) {
         groups.push({
           backend,
           label: `${backend}, VERIFY_PINGS=${verify}`,
-          scenarios: [{ id: 'ping-hosts', label: 'weblogUpdates.ping, distinct weblogs on 8 loopback hosts', spec }],
+          scenarios: [{ id: 'ping-hosts', label: 'weblogUpdates.ping, distinct weblogs on 64,000 loopback hosts', spec }],
           env: { RENDER_SCHEDULER: 'false', VERIFY_PINGS: verify, FETCH_ALLOW_PRIVATE: 'true' },
         });
       }
@@ -162,7 +162,7 @@ async function intake(group: IntakeGroup, baseline: Child): Promise<IntakeResult
 /** Every intake group in turn; `feedHosts` serve the weblogs the `ping-hosts` rows ping. */
 export async function runIntake(
   baseline: Child,
-  feedHosts: FeedHosts | undefined,
+  feedHosts: SpreadHosts | undefined,
 ): Promise<{ rows: Row[]; checks: string[]; profiles: string[]; ok: boolean }> {
   const out = { rows: [] as Row[], checks: [] as string[], profiles: [] as string[], ok: true };
   for (const group of intakeGroups(feedHosts)) {

@@ -22,7 +22,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import pg from 'pg';
 import { dropStaleDatabases, removeStaleDataDirs, startBaseline } from './lib/servers.js';
-import { startFeedHosts } from './lib/feed-hosts.js';
+import { spreadWeblogHosts } from './lib/feed-hosts.js';
 import { loadTable, renderTable, type Row } from './lib/report.js';
 import { recordRun } from './lib/results.js';
 import { OPTS, wanted, log } from './lib/options.js';
@@ -174,7 +174,7 @@ async function main(): Promise<number> {
     return (await wrkBench()) && webOk && hardened && spamOk && pushOk ? 0 : 1;
   }
   const baseline = await startBaseline();
-  const feedHosts = wanted('ping') || wanted('ping-hosts') ? await startFeedHosts(8) : undefined;
+  const feedHosts = wanted('ping') || wanted('ping-hosts') ? await spreadWeblogHosts() : undefined;
   const rows: Row[] = [];
   const checks: string[] = [];
   const profiles: string[] = [];

@@ -51,7 +51,7 @@ import { window, normalise, latestProfile, threadProfiles, workerLines, monoUs, 
 import { startProfiledBaseline, tsxLauncher, compiledLauncher, type Launcher } from './lib/launcher.js';
 import { git } from './lib/git.js';
 import { isMain, runDirect } from './lib/run-direct.js';
-import { startFeedHosts, type FeedHosts } from './lib/feed-hosts.js';
+import { spreadWeblogHosts, type SpreadHosts } from './lib/feed-hosts.js';
 
 const env = process.env;
 const num = (name: string, def: number) => envNumber(name, def);
@@ -114,7 +114,7 @@ function pingdEnv(extra: Record<string, string>, db: BenchDatabase): Record<stri
 
 const PATH = '/shortChanges.xml';
 /** The loopback weblog hosts pingd as deployed verifies the pinged weblogs on (started by runWrkBench). */
-let feedHosts: FeedHosts | undefined;
+let feedHosts: SpreadHosts | undefined;
 // Headers the baseline copies from pingd's answer, so that both send the same head (pingd's own X-Request-Id
 // and Date aside) and the same body.
 const COPIED = ['content-type', 'content-encoding', 'etag', 'last-modified', 'cache-control', 'im', 'vary', 'link'];
@@ -217,7 +217,7 @@ async function primeFrom(
   return s;
 }
 
-function cases(etag: string, tag: string, origins?: string[]): CaseDef[] {
+function cases(etag: string, tag: string, hostsPort?: number): CaseDef[] {
   const gzip = { 'Accept-Encoding': 'gzip', 'User-Agent': 'bench-poller/1.0' };
   return [
     {
@@ -251,7 +251,7 @@ function cases(etag: string, tag: string, origins?: string[]): CaseDef[] {
     {
       id: 'ping',
       label: 'XML-RPC weblogUpdates.ping, a new weblog per request (durable)',
-      lua: pingScript(origins),
+      lua: pingScript(hostsPort),
       // A tag per run and per server: no weblog is pinged twice (the throttle would refuse it).
       args: (run) => [`${tag}${run}`],
       async prime(pingd, baseline) {
@@ -392,7 +392,7 @@ async function profileCase(
     pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db), ['--cpu-prof', `--cpu-prof-dir=${dirP}`]);
     // The current rendering's ETag: as deployed, the renderer has re-rendered since the measured runs' pings.
     const etag = id === 'ping' ? '' : await settledEtag(pingd.url);
-    const c = cases(etag, 'p', config === 'deployed' ? feedHosts?.origins : undefined).find((x) => x.id === id)!;
+    const c = cases(etag, 'p', config === 'deployed' ? feedHosts?.port : undefined).find((x) => x.id === id)!;
     sf = scriptFile(c.lua);
     const script = sf.path;
     baseline = await startProfiledBaseline(dirB);
@@ -478,7 +478,7 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
         etag = await settledEtag(pingd.url);
         log(`${backend}, ${CONFIGS[config].label}: ${PATH} ETag ${etag}`);
       }
-      const all = cases(etag, `${tag}${config[0]}`, config === 'deployed' ? feedHosts?.origins : undefined);
+      const all = cases(etag, `${tag}${config[0]}`, config === 'deployed' ? feedHosts?.port : undefined);
       for (const c of all.filter((x) => s.cases.includes(x.id))) {
         const before = c.id === 'ping' ? await pingOutcomes(pingd.url) : undefined;
         const m = await measureCase(c, backend, pingd, baseline, db, s);
@@ -559,7 +559,7 @@ export async function runWrkBench(opts: WrkBenchOptions): Promise<boolean> {
   const profiles: string[] = [];
   let ok = true;
   const launcher = s.pingd === 'tsx' ? tsxLauncher : compiledLauncher(log);
-  feedHosts = s.configs.includes('deployed') ? await startFeedHosts(8) : undefined;
+  feedHosts = s.configs.includes('deployed') ? await spreadWeblogHosts() : undefined;
   try {
     for (const backend of opts.backends) {
       try {

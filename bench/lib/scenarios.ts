@@ -36,10 +36,11 @@ export function pingSpec(): LoadSpec {
 }
 
 /**
- * `weblogUpdates.ping` of distinct weblogs on the given loopback weblog hosts (round robin): with
- * VERIFY_PINGS=mark, every ping is verified against a real server (homepage, autodiscovery, feed).
+ * `weblogUpdates.ping` of distinct weblogs on loopback weblog hosts (`origin(n)`, n = 0, 1, …; feed-hosts.ts
+ * spreadWeblogHosts): with VERIFY_PINGS=mark, every ping is verified against a real server (homepage,
+ * autodiscovery, feed).
  */
-export function pingOnHostsSpec(origins: string[]): LoadSpec {
+export function pingOnHostsSpec(origin: (n: number) => string): LoadSpec {
   const head = Buffer.from(
     '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>',
   );
@@ -51,7 +52,7 @@ export function pingOnHostsSpec(origins: string[]): LoadSpec {
     headers: { 'content-type': 'text/xml', 'user-agent': UA },
     makeBody: () => {
       const i = ++seq;
-      return Buffer.concat([head, Buffer.from(`${origins[n++ % origins.length]}/b${i.toString(36)}`), tail]);
+      return Buffer.concat([head, Buffer.from(`${origin(n++)}/b${i.toString(36)}`), tail]);
     },
     isAck: isRpcAck,
     isUnsure,

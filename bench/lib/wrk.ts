@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { track } from './servers.js';
 import { cpuMicros } from './cpu.js';
+import { spreadOriginLua } from './feed-hosts.js';
 
 export interface WrkRun {
   /** Completed requests per second (every answer read, whatever its status). */
@@ -100,22 +101,21 @@ export function fixedScript(r: WrkRequest): string {
 /**
  * XML-RPC `weblogUpdates.ping` as WordPress sends it (bench/lib/scenarios.ts pingSpec's bytes), naming a
  * weblog no other request names: http://w<tag>-<n>.bench.example.com/ with a per-request counter and the
- * run's tag (wrk's script argument), so every ping is a durable insert on a host of its own.
+ * run's tag (wrk's script argument), so every ping is a durable insert on a host of its own. With `port`,
+ * the weblogs are on spreadWeblogHosts' 64,000 loopback hosts instead (feed-hosts.ts), so that a verifying
+ * pingd fetches only from this machine.
  */
-export function pingScript(origins?: string[]): string {
-  // Without origins, hosts of their own under bench.example.com (never fetched: verification is off); with
-  // them, weblogs on those loopback hosts, so that a verifying pingd fetches only from this machine.
+export function pingScript(port?: number): string {
   const head =
     '<?xml version="1.0"?>\n<methodCall>\n<methodName>weblogUpdates.ping</methodName>\n<params>\n<param><value><string>Bench Blog</string></value></param>\n<param><value><string>' +
-    (origins ? '' : 'http://w');
-  const tail = (origins ? '/' : '.bench.example.com/') + '</string></value></param>\n</params></methodCall>\n';
-  const url = origins ? `origins[counter % ${origins.length} + 1] .. "/w" .. tag .. "-" .. counter` : 'tag .. "-" .. counter';
+    (port ? '' : 'http://w');
+  const tail = (port ? '/' : '.bench.example.com/') + '</string></value></param>\n</params></methodCall>\n';
+  const url = port ? `${spreadOriginLua(port)} .. "/w" .. tag .. "-" .. counter` : 'tag .. "-" .. counter';
   return `
 local counter = 0
 local tag = "x"
 local head = ${luaString(head)}
 local tail = ${luaString(tail)}
-local origins = { ${(origins ?? []).map(luaString).join(', ')} }
 local headers = ${luaHeaders({ 'Content-Type': 'text/xml', 'User-Agent': 'The Incutio XML-RPC PHP Library -- WordPress/6.7.1' })}
 function init(args)
   if args[1] then tag = args[1] end
