@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { callbackHost } from '../../../src/push/websub/request.js';
 import { pageRequest } from '../../../src/push/websub/routes.js';
 import { WEBSUB_RETRY_AFTER_SEC, WEBSUB_REFUSAL_STATUS, refusalReason } from '../../../src/push/websub/refusals.js';
+import { RefusalMemory } from '../../../src/push/websub/refusal-memory.js';
 import { SubscriptionTally } from '../../../src/push/websub/subscription-tally.js';
 
 test('a callback is counted under its host name or address, lower case, without the port', () => {
@@ -90,4 +91,27 @@ test('the cap is checked against a count read at most once per TTL, plus the sub
   fresh.added();
   assert.equal(await fresh.full(), false, 'past the TTL the database count replaces the local one');
   assert.equal(reads, 3);
+});
+
+test("refusals from memory: only past FLOOD_REFUSALS a window, only for the requests the database's refusal applies to, only that key's", () => {
+  const m = new RefusalMemory(3, 60_000);
+  const sub = { mode: 'subscribe', verify: true, callbackHost: 'reader.example', client: '192.0.2.1', topicHost: 'blog.example' } as const;
+  for (let i = 0; i < 2; i++) m.refused('host_full', sub);
+  assert.equal(m.recall(sub), null, 'two refusals are not a flood');
+  m.refused('host_full', sub);
+  assert.equal(m.recall(sub), 'host_full');
+  // host_full bounds what adds a subscription: an unsubscribe or a denial from that host still goes to the database.
+  assert.equal(m.recall({ ...sub, mode: 'unsubscribe' }), null);
+  assert.equal(m.recall({ ...sub, verify: false }), null);
+  assert.equal(m.recall({ ...sub, callbackHost: 'other.example' }), null);
+  // A topic host's bound, keyed by the topic's host.
+  for (let i = 0; i < 3; i++) m.refused('topic_host_full', { ...sub, callbackHost: 'x.example' });
+  assert.equal(m.recall({ ...sub, callbackHost: 'y.example' }), 'topic_host_full');
+  assert.equal(m.recall({ ...sub, callbackHost: 'y.example', topicHost: null }), null);
+  // 422s count per client towards the 429, for unsubscribes only.
+  const unsub = { ...sub, mode: 'unsubscribe', callbackHost: 'z.example', client: '192.0.2.9' } as const;
+  for (let i = 0; i < 3; i++) m.refused('not_subscribed', unsub);
+  assert.equal(m.recall(unsub), 'unknown_unsubscribes');
+  assert.equal(m.recall({ ...unsub, mode: 'subscribe', topicHost: null }), null);
+  assert.equal(m.recall({ ...unsub, client: '192.0.2.10' }), null);
 });
