@@ -9,13 +9,19 @@ import type { Queryable } from '../platform/db/database.js';
 import { withContext } from '../platform/errors.js';
 import type { Outcome } from '../platform/outcomes.js';
 import { itemSite, siteOf } from './domains.js';
-import { RHYTHM_PINGS } from './rhythm.js';
+import { RHYTHM_PINGS, SIBLINGS_CAP } from './rhythm.js';
 import { CONTENT_VERIFICATIONS } from './content.js';
 import type { WeblogEvidence } from './verdict.js';
 
 const HOUR_MS = 3_600_000;
 /** A weblog's recent items: the newest this many verification found (a feed carries its newest ten or so). */
 export const RECENT_ITEMS = 10;
+/**
+ * Pings read per batch from the batch's addresses: rhythm.address_burst's weights change at 20 and 100
+ * domains, which an address's 5,000 latest pings show if it pinged for that many. An address that pinged
+ * more within the hour is counted by its latest 5,000 (a lower bound for windows that end earlier).
+ */
+export const ADDRESS_PINGS_CAP = 5_000;
 
 /** One weblog's evidence, with what the job needs to write its score. */
 export interface GatheredWeblog {
@@ -66,27 +72,35 @@ select w.id, w.url, w.name, s.site,
 from weblogs w join weblog_spam s on s.weblog_id = w.id
 where w.id = any($1::bigint[])`;
 
-// Other scored weblogs of the same site with a ping in the hour before the weblog's last ping ($3, ms);
-// weblogs.last_ping_at narrows them before their pings are probed.
+// Other scored weblogs of the same site with a ping in the hour before the weblog's last ping ($3, ms),
+// counted up to $4 (SIBLINGS_CAP): weblogs.last_ping_at narrows them before their pings are probed, and
+// each count stops at the cap. Uncapped, a batch of 500 weblogs of one domain that had 500,000 weblogs
+// pinged within the hour joined every pair (the embedded database ran out of memory, and intake waited
+// ~10 s behind the statement each minute).
 const SIBLINGS = `
-select b.id, count(distinct s2.weblog_id)::int as n
-from unnest($1::bigint[], $2::text[], $3::float8[]) as b(id, site, t_ms)
-join weblog_spam s2 on s2.site = b.site and s2.weblog_id <> b.id
-join weblogs w2 on w2.id = s2.weblog_id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
-where exists (
-  select 1 from pings p where p.weblog_id = s2.weblog_id
-     and p.received_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
-     and p.received_at <= to_timestamp((b.t_ms + 1) / 1000.0))
-group by b.id`;
+select b.id, (select count(*) from (
+  select 1 from weblog_spam s2
+  join weblogs w2 on w2.id = s2.weblog_id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
+  where s2.site = b.site and s2.weblog_id <> b.id
+    and exists (
+      select 1 from pings p where p.weblog_id = s2.weblog_id
+         and p.received_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
+         and p.received_at <= to_timestamp((b.t_ms + 1) / 1000.0))
+  limit $4::int) n)::int as n
+from unnest($1::bigint[], $2::text[], $3::float8[]) as b(id, site, t_ms)`;
 
-// Every ping from the batch's addresses over the span its weblogs' hours cover (one range of
-// pings_received_at), with the site of its weblog: counted per weblog in the process.
+// The most recent pings (at most $4, ADDRESS_PINGS_CAP) from the batch's addresses over the span its
+// weblogs' hours cover (pings_received_at, read newest first), with the site of its weblog: counted per
+// weblog in the process. An address that pinged for 500,000 weblogs within the hour sent them all to the
+// process before.
 const ADDRESS_PINGS = `
 select p.client_addr as addr, floor(extract(epoch from p.received_at) * 1000)::float8 as ms, s.site
 from pings p join weblog_spam s on s.weblog_id = p.weblog_id
 where p.received_at > to_timestamp($2::float8 / 1000.0) - interval '1 hour'
   and p.received_at <= to_timestamp(($3::float8 + 1) / 1000.0)
-  and p.client_addr = any($1::text[])`;
+  and p.client_addr = any($1::text[])
+order by p.received_at desc
+limit $4::int`;
 
 // Per recent item that links off its weblog's site (k): the other weblogs, of another site, that carry an
 // item of the same title or the same link (feed_items_title, feed_items_link).
@@ -145,6 +159,7 @@ export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise
         withSite.map((g) => g.weblogId),
         withSite.map((g) => g.site),
         withSite.map((g) => g.lastMs),
+        SIBLINGS_CAP,
       ]);
       for (const r of rows) byId.get(Number(r.id))!.evidence.siblingsLastHour = Number(r.n);
     }
@@ -156,6 +171,7 @@ export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise
         [...new Set(withAddr.map((g) => g.addr!))],
         Math.min(...lasts),
         Math.max(...lasts),
+        ADDRESS_PINGS_CAP,
       ]);
       const byAddr = new Map<string, { ms: number; site: string | null }[]>();
       for (const r of rows) {

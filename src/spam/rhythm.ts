@@ -7,6 +7,12 @@ import { hostParts } from './domains.js';
 export const RHYTHM_PINGS = 20;
 
 /**
+ * Siblings are counted up to this many (evidence-repository.ts): rhythm.farm's weights change at 5 and 20,
+ * so a count past 100 says nothing more, and counting every weblog of a big farm's domain cost the most.
+ */
+export const SIBLINGS_CAP = 100;
+
+/**
  * Intervals whose spread is this small against their median are a timer's, not a person's. The spread is the
  * median absolute deviation, not the standard deviation: one ping a timer sent late (a slow network, a busy
  * server, a retry) makes one long gap and one short one, and with the standard deviation that alone read a
@@ -43,7 +49,7 @@ export function rhythmReasons(e: WeblogEvidence): Reason[] {
       family: 'rhythm',
       code: 'rhythm.farm',
       weight: e.siblingsLastHour >= 20 ? 0.35 : 0.2,
-      text: `${e.siblingsLastHour} other weblogs of the same domain pinged within the hour`,
+      text: `${e.siblingsLastHour >= SIBLINGS_CAP ? `${SIBLINGS_CAP} or more` : e.siblingsLastHour} other weblogs of the same domain pinged within the hour`,
     });
   }
   // Not on a blog platform: WordPress.com and Blogger ping for thousands of blogs from a few addresses (on

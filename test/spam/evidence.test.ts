@@ -1,0 +1,58 @@
+// The spam evidence gathered by SQL for the rescoring job (src/spam/evidence-repository.ts), against a real
+// database: siblings of one domain and the domains pinged from one address, each counted the way rhythm.ts
+// reads them, and bounded. Regression: a domain with 500,000 weblogs pinged within the hour made the siblings
+// statement join every pair of a 500-weblog batch with all of them; the embedded database ran out of memory
+// and intake waited ~10 s behind it every minute (bench/wrk.ts, 0 pings/s answered).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { startApp, methodCall, readReply, type TestApp } from '../helpers/app.js';
+import { gatherEvidence } from '../../src/spam/evidence-repository.js';
+import { rhythmReasons, SIBLINGS_CAP } from '../../src/spam/rhythm.js';
+
+const tag = randomBytes(3).toString('hex');
+let t: TestApp;
+before(async () => {
+  t = await startApp({ SPAM_FILTER: 'mark', SPAM_RESCORE_INTERVAL: 0, RENDER_SCHEDULER: false, PING_MIN_INTERVAL: 0, PING_HOST_BUDGET: 0 });
+});
+after(async () => {
+  await t.close();
+});
+
+async function ping(url: string, from: string): Promise<void> {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/RPC2',
+    remoteAddress: from,
+    headers: { 'content-type': 'text/xml' },
+    payload: methodCall('weblogUpdates.ping', ['A weblog', url]),
+  });
+  assert.equal(readReply(res.statusCode, res.body).flerror, false, res.body);
+}
+
+const idOf = async (url: string) => Number((await t.app.db.query<{ id: number }>('select id from weblogs where url = $1', [url]))[0].id);
+
+test(`siblings past SIBLINGS_CAP (${SIBLINGS_CAP}) are counted up to it, and the reason says "or more"`, async () => {
+  const farm = Array.from({ length: SIBLINGS_CAP + 30 }, (_, i) => `http://s${i}.farm-${tag}.example/`);
+  for (const u of farm) await ping(u, '192.0.2.10');
+  // The hour before the weblog's own last ping: the farm's last weblog sees every other one.
+  const [g] = await gatherEvidence(t.app.db, [await idOf(farm.at(-1)!)]);
+  assert.equal(g.evidence.siblingsLastHour, SIBLINGS_CAP);
+  const farmReason = rhythmReasons(g.evidence).find((r) => r.code === 'rhythm.farm');
+  assert.equal(farmReason?.text, `${SIBLINGS_CAP} or more other weblogs of the same domain pinged within the hour`);
+  assert.equal(farmReason?.weight, 0.35);
+});
+
+test('below the cap, siblings and the domains pinged from one address are exact', async () => {
+  const few = Array.from({ length: 7 }, (_, i) => `http://f${i}.few-${tag}.example/`);
+  const spread = Array.from({ length: 25 }, (_, i) => `http://blog${i}-${tag}.example/`);
+  for (const u of few) await ping(u, '192.0.2.20');
+  for (const u of spread) await ping(u, '192.0.2.20');
+  const [a] = await gatherEvidence(t.app.db, [await idOf(few[6])]);
+  assert.equal(a.evidence.siblingsLastHour, 6);
+  // Only pings up to the weblog's own last one count: few[6] was pinged before the 25 other domains.
+  assert.equal(a.evidence.domainsFromAddressLastHour, 1);
+  const [b] = await gatherEvidence(t.app.db, [await idOf(spread[24])]);
+  assert.equal(b.evidence.domainsFromAddressLastHour, 26);
+  assert.equal(b.evidence.siblingsLastHour, 0);
+});
