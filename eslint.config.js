@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 import regexp from 'eslint-plugin-regexp';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'src/web/assets/vendor/**', 'data/**', 'coverage/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'src/web/assets/vendor/**', 'data/**', 'coverage/**', '.peers/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

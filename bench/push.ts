@@ -11,7 +11,9 @@
 //
 // Settings: BENCH_PUSH_N (10,100,1000), BENCH_RUNS (rounds per figure, medians; 3), BENCH_BACKENDS
 // (pglite), BENCH_PUSH_SURFACES (websub,rsscloud), BENCH_PROFILE=1 (pingd under --cpu-prof, summarised),
-// BENCH_PUSH_DEBUG=1 (queue depths before each round, each feed fetch, pingd's log), BENCH_PINGD_<VAR>.
+// BENCH_PUSH_DEBUG=1 (queue depths before each round, each feed fetch, pingd's log), BENCH_PINGD_<VAR>,
+// BENCH_PUSH_PEERS=1 (other hubs on the same farm in the same run, rows of their own: flask-websub 0.4.1 and
+// rsscloud-server; bench/lib/peers.ts, installed by bench/lib/peers/setup.sh; off by default).
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
@@ -37,6 +39,8 @@ import { envNumber } from './lib/env.js';
 import { pingdEnv } from './lib/options.js';
 import { summarize } from './profile-summary.js';
 import { monoUs, within } from './lib/cpu-profile.js';
+import { postForm } from './lib/post-form.js';
+import { measurePeer, PEERS_ON, PEER_NOTES } from './lib/peers.js';
 
 const env = process.env;
 const OPTS = {
@@ -165,37 +169,6 @@ async function startFeed(k: number): Promise<Feed> {
     url: `http://${host}:${port}/feed.xml`,
     add: () => void items++,
     close: () => new Promise<void>((r) => server.close(() => r())),
-  });
-}
-
-/** POSTs a form to pingd from `localAddress`; the status and body. */
-function postForm(
-  base: string,
-  path: string,
-  form: Record<string, string>,
-  localAddress?: string,
-): Promise<{ status: number; body: string }> {
-  const body = new URLSearchParams(form).toString();
-  const u = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        localAddress,
-        agent: false,
-        headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let s = '';
-        res.on('data', (c: Buffer) => (s += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: s }));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
   });
 }
 
@@ -358,6 +331,8 @@ interface Line {
   n: number;
   pingd: Round;
   bare: Round;
+  /** BENCH_PUSH_PEERS=1: the surface's peer (bench/lib/peers.ts) on the same farm. */
+  peer?: { name: string; round: Round };
 }
 
 async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: number, dir: string, compiled: CompiledPingd): Promise<Line> {
@@ -409,7 +384,18 @@ async function measure(surface: Surface, backend: 'postgres' | 'pglite', n: numb
         `    round ${k + 1}: pingd ${o.got}/${n} fetched after ${o.fetchMs?.toFixed(0)} ms, p50 ${o.p50.toFixed(0)} ms p99 ${o.p99.toFixed(0)} ms ${o.perSec.toFixed(0)}/s ${o.cpuUsPer.toFixed(0)} µs CPU each; bare ${b.perSec.toFixed(0)}/s p50 ${b.p50.toFixed(0)} ms ${b.cpuUsPer.toFixed(0)} µs`,
       );
     }
-    return { surface, backend, n, pingd: medRound(ours), bare: medRound(bare) };
+    // The peer's rounds on the same farm, pingd stopped first so that its timers do not share the machine.
+    await pingd.stop();
+    pingd = undefined;
+    const peer = PEERS_ON ? await measurePeer(surface, farm, OPTS.runs) : undefined;
+    return {
+      surface,
+      backend,
+      n,
+      pingd: medRound(ours),
+      bare: medRound(bare),
+      peer: peer && { name: peer.name, round: medRound(peer.rounds.map((r) => summarise(r.times, n, r.cpuUs))) },
+    };
   } finally {
     await pingd?.stop();
     if (OPTS.profile) {
@@ -445,9 +431,18 @@ function targets(l: Line): string {
 }
 
 function table(lines: Line[]): string {
-  const rows = lines.map((l) => {
+  const rows = lines.flatMap((l) => {
     const ratio = l.pingd.perSec / l.bare.perSec;
-    return `| ${l.surface} | ${l.backend} | ${l.n} | ${l.pingd.got}/${l.n} | ${fmtS(l.pingd.p50)} / ${fmtS(l.pingd.p99)} | ${l.pingd.perSec.toFixed(0)}/s | ${(l.pingd.cpuUsPer / 1000).toFixed(2)} ms | ${fmtS(l.bare.p50)} / ${fmtS(l.bare.p99)} | ${l.bare.perSec.toFixed(0)}/s | ${(l.bare.cpuUsPer / 1000).toFixed(2)} ms | **${ratio.toFixed(2)}×** | ${targets(l)} |`;
+    const p = l.peer?.round;
+    const peerRow = p
+      ? [
+          `| ${l.surface}: ${l.peer!.name} | — | ${l.n} | ${p.got}/${l.n} | ${fmtS(p.p50)} / ${fmtS(p.p99)} | ${p.perSec.toFixed(0)}/s | ${(p.cpuUsPer / 1000).toFixed(2)} ms | | | | pingd / peer: **${(l.pingd.perSec / p.perSec).toFixed(2)}×** deliveries/s, ${(l.pingd.cpuUsPer / p.cpuUsPer).toFixed(2)}× CPU | |`,
+        ]
+      : [];
+    return [
+      `| ${l.surface} | ${l.backend} | ${l.n} | ${l.pingd.got}/${l.n} | ${fmtS(l.pingd.p50)} / ${fmtS(l.pingd.p99)} | ${l.pingd.perSec.toFixed(0)}/s | ${(l.pingd.cpuUsPer / 1000).toFixed(2)} ms | ${fmtS(l.bare.p50)} / ${fmtS(l.bare.p99)} | ${l.bare.perSec.toFixed(0)}/s | ${(l.bare.cpuUsPer / 1000).toFixed(2)} ms | **${ratio.toFixed(2)}×** | ${targets(l)} |`,
+      ...peerRow,
+    ];
   });
   return [
     '| surface | backend | N | delivered | pingd p50 / p99 publish → delivery | pingd deliveries/s | pingd CPU per delivery | bare p50 / p99 | bare deliveries/s | bare CPU per delivery | pingd / bare | targets |',
@@ -473,6 +468,7 @@ export async function runPush(): Promise<boolean> {
   }
   const md = [
     `pingd as deployed (the tsc build as \`npm start\` runs it, defaults, loopback allowed) and a bare Node sender (\`fetch\`, 8 at a time) posting pingd's last delivered body to the same N callbacks, one subscriber per loopback address; medians of ${OPTS.runs} rounds after one warm-up round. Publish → delivery counts from the publisher's ping (pingd fetches the feed first); deliveries/s is N over the last arrival; CPU is the whole pingd process (the embedded database's thread included) over the round.`,
+    ...(PEERS_ON ? ['', PEER_NOTES] : []),
     '',
     table(lines),
   ].join('\n');
