@@ -76,7 +76,7 @@ where w.id = any($1::bigint[])`;
 // counted up to $4 (SIBLINGS_CAP): weblogs.last_ping_at narrows them before their pings are probed, and
 // each count stops at the cap. Uncapped, a batch of 500 weblogs of one domain that had 500,000 weblogs
 // pinged within the hour joined every pair (the embedded database ran out of memory, and intake waited
-// ~10 s behind the statement each minute).
+// ~8 s behind the statement each minute).
 const SIBLINGS = `
 select b.id, (select count(*) from (
   select 1 from weblog_spam s2
