@@ -56,3 +56,44 @@ test('below the cap, siblings and the domains pinged from one address are exact'
   assert.equal(b.evidence.domainsFromAddressLastHour, 26);
   assert.equal(b.evidence.siblingsLastHour, 0);
 });
+
+test('a sibling that pinged after the weblog counts only with a ping in the hour before its last one', async () => {
+  const site = `late-${tag}.example`;
+  const before = `http://before.${site}/`;
+  const both = `http://both.${site}/`;
+  const weblog = `http://main.${site}/`;
+  const after = `http://after.${site}/`;
+  await ping(before, '192.0.2.30');
+  await ping(both, '192.0.2.30');
+  await ping(weblog, '192.0.2.30');
+  // After the weblog's last ping: `both` again (its earlier ping still counts), `after` for the first time.
+  await ping(both, '192.0.2.30');
+  await ping(after, '192.0.2.30');
+  const [g] = await gatherEvidence(t.app.db, [await idOf(weblog)]);
+  assert.equal(g.evidence.siblingsLastHour, 2);
+});
+
+test('regression: the siblings statement probes a sibling through its own pings, never the hour of every ping', async () => {
+  // On the embedded database (no autovacuum: default estimates) the probe was planned as a bitmap AND with
+  // the whole hour's received_at range: 33 ms a probe once the hour held ~1M pings, a batch for half an hour.
+  const sent: { sql: string; params: unknown[] }[] = [];
+  const db = t.app.db;
+  const recording = {
+    query: <T>(sql: string, params: unknown[] = [], opts?: { name?: string }) => {
+      sent.push({ sql, params });
+      return db.query<T>(sql, params, opts);
+    },
+    exec: (sql: string) => db.exec(sql),
+  };
+  const site = `probe-${tag}.example`;
+  const urls = Array.from({ length: 5 }, (_, i) => `http://p${i}.${site}/`);
+  for (const u of urls) await ping(u, '192.0.2.40');
+  await gatherEvidence(recording, [await idOf(urls[2])]);
+  const siblings = sent.find((s) => s.sql.includes('weblog_spam s2'));
+  assert.ok(siblings, 'the siblings statement was sent');
+  const plan = (await db.query<Record<string, string>>(`explain ${siblings.sql}`, siblings.params))
+    .map((r) => Object.values(r)[0])
+    .join('\n');
+  assert.doesNotMatch(plan, /pings\w*_received_at\w*/, `the probe reads no received_at index:\n${plan}`);
+  assert.match(plan, /weblog_id/, plan);
+});
