@@ -424,7 +424,7 @@ const SPEC = {
   STREAM_REPLAY_ROWS_PER_SECOND: {
     default: '',
     parse: optionalInt(100, 10_000_000),
-    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth; a window another connection already read counts nothing); at the limit replays slow down, they are not refused. Unset: 100000 on PostgreSQL (its own server process does the reading), 30000 on the embedded database (it reads in the one session intake uses)',
+    doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth; a window another connection already read counts nothing); at the limit replays slow down, they are not refused. Unset: 300000 on PostgreSQL (its own server process does the reading and formats the events), 30000 on the embedded database (it reads in the one session intake uses)',
   },
 
   STREAM_REPLAY_CACHE_BYTES: {

@@ -11,17 +11,22 @@ export interface EventRow {
   type: 'ping' | 'verified';
   pos: number;
   pingId: number;
-  name: string | null;
   url: string;
-  changesUrl: string | null;
-  rssUrl: string | null;
   tags: string[] | null;
   method: string | null;
-  receivedAt: Date;
   outcome: string | null;
-  newItems: { title: string | null; link: string | null; guid: string | null }[] | null;
   /** The weblog is held as spam (SPAM_FILTER=hold): sent only to connections that ask `?spam=include`. */
   held: boolean;
+  /**
+   * The event's frame as the database wrote it (`ping` events: PING_FRAME); null when it is formatted from
+   * the fields below (`verified` events, events.ts's toStreamEvent), which the database then leaves null.
+   */
+  frame: string | null;
+  name: string | null;
+  changesUrl: string | null;
+  rssUrl: string | null;
+  receivedAt: Date | null;
+  newItems: { title: string | null; link: string | null; guid: string | null }[] | null;
 }
 
 interface RawRow {
@@ -34,23 +39,45 @@ interface RawRow {
   rss_url: string | null;
   tags: string[] | null;
   method: string | null;
-  received_at: Date;
+  received_at: Date | null;
   outcome: string | null;
   new_items: unknown;
   held: boolean;
+  frame: string | null;
 }
 
 // A job's ping is looked up by (id, received_at), one row per job (LATERAL): the received_at picks its day
 // partition when the statement runs; a plain join was planned as a hash join over every partition.
 // `held`: one probe of weblog_spam's partial index of held weblogs per event (notHeldId, negated).
-const PING_COLS = `p.name, p.url, p.changes_url, p.rss_url, p.tags, p.method, p.received_at, null::text as outcome, null::jsonb as new_items,
-  not ${notHeldId('p.weblog_id')} as held`;
+
+/** JSON of a nullable column, as JSON.stringify writes it (to_json escapes strings as it does: tested). */
+const json = (col: string) => `coalesce(to_json(${col})::text, 'null')`;
+/**
+ * A `ping` event's frame, written by the database: the bytes events.ts's toStreamEvent writes from the same
+ * row (test/push/stream/event-frames.test.ts compares them on nasty input), `receivedAt` in
+ * Date.toISOString()'s form (milliseconds, cut, not rounded, as the driver's Date is). Why here: in a 1M-ping
+ * replay on PostgreSQL, parsing the row's columns into a Date and objects and formatting them took about
+ * half of pingd's 11 µs of CPU per event; the database formats it on its own core, and pingd reads one
+ * string. `$pos` is the event's position (the ping's id, or its release under VERIFY_PINGS=require).
+ */
+const pingFrame = (pos: string) =>
+  `'id: ' || ${pos} || E'\\nevent: ping\\ndata: {"id":' || p.id || ',"name":' || ${json('p.name')} || ',"url":' || to_json(p.url)::text ||
+   ',"changesUrl":' || ${json('p.changes_url')} || ',"rssUrl":' || ${json('p.rss_url')} || ',"tags":' || coalesce(to_json(p.tags)::text, '[]') ||
+   ',"method":' || ${json('p.method')} || ',"receivedAt":"' || to_char(p.received_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"' ||
+   case when h.held then ',"held":true' else '' end || E'}\\n\\n'`;
+/** The columns of a `ping` event: what filters look at, and its frame (the other fields stay null). */
+const pingCols = (pos: string) => `p.id as ping_id, p.url, p.tags, p.method, h.held, ${pingFrame(pos)} as frame,
+  null::text as name, null::text as changes_url, null::text as rss_url, null::timestamptz as received_at, null::text as outcome, null::jsonb as new_items`;
+/** Whether the ping's weblog is held, once per row (pingCols reads it twice). */
+const PING_HELD = `cross join lateral (select not ${notHeldId('p.weblog_id')} as held) h`;
 const VERIFIED_HELD = `not ${notHeldId('v.weblog_id')} as held`;
+/** A `verified` event's columns, in pingCols's order: formatted by toStreamEvent (frame null). */
+const VERIFIED_COLS = `v.ping_id, w.url, p.tags, null::text as method, ${VERIFIED_HELD}, null::text as frame,
+  null::text as name, null::text as changes_url, null::text as rss_url, v.received_at, v.outcome, v.new_items`;
 
 /** `verified` events: every settled verification, by its stamped position. */
 const VERIFIED = `
-  (select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
-          p.tags, null::text as method, v.received_at, v.outcome, v.new_items, ${VERIFIED_HELD}
+  (select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 order by v.event_id limit $2)`;
 
@@ -61,11 +88,12 @@ const VERIFIED = `
  */
 const EVENTS_AFTER = {
   listed: `select * from (
-    (select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 order by p.id limit $2)
+    (select 'ping' as type, p.id as pos, ${pingCols('p.id')} from pings p ${PING_HELD} where p.id > $1 order by p.id limit $2)
     union all ${VERIFIED}) e order by pos limit $2`,
   require: `select * from (
-    (select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
-       from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p where v.release_id > $1 order by v.release_id limit $2)
+    (select 'ping' as type, v.release_id as pos, ${pingCols('v.release_id')}
+       from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
+      where v.release_id > $1 order by v.release_id limit $2)
     union all ${VERIFIED}) e order by pos limit $2`,
 };
 
@@ -75,16 +103,17 @@ const eventRow = (r: RawRow): EventRow => ({
   type: r.type,
   pos: Number(r.pos),
   pingId: Number(r.ping_id),
-  name: r.name,
   url: r.url,
-  changesUrl: r.changes_url,
-  rssUrl: r.rss_url,
   tags: r.tags,
   method: r.method,
-  receivedAt: new Date(r.received_at),
   outcome: r.outcome,
-  newItems: r.new_items as EventRow['newItems'],
   held: Boolean(r.held),
+  frame: r.frame,
+  name: r.name,
+  changesUrl: r.changes_url,
+  rssUrl: r.rss_url,
+  receivedAt: r.received_at === null ? null : new Date(r.received_at),
+  newItems: r.new_items as EventRow['newItems'],
 });
 
 export async function eventsAfter(q: Queryable, rule: ReleaseRule, after: number, limit: number): Promise<EventRow[]> {
@@ -139,16 +168,15 @@ function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; nam
     const m = method ? ` and p.method = any(${method}::text[])` : '';
     branches.push(
       rule === 'listed'
-        ? `select 'ping' as type, p.id as pos, p.id as ping_id, ${PING_COLS} from pings p where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}${m}`
-        : `select 'ping' as type, v.release_id as pos, p.id as ping_id, ${PING_COLS}
-             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p
+        ? `select 'ping' as type, p.id as pos, ${pingCols('p.id')} from pings p ${PING_HELD} where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}${m}`
+        : `select 'ping' as type, v.release_id as pos, ${pingCols('v.release_id')}
+             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
             where v.release_id > $1 and v.release_id <= $2${tests('p.url', 'p.tags')}${m}`,
     );
   }
   if (f.verified) {
     const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
-    branches.push(`select 'verified' as type, v.event_id as pos, v.ping_id, null::text as name, w.url, null::text as changes_url, null::text as rss_url,
-          p.tags, null::text as method, v.received_at, v.outcome, v.new_items, ${VERIFIED_HELD}
+    branches.push(`select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}
      from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
     where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}${o}`);
   }

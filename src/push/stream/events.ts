@@ -75,9 +75,24 @@ function eventHost(url: string): string {
 
 /**
  * The frame of one event. `data` is one line of JSON (JSON.stringify escapes every line break, so an event
- * never splits), `id` the position a reconnecting client names in Last-Event-ID.
+ * never splits), `id` the position a reconnecting client names in Last-Event-ID. A `ping` event read from
+ * the database comes with its frame written there (event-repository.ts's pingFrame, the same bytes).
  */
 export function toStreamEvent(r: EventRow): StreamEvent {
+  return new FormattedEvent(
+    r.pos,
+    r.type,
+    r.url,
+    r.tags === null ? [] : r.tags.map((t) => t.toLowerCase()),
+    r.type === 'ping' ? r.method : null,
+    r.type === 'verified' ? r.outcome : null,
+    r.held,
+    r.frame ?? formatFrame(r),
+  );
+}
+
+/** A frame formatted here from the row's fields (`verified` events; the reference pingFrame is tested against). */
+export function formatFrame(r: EventRow): string {
   const data =
     r.type === 'ping'
       ? {
@@ -88,20 +103,11 @@ export function toStreamEvent(r: EventRow): StreamEvent {
           rssUrl: r.rssUrl,
           tags: r.tags ?? [],
           method: r.method,
-          receivedAt: r.receivedAt.toISOString(),
+          receivedAt: r.receivedAt?.toISOString() ?? null,
           ...(r.held ? { held: true } : {}),
         }
       : { id: r.pingId, url: r.url, outcome: r.outcome, newItems: r.newItems ?? [], ...(r.held ? { held: true } : {}) };
-  return new FormattedEvent(
-    r.pos,
-    r.type,
-    r.url,
-    (r.tags ?? []).map((t) => t.toLowerCase()),
-    r.type === 'ping' ? r.method : null,
-    r.type === 'verified' ? r.outcome : null,
-    r.held,
-    `id: ${r.pos}\nevent: ${r.type}\ndata: ${JSON.stringify(data)}\n\n`,
-  );
+  return `id: ${r.pos}\nevent: ${r.type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 /**

@@ -92,13 +92,14 @@ export class ReplayReader {
       return meanwhile;
     }
     const read = async () => {
+      const startedAt = performance.now();
       let rows: EventRow[] = [];
       try {
         // On the embedded database, behind intake's statements, one at a time with renders and retention.
         rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
       } finally {
         const cost = replayCost(rows.length, upto - after);
-        if (turn === NO_TURN) this.gate.charge(cost);
+        if (turn === NO_TURN) this.gate.charge(cost, startedAt);
         else turn(cost);
         this.opts.onReplayRead?.(rows.length, upto - after);
       }

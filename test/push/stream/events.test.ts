@@ -32,6 +32,7 @@ const row = (over: Partial<EventRow> = {}): EventRow => ({
   outcome: null,
   newItems: null,
   held: false,
+  frame: null,
   ...over,
 });
 

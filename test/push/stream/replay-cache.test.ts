@@ -21,6 +21,7 @@ const row = (pos: number, url = 'http://a.example/'): EventRow => ({
   outcome: null,
   newItems: null,
   held: false,
+  frame: null,
 });
 const win = (...pos: number[]) =>
   new ReplayWindow(

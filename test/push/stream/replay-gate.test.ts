@@ -72,6 +72,28 @@ test('reads are paced by what they cost, all replays together: 500 rows at 1,000
   assert.deepEqual(granted, ['a', 'b', 'c', 'd']);
 });
 
+test('the pace counts from when a read started: one that took as long as its cost allows the next at once', async () => {
+  const g = gate(2, 1000);
+  const granted: string[] = [];
+  const turns = new Map<string, Turn | null>();
+  ask(g, ['a'], granted, turns);
+  await settle();
+  mock.timers.tick(500); // the read takes 500 ms
+  turns.get('a')!(500); // and cost 500 rows: 500 ms at 1,000 rows/s, already spent
+  ask(g, ['b'], granted, turns);
+  await settle();
+  assert.deepEqual(granted, ['a', 'b'], 'no wait added to the time the read took');
+  mock.timers.tick(100);
+  turns.get('b')!(500); // took 100 ms: the next read waits for the other 400
+  ask(g, ['c'], granted, turns);
+  mock.timers.tick(399);
+  await settle();
+  assert.deepEqual(granted, ['a', 'b']);
+  mock.timers.tick(1);
+  await settle();
+  assert.deepEqual(granted, ['a', 'b', 'c']);
+});
+
 test('a read made without a turn is charged to the pace too', async () => {
   const g = gate(2, 1000);
   g.charge(250);
