@@ -291,11 +291,13 @@ export async function runHardening(opts: HardeningOptions): Promise<boolean> {
     const group =
       cases.length && cases.every(isAttackCase)
         ? { scenario: 'attacks', title: 'Attacks on intake' }
-        : cases.every((c) => fanout.includes(c))
-          ? { scenario: 'fanout', title: 'Bounded fan-out' }
-          : cases.every((c) => (FEED_CASES as readonly unknown[]).includes(c))
-            ? { scenario: 'feeds', title: 'Hostile feeds' }
-            : { scenario: 'hardening', title: 'Hostile clients and inputs' };
+        : cases.length && cases.every((c) => (STREAM_REPLAY_CASES as readonly unknown[]).includes(c))
+          ? { scenario: 'replay', title: 'Stream replays' }
+          : cases.every((c) => fanout.includes(c))
+            ? { scenario: 'fanout', title: 'Bounded fan-out' }
+            : cases.every((c) => (FEED_CASES as readonly unknown[]).includes(c))
+              ? { scenario: 'feeds', title: 'Hostile feeds' }
+              : { scenario: 'hardening', title: 'Hostile clients and inputs' };
     log(`results written to ${recordRun({ ...group, started, markdown: md, backends: opts.backends }).join(', ')}`);
   }
   return all.every((m) => m.r);

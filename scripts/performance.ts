@@ -30,6 +30,7 @@ export const PAGE_ORDER: { page: string; heading?: string }[] = [
   { page: 'multi', heading: 'Several instances' },
   { page: 'failover', heading: 'Failover' },
   { page: 'stream', heading: 'Live stream' },
+  { page: 'replay', heading: 'Stream replays' },
   { page: 'push', heading: 'Push fan-out' },
   { page: 'ping-hosts', heading: 'Intake with verification on' },
   { page: 'verify', heading: 'Verification' },
