@@ -22,6 +22,12 @@ export const RECENT_ITEMS = 10;
  * more within the hour is counted by its latest 5,000 (a lower bound for windows that end earlier).
  */
 export const ADDRESS_PINGS_CAP = 5_000;
+/**
+ * Weblogs per siblings statement. A weblog of a busy domain costs up to SIBLINGS_CAP lookups: a batch of 500
+ * in one statement held the embedded database's one session for 1.0-1.3 s (wrk bench as deployed, 200,000
+ * new weblogs), intake's pings waiting behind it; 50 a statement let intake's statements in between.
+ */
+export const SIBLINGS_STATEMENT_WEBLOGS = 50;
 
 /** One weblog's evidence, with what the job needs to write its score. */
 export interface GatheredWeblog {
@@ -82,12 +88,15 @@ where w.id = any($1::bigint[])`;
 // EXISTS with both bounds, the embedded database (no autovacuum, default selectivities) planned it as a
 // bitmap AND with the hour's whole received_at range, 33 ms a probe once the hour held ~1M pings: 20
 // weblogs took 70 s, a batch of 500 would hold the one session, intake included, for half an hour. The
-// same 500 take 0.6 s this way. (Ids and times agree but for a commit batch's milliseconds.)
+// same 500 take 0.6 s this way. (Ids and times agree but for a commit batch's milliseconds.) Each sibling's
+// weblog row is looked up by its key (LATERAL … LIMIT 1 is never turned into a join): as a join it was
+// planned as a hash of every weblog pinged in the hour, once per weblog of the batch (the wrk bench's
+// 200,000 new weblogs: 0.6–5 s a batch on the embedded database, intake waiting behind it).
 const SIBLINGS = `
 select b.id, (select count(*) from (
   select 1 from weblog_spam s2
-  join weblogs w2 on w2.id = s2.weblog_id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
-  where s2.site = b.site and s2.weblog_id <> b.id
+  cross join lateral (select w.last_ping_at from weblogs w where w.id = s2.weblog_id limit 1) w2
+  where s2.site = b.site and s2.weblog_id <> b.id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
     and (w2.last_ping_at <= to_timestamp((b.t_ms + 1) / 1000.0)
       or (select p.received_at from pings p
            where p.weblog_id = s2.weblog_id and p.received_at <= to_timestamp((b.t_ms + 1) / 1000.0)
@@ -160,11 +169,12 @@ export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise
     const timed = out.filter((g) => g.lastMs !== null);
 
     const withSite = timed.filter((g) => g.site !== null);
-    if (withSite.length) {
+    for (let i = 0; i < withSite.length; i += SIBLINGS_STATEMENT_WEBLOGS) {
+      const part = withSite.slice(i, i + SIBLINGS_STATEMENT_WEBLOGS);
       const rows = await q.query<{ id: number; n: number }>(SIBLINGS, [
-        withSite.map((g) => g.weblogId),
-        withSite.map((g) => g.site),
-        withSite.map((g) => g.lastMs),
+        part.map((g) => g.weblogId),
+        part.map((g) => g.site),
+        part.map((g) => g.lastMs),
         SIBLINGS_CAP,
       ]);
       for (const r of rows) byId.get(Number(r.id))!.evidence.siblingsLastHour = Number(r.n);
