@@ -91,7 +91,7 @@ where w.id = any($1::bigint[])`;
 // same 500 take 0.6 s this way. (Ids and times agree but for a commit batch's milliseconds.) Each sibling's
 // weblog row is looked up by its key (LATERAL … LIMIT 1 is never turned into a join): as a join it was
 // planned as a hash of every weblog pinged in the hour, once per weblog of the batch (the wrk bench's
-// 200,000 new weblogs: 0.6–5 s a batch on the embedded database, intake waiting behind it).
+// 200,000 new weblogs: 0.6–18 s a batch on the embedded database, intake waiting behind it).
 const SIBLINGS = `
 select b.id, (select count(*) from (
   select 1 from weblog_spam s2

@@ -58,7 +58,7 @@ const json = (col: string) => `coalesce(to_json(${col})::text, 'null')`;
  * Date.toISOString()'s form (milliseconds, cut, not rounded, as the driver's Date is). Why here: in a 1M-ping
  * replay on PostgreSQL, parsing the row's columns into a Date and objects and formatting them took about
  * half of pingd's 11 µs of CPU per event; the database formats it on its own core, and pingd reads one
- * string. `$pos` is the event's position (the ping's id, or its release under VERIFY_PINGS=require).
+ * string. `pos` is the event's position (the ping's id, or its release under VERIFY_PINGS=require).
  */
 const pingFrame = (pos: string) =>
   `'id: ' || ${pos} || E'\\nevent: ping\\ndata: {"id":' || p.id || ',"name":' || ${json('p.name')} || ',"url":' || to_json(p.url)::text ||
