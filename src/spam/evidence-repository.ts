@@ -23,11 +23,17 @@ export const RECENT_ITEMS = 10;
  */
 export const ADDRESS_PINGS_CAP = 5_000;
 /**
- * Weblogs per siblings statement. A weblog of a busy domain costs up to SIBLINGS_CAP lookups: a batch of 500
- * in one statement held the embedded database's one session for 1.0-1.3 s (wrk bench as deployed, 200,000
- * new weblogs), intake's pings waiting behind it; 50 a statement let intake's statements in between.
+ * Weblogs per siblings statement. A weblog costs up to 2 × SIBLINGS_WALK look-ups of a sibling's row (and
+ * a probe of its pings each): 50 weblogs a statement held the embedded database's one session for 0.5-0.65 s
+ * in the wrk bench (new weblogs of one domain, ~7,000 pings/s), intake's pings waiting behind it (p99 452 ms
+ * in that run); 10 a statement lets intake's statements in between.
  */
-export const SIBLINGS_STATEMENT_WEBLOGS = 50;
+export const SIBLINGS_STATEMENT_WEBLOGS = 10;
+/**
+ * Siblings examined on each side of a weblog (SIBLINGS): twice the cap, so a farm's weblog reaches the cap
+ * through siblings that do not count (first pinged after it, or quiet for the hour) among its nearest.
+ */
+export const SIBLINGS_WALK = 2 * SIBLINGS_CAP;
 
 /** One weblog's evidence, with what the job needs to write its score. */
 export interface GatheredWeblog {
@@ -79,24 +85,31 @@ from weblogs w join weblog_spam s on s.weblog_id = w.id
 where w.id = any($1::bigint[])`;
 
 // Other scored weblogs of the same site with a ping in the hour before the weblog's last ping ($3, ms),
-// counted up to $4 (SIBLINGS_CAP): weblogs.last_ping_at narrows them before their pings are probed, and
-// each count stops at the cap. Uncapped, a batch of 500 weblogs of one domain that had 500,000 weblogs
-// pinged within the hour joined every pair (the embedded database ran out of memory, and intake waited
-// ~8 s behind the statement each minute).
+// counted up to $4 (SIBLINGS_CAP) among the $5 (SIBLINGS_WALK) created nearest before it and the $5
+// nearest after it (weblog ids come in order of first ping; weblog_spam_site_weblog walks them). A farm's
+// splogs are made in bursts, so its nearest siblings are the farm; a domain with more weblogs than that is
+// counted from the nearest only, a lower bound. REGRESSION: walking every weblog of the site, a weblog of a
+// domain with 60,000 weblogs pinged after it probed all 60,000 (none could count, so the cap never ended
+// the walk): 9-11 s a statement of 50 weblogs on the embedded database, no ping answered meanwhile (the wrk
+// bench's new weblogs, all of one domain). A sibling first pinged after the weblog's last ping cannot count
+// and is passed over without a probe.
 // A sibling whose last ping falls in that hour needs no probe. Otherwise the probe walks the sibling's
 // own pings newest first (pings_weblog_id) to the first at or before the weblog's last ping: written as
 // EXISTS with both bounds, the embedded database (no autovacuum, default selectivities) planned it as a
 // bitmap AND with the hour's whole received_at range, 33 ms a probe once the hour held ~1M pings: 20
-// weblogs took 70 s, a batch of 500 would hold the one session, intake included, for half an hour. The
-// same 500 take 0.6 s this way. (Ids and times agree but for a commit batch's milliseconds.) Each sibling's
-// weblog row is looked up by its key (LATERAL … LIMIT 1 is never turned into a join): as a join it was
-// planned as a hash of every weblog pinged in the hour, once per weblog of the batch (the wrk bench's
-// 200,000 new weblogs: 0.6–18 s a batch on the embedded database, intake waiting behind it).
+// weblogs took 70 s. (Ids and times agree but for a commit batch's milliseconds.) Each sibling's weblog row
+// is looked up by its key (LATERAL … LIMIT 1 is never turned into a join): as a join it was planned as a
+// hash of every weblog pinged in the hour, once per weblog of the batch (0.6–18 s a batch).
 const SIBLINGS = `
 select b.id, (select count(*) from (
-  select 1 from weblog_spam s2
-  cross join lateral (select w.last_ping_at from weblogs w where w.id = s2.weblog_id limit 1) w2
-  where s2.site = b.site and s2.weblog_id <> b.id and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
+  select 1 from (
+    (select s2.weblog_id from weblog_spam s2 where s2.site = b.site and s2.weblog_id < b.id order by s2.weblog_id desc limit $5::int)
+    union all
+    (select s2.weblog_id from weblog_spam s2 where s2.site = b.site and s2.weblog_id > b.id order by s2.weblog_id limit $5::int)
+  ) s2
+  cross join lateral (select w.first_ping_at, w.last_ping_at from weblogs w where w.id = s2.weblog_id limit 1) w2
+  where w2.first_ping_at <= to_timestamp((b.t_ms + 1) / 1000.0)
+    and w2.last_ping_at > to_timestamp(b.t_ms / 1000.0) - interval '1 hour'
     and (w2.last_ping_at <= to_timestamp((b.t_ms + 1) / 1000.0)
       or (select p.received_at from pings p
            where p.weblog_id = s2.weblog_id and p.received_at <= to_timestamp((b.t_ms + 1) / 1000.0)
@@ -176,6 +189,7 @@ export async function gatherEvidence(q: Queryable, weblogIds: number[]): Promise
         part.map((g) => g.site),
         part.map((g) => g.lastMs),
         SIBLINGS_CAP,
+        SIBLINGS_WALK,
       ]);
       for (const r of rows) byId.get(Number(r.id))!.evidence.siblingsLastHour = Number(r.n);
     }

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startApp, methodCall, readReply, type TestApp } from '../helpers/app.js';
-import { gatherEvidence } from '../../src/spam/evidence-repository.js';
+import { gatherEvidence, SIBLINGS_WALK } from '../../src/spam/evidence-repository.js';
 import { rhythmReasons, SIBLINGS_CAP } from '../../src/spam/rhythm.js';
 
 const tag = randomBytes(3).toString('hex');
@@ -100,3 +100,59 @@ test('regression: the siblings statement probes a sibling through its own pings,
   assert.doesNotMatch(plan, /Seq Scan on weblogs\b/, `no weblogs scan:\n${plan}`);
   assert.match(plan, /weblogs_pkey/, plan);
 });
+
+test('regression: a weblog of a domain with thousands of weblogs pinged after it walks a bounded number of siblings', async () => {
+  // The wrk bench's pings for new weblogs, all of one domain: each earlier weblog's statement probed every
+  // later sibling (none could count, so the cap never ended the walk), 9-11 s a statement of 50 weblogs on
+  // the embedded database, and pingd answered no ping meanwhile.
+  const db = t.app.db;
+  const site = `crowd-${tag}.example`;
+  const weblog = `http://first.${site}/`;
+  await ping(weblog, '192.0.2.50');
+  const id = await idOf(weblog);
+  const later = 3 * SIBLINGS_WALK;
+  // Weblogs of the same domain first pinged after it (written directly: thousands of pings through intake
+  // would take longer than the point needs).
+  await db.query(
+    `with w as (
+       insert into weblogs (url, name, first_ping_at, last_ping_at)
+       select 'http://c' || g || '.' || $2 || '/', 'crowd', now() + interval '1 second', now() + interval '1 second'
+         from generate_series(1, $1::int) g
+       returning id, url, last_ping_at
+     ), s as (
+       insert into weblog_spam (weblog_id, url, score, site) select id, url, 0, $2 from w
+     )
+     insert into pings (weblog_id, received_at, method, name, url) select id, last_ping_at, 'ping', 'crowd', url from w`,
+    [later, site],
+  );
+  const sent: { sql: string; params: unknown[] }[] = [];
+  const recording = {
+    query: <T>(sql: string, params: unknown[] = [], opts?: { name?: string }) => {
+      sent.push({ sql, params });
+      return db.query<T>(sql, params, opts);
+    },
+    exec: (sql: string) => db.exec(sql),
+  };
+  const [g] = await gatherEvidence(recording, [id]);
+  assert.equal(g.evidence.siblingsLastHour, 0, 'none of them pinged in the hour before its last ping');
+  const siblings = sent.find((s) => s.sql.includes('weblog_spam s2'))!;
+  const [row] = await db.query<Record<string, unknown>>(`explain (analyze, format json) ${siblings.sql}`, siblings.params);
+  const raw = Object.values(row)[0];
+  const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan: PlanNode }[];
+  // Rows the scans of weblog_spam returned for the sibling walk (every loop's), against what the site holds.
+  let walked = 0;
+  const visit = (n: PlanNode) => {
+    if (n['Relation Name'] === 'weblog_spam') walked += n['Actual Rows'] * n['Actual Loops'];
+    for (const c of n.Plans ?? []) visit(c);
+  };
+  visit(plan[0].Plan);
+  assert.ok(walked > 0, 'the plan read weblog_spam');
+  assert.ok(walked <= 2 * SIBLINGS_WALK, `walked ${walked} siblings of ${later}; at most ${2 * SIBLINGS_WALK}`);
+});
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  Plans?: PlanNode[];
+}
