@@ -32,6 +32,7 @@ import { renders } from './renders.js';
 import { runHardening } from './hardening.js';
 import { runWeb } from './web.js';
 import { runWrkBench } from './wrk.js';
+import { runRenderTick } from './render-tick.js';
 import { runSoak } from './soak.js';
 import { runScale } from './scale.js';
 import { runMulti } from './multi.js';
@@ -82,6 +83,11 @@ export const SCENARIOS: { ids: string[]; module: string; what: string; by?: stri
   { ids: ['web'], module: 'bench/web.ts', what: 'intake with /status open in Chromium; /api/stats and /weblog on 1M pings' },
   { ids: ['wrk'], module: 'bench/wrk.ts', what: 'the HTTP ratios with wrk, as deployed and stopped, optional profiles (only when named)' },
   {
+    ids: ['render-tick'],
+    module: 'bench/render-tick.ts',
+    what: "the renderer's CPU per tick with 10k, 100k and 720k weblogs in the hour, 200 new a second (only when named)",
+  },
+  {
     ids: ['push'],
     module: 'bench/push.ts',
     what: 'WebSub and rssCloud fan-out to 10, 100, 1,000 subscribers beside a bare Node sender (embedded unless BENCH_BACKENDS)',
@@ -109,7 +115,7 @@ export function benchHelp(source = readFileSync(new URL(import.meta.url), 'utf8'
   return [
     ...lines,
     '',
-    'Scenarios (BENCH_SCENARIOS, comma-separated ids; default all but wrk; a flag runs its scenario alone):',
+    'Scenarios (BENCH_SCENARIOS, comma-separated ids; default all but wrk and render-tick; a flag runs its scenario alone):',
     ...rows,
     `Flags: --help, --write, ${Object.keys(ALONE).join(', ')}.`,
   ].join('\n');
@@ -161,17 +167,23 @@ async function main(): Promise<number> {
     OPTS.scenarios?.includes('wrk')
       ? runWrkBench({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })
       : Promise.resolve(true);
+  // `render-tick` (bench/render-tick.ts) likewise; only when named (seeding 720k weblogs takes minutes).
+  const renderTick = () =>
+    OPTS.scenarios?.includes('render-tick')
+      ? runRenderTick({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write })
+      : Promise.resolve(true);
   // `spam` (bench/spam.ts) likewise; pure CPU, no server or database.
   const spam = () =>
     wanted('spam') ? runSpam({ databaseUrl: OPTS.databaseUrl, backends: OPTS.backends, write: OPTS.write }) : Promise.resolve(true);
   // `push` (bench/push.ts) likewise: its own servers, the embedded database unless BENCH_BACKENDS says.
   const push = () => (wanted('push') ? runPush() : Promise.resolve(true));
-  if (OPTS.scenarios?.every((s) => s === 'hardening' || s === 'web' || s === 'wrk' || s === 'spam' || s === 'push')) {
+  if (OPTS.scenarios?.every((s) => ['hardening', 'web', 'wrk', 'render-tick', 'spam', 'push'].includes(s))) {
     const hardened = await hardening();
+    const tickOk = await renderTick();
     const webOk = await web();
     const spamOk = await spam();
     const pushOk = await push();
-    return (await wrkBench()) && webOk && hardened && spamOk && pushOk ? 0 : 1;
+    return (await wrkBench()) && webOk && hardened && spamOk && pushOk && tickOk ? 0 : 1;
   }
   const baseline = await startBaseline();
   const feedHosts = wanted('ping') || wanted('ping-hosts') ? await spreadWeblogHosts() : undefined;
@@ -244,6 +256,7 @@ async function main(): Promise<number> {
   if (!(await hardening())) ok = false;
   if (!(await web())) ok = false;
   if (!(await wrkBench())) ok = false;
+  if (!(await renderTick())) ok = false;
   if (!(await spam())) ok = false;
   if (!(await push())) ok = false;
   return ok ? 0 : 1;

@@ -24,6 +24,7 @@ export const PAGE_ORDER: { page: string; heading?: string }[] = [
   { page: 'intake', heading: 'Intake' },
   { page: 'documents', heading: 'Serving the documents' },
   { page: 'renders', heading: 'Rendering' },
+  { page: 'render-tick', heading: 'Renderer CPU per tick' },
   { page: 'wrk', heading: 'HTTP ratios with wrk' },
   { page: 'scale', heading: 'A month of pings' },
   { page: 'soak', heading: 'Sustained load' },

@@ -15,7 +15,10 @@ test('npm run bench -- --help lists the scenarios and flags, exits 0 and starts 
   child.stderr.on('data', (d) => (err += d));
   const code = await new Promise<number | null>((r) => child.on('exit', r));
   assert.equal(code, 0, err);
-  assert.match(out, /^Scenarios \(BENCH_SCENARIOS, comma-separated ids; default all but wrk; a flag runs its scenario alone\):$/m);
+  assert.match(
+    out,
+    /^Scenarios \(BENCH_SCENARIOS, comma-separated ids; default all but wrk and render-tick; a flag runs its scenario alone\):$/m,
+  );
   // One module per scenario, and every module it names exists.
   const listed = [...out.matchAll(/^ {2}(\S.*?)\s+(bench\/[\w-]+\.ts): /gm)].map((m) => ({ ids: m[1], module: m[2] }));
   assert.deepEqual(
@@ -27,6 +30,7 @@ test('npm run bench -- --help lists the scenarios and flags, exits 0 and starts 
       'bench/hardening.ts',
       'bench/web.ts',
       'bench/wrk.ts',
+      'bench/render-tick.ts',
       'bench/push.ts',
       'bench/spam.ts',
       'bench/soak.ts',
