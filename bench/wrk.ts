@@ -7,7 +7,7 @@
 //   ping       durable XML-RPC weblogUpdates.ping, a new weblog (on a host of its own) per request, against
 //              the baseline's fixed XML-RPC reply.
 // pingd and the baseline alternate (warm-up each, then BENCH_RUNS pairs, the order swapped every pair);
-// medians, ratio = median of the per-pair ratios. Each case waits for pingd to be idle first (settleCpu). The
+// medians, ratio = median of the per-pair ratios. Each case waits for pingd to be idle first (lib/cpu.ts's waitIdle). The
 // document is rendered beforehand by another pingd
 // process on the same database; then every case is measured with pingd as deployed (renderer on its
 // schedule, verification on, the pings naming weblogs on loopback weblog hosts) and with the renderer and
@@ -45,7 +45,7 @@ import {
 } from './lib/servers.js';
 import { runLoad, median } from './lib/load.js';
 import { pingSpec, documentSpec, sample } from './lib/scenarios.js';
-import { snapshot, diff, cpuMicros } from './lib/cpu.js';
+import { snapshot, diff, waitIdle, IDLE_SHARE, IDLE_WINDOW_MS } from './lib/cpu.js';
 import { recordRun } from './lib/results.js';
 import { ensureWrk, fixedScript, pingScript, runWrk, scriptFile, type WrkRun } from './lib/wrk.js';
 import { window, normalise, latestProfile, threadProfiles, workerLines, monoUs, profileText, analyse } from './lib/cpu-profile.js';
@@ -153,40 +153,6 @@ async function settledEtag(url: string, timeoutMs = 90_000): Promise<string> {
     } else if (Date.now() - since >= 12_000) return etag;
     if (Date.now() > until) throw new Error(`${PATH} was still re-rendered with new ETags after ${timeoutMs} ms`);
     await sleep(1000);
-  }
-}
-
-/** A case starts once pingd's CPU (and its database's) stayed below this share of a core over IDLE_WINDOW_MS. */
-const IDLE_SHARE = 0.05;
-const IDLE_WINDOW_MS = 5000;
-const IDLE_TIMEOUT_MS = 240_000;
-
-/**
- * Waits until pingd has finished the work earlier cases left it (as deployed: rendering and verifying the
- * ping case's 100,000+ pings, rescoring their weblogs), so each case measures its own requests. REGRESSION:
- * the 304 as deployed was measured while pingd digested the stopped configuration's ping run: 71-75%
- * against 99% when nothing preceded it (pglite, same machine, same hour). Returns the note for the row.
- */
-async function settleCpu(pingd: Child, db: BenchDatabase): Promise<string> {
-  const started = Date.now();
-  const samples: { at: number; us: number }[] = [];
-  const total = async () => {
-    let us = cpuMicros(pingd.proc.pid!);
-    for (const pid of await db.backendPids()) us += cpuMicros(pid);
-    return us;
-  };
-  for (;;) {
-    samples.push({ at: performance.now(), us: await total() });
-    const first = samples.find((x) => samples[samples.length - 1].at - x.at <= IDLE_WINDOW_MS)!;
-    const last = samples[samples.length - 1];
-    const span = last.at - first.at;
-    if (span >= IDLE_WINDOW_MS - 500 && (last.us - first.us) / 1000 / span < IDLE_SHARE) {
-      const waited = Math.round((Date.now() - started) / 1000);
-      return waited > Math.ceil(IDLE_WINDOW_MS / 1000) + 1 ? `started after ${waited} s of pingd finishing earlier work` : '';
-    }
-    if (Date.now() - started > IDLE_TIMEOUT_MS)
-      return `pingd still at ${Math.round(((last.us - first.us) / 1000 / span) * 100)}% of a core after ${IDLE_TIMEOUT_MS / 1000} s: measured busy`;
-    await sleep(500);
   }
 }
 
@@ -508,6 +474,7 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
     let intake: Awaited<ReturnType<typeof pingOutcomes>> | undefined;
     for (const config of s.configs) {
       pingd = await launcher.start(pingdEnv(CONFIGS[config].env, db));
+      const pid = pingd.proc.pid!;
       let etag = '';
       if (needDoc) {
         etag = await settledEtag(pingd.url);
@@ -515,7 +482,11 @@ async function runBackend(backend: 'postgres' | 'pglite', s: Settings, databaseU
       }
       const all = cases(etag, `${tag}${config[0]}`, config === 'deployed' ? feedHosts?.port : undefined);
       for (const c of all.filter((x) => s.cases.includes(x.id))) {
-        const idle = await settleCpu(pingd, db);
+        const idle = await waitIdle(
+          () => [pid],
+          () => db.backendPids(),
+          'pingd',
+        );
         if (idle) log(`${backend}, ${CONFIGS[config].label}, ${c.id}: ${idle}`);
         const before = c.id === 'ping' ? await pingOutcomes(pingd.url) : undefined;
         const m = await measureCase(c, backend, pingd, baseline, db, s);

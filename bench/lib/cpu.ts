@@ -49,3 +49,38 @@ export function diff(a: CpuSnapshot, b: CpuSnapshot): CpuUse {
   const loadgenUs = b.self - a.self;
   return { serverUs, loadgenUs, dbUs, serverCores: serverUs / wallUs, loadgenCores: loadgenUs / wallUs, dbCores: dbUs / wallUs };
 }
+
+/** A measurement starts once the server's CPU (and its database's) stayed below this share of a core over IDLE_WINDOW_MS. */
+export const IDLE_SHARE = 0.05;
+export const IDLE_WINDOW_MS = 5000;
+const IDLE_TIMEOUT_MS = 240_000;
+
+/**
+ * Waits until the processes `pids` and `dbPids` name have finished the work earlier measurements left them
+ * (as deployed: rendering, verifying and rescoring a ping run's 100,000+ pings), so that the next one
+ * measures its own requests. REGRESSION: wrk's 304 as deployed was measured while pingd digested the
+ * stopped configuration's ping run. Returns a note for the row ('' when it was idle at once).
+ */
+export async function waitIdle(pids: () => number[], dbPids: () => Promise<number[]>, name: string): Promise<string> {
+  const started = Date.now();
+  const samples: { at: number; us: number }[] = [];
+  const total = async () => {
+    let us = 0;
+    for (const pid of [...pids(), ...(await dbPids())]) us += cpuMicros(pid);
+    return us;
+  };
+  for (;;) {
+    samples.push({ at: performance.now(), us: await total() });
+    const last = samples[samples.length - 1];
+    const first = samples.find((x) => last.at - x.at <= IDLE_WINDOW_MS)!;
+    const span = last.at - first.at;
+    const share = span > 0 ? (last.us - first.us) / 1000 / span : 1;
+    if (span >= IDLE_WINDOW_MS - 500 && share < IDLE_SHARE) {
+      const waited = Math.round((Date.now() - started) / 1000);
+      return waited > Math.ceil(IDLE_WINDOW_MS / 1000) + 1 ? `started after ${waited} s of ${name} finishing earlier work` : '';
+    }
+    if (Date.now() - started > IDLE_TIMEOUT_MS)
+      return `${name} still at ${Math.round(share * 100)}% of a core after ${IDLE_TIMEOUT_MS / 1000} s: measured busy`;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
