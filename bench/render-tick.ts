@@ -26,6 +26,7 @@ import { publishedDocuments } from '../src/publishing/documents/published.js';
 import { listingFor } from '../src/publishing/documents/listing.js';
 import { HOUR_MS } from '../src/publishing/documents/archive.js';
 import { cpuMicros } from './lib/cpu.js';
+import { median } from './lib/load.js';
 import { recordRun } from './lib/results.js';
 import { git } from './lib/git.js';
 import { ROOT } from './lib/servers.js';
@@ -45,8 +46,6 @@ interface TickFigure {
   wallMs: number;
   /** document:entries:wall ms of each rendering of the tick. */
   rendered: string[];
-  /** Documents not rendered: unchanged, or throttled (a dear one waits for later ticks). */
-  throttled: number;
   closedHours: number;
 }
 
@@ -148,7 +147,6 @@ async function measureSize(
         cpuMs,
         wallMs,
         rendered: r.rendered.map((x) => `${x.closed ? 'closing ' : ''}${x.document}:${x.entries}:${x.ms}`),
-        throttled: r.unchanged.length,
         closedHours: r.closedHours,
       };
     };
@@ -185,10 +183,6 @@ async function measureSize(
   }
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const f0 = (x: number) => Math.round(x).toLocaleString('en-US');
 
 export async function runRenderTick(o: DirectOptions): Promise<boolean> {

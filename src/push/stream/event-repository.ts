@@ -46,10 +46,6 @@ interface RawRow {
   frame: string | null;
 }
 
-// A job's ping is looked up by (id, received_at), one row per job (LATERAL): the received_at picks its day
-// partition when the statement runs; a plain join was planned as a hash join over every partition.
-// `held`: one probe of weblog_spam's partial index of held weblogs per event (notHeldId, negated).
-
 /** JSON of a nullable column, as JSON.stringify writes it (to_json escapes strings as it does: tested). */
 const json = (col: string) => `coalesce(to_json(${col})::text, 'null')`;
 /**
@@ -68,7 +64,10 @@ const pingFrame = (pos: string) =>
 /** The columns of a `ping` event: what filters look at, and its frame (the other fields stay null). */
 const pingCols = (pos: string) => `p.id as ping_id, p.url, p.tags, p.method, h.held, ${pingFrame(pos)} as frame,
   null::text as name, null::text as changes_url, null::text as rss_url, null::timestamptz as received_at, null::text as outcome, null::jsonb as new_items`;
-/** Whether the ping's weblog is held, once per row (pingCols reads it twice). */
+// A job's ping is looked up by (id, received_at), one row per job (LATERAL): the received_at picks its day
+// partition when the statement runs; a plain join was planned as a hash join over every partition.
+// `held`: one probe of weblog_spam's partial index of held weblogs per event (notHeldId, negated), once per
+// row (pingCols reads it twice).
 const PING_HELD = `cross join lateral (select not ${notHeldId('p.weblog_id')} as held) h`;
 const VERIFIED_HELD = `not ${notHeldId('v.weblog_id')} as held`;
 /** A `verified` event's columns, in pingCols's order: formatted by toStreamEvent (frame null). */
