@@ -91,3 +91,66 @@ export function brotliTail(footer: Buffer): Buffer {
 export function tailLength(enc: 'gzip' | 'br', footerLength: number): number {
   return enc === 'gzip' ? 5 + footerLength + 8 : footerLength === 0 ? 1 : 3 + footerLength + 1;
 }
+
+/**
+ * CRC-32 of A followed by B, from CRC-32(A), CRC-32(B) and B's length (zlib's crc32_combine, by its GF(2)
+ * matrix method). Node's zlib exposes crc32 but not the combine, and no library of our stack offers it: the
+ * open hour's stream (render/open-hour-stream.ts) needs the CRC of a head that changes at every render
+ * followed by entries compressed once, without reading those entries again.
+ */
+export function crc32Combine(crcA: number, crcB: number, lengthB: number): number {
+  if (lengthB <= 0) return crcA >>> 0; // B is empty
+  const times = (mat: Uint32Array, vec: number): number => {
+    let sum = 0;
+    for (let i = 0; vec !== 0; i++, vec >>>= 1) if (vec & 1) sum ^= mat[i];
+    return sum >>> 0;
+  };
+  const square = (out: Uint32Array, mat: Uint32Array) => {
+    for (let n = 0; n < 32; n++) out[n] = times(mat, mat[n]);
+  };
+  const odd = new Uint32Array(32);
+  const even = new Uint32Array(32);
+  odd[0] = 0xedb88320; // the CRC-32 polynomial, reflected
+  for (let n = 1, row = 1; n < 32; n++, row = (row << 1) >>> 0) odd[n] = row;
+  square(even, odd); // two zero bits
+  square(odd, even); // four
+  let crc = crcA >>> 0;
+  let len = lengthB;
+  do {
+    // Apply len's bits one by one, each a zero byte-count doubled (eight zero bits, sixteen, …).
+    square(even, odd);
+    if (len % 2 === 1) crc = times(even, crc);
+    len = Math.floor(len / 2);
+    if (len === 0) break;
+    square(odd, even);
+    if (len % 2 === 1) crc = times(odd, crc);
+    len = Math.floor(len / 2);
+  } while (len !== 0);
+  return (crc ^ crcB) >>> 0;
+}
+
+/**
+ * The start of a gzip member (RFC 1952 §2.3, no name, OS unknown) whose first bytes are `text` in stored,
+ * non-final deflate blocks (RFC 1951 §3.2.4): what follows is byte-aligned, so any deflate blocks can come
+ * next. The open hour's stream puts its root element (its count changes at every render) here.
+ */
+export function gzipStoredHead(text: Buffer): Buffer {
+  const parts: Buffer[] = [Buffer.from([0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff])];
+  for (let at = 0; at < text.length; at += 0xffff) {
+    const piece = text.subarray(at, Math.min(text.length, at + 0xffff));
+    const h = Buffer.alloc(5);
+    h[0] = 0x00; // BFINAL=0, BTYPE=00
+    h.writeUInt16LE(piece.length, 1);
+    h.writeUInt16LE(~piece.length & 0xffff, 3);
+    parts.push(h, piece);
+  }
+  return Buffer.concat(parts);
+}
+
+/** The gzip member's trailer: CRC-32 and length (mod 2^32) of everything uncompressed (RFC 1952 §2.3). */
+export function gzipTrailer(crc: number, length: number): Buffer {
+  const out = Buffer.alloc(8);
+  out.writeUInt32LE(crc >>> 0, 0);
+  out.writeUInt32LE(length % 2 ** 32, 4);
+  return out;
+}

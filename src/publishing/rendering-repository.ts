@@ -13,7 +13,7 @@ export type Variant = 'identity' | 'gzip' | 'br' | 'dgzip' | 'dbr';
 /** Store work, its failure wrapped with what was being done. */
 const store = <T>(what: string, fn: () => Promise<T>): Promise<T> => withContext(what, fn, 'PUBLISH_STORE_FAILED');
 
-function toBuffer(v: unknown): Buffer {
+export function toBuffer(v: unknown): Buffer {
   if (Buffer.isBuffer(v)) return v;
   if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
   throw new TypeError(`expected bytea, got ${typeof v}`);
@@ -40,6 +40,15 @@ export interface RenderingMeta {
   sha256: string;
   renderMs: number;
   createdUs: number;
+  /** Made from the open hour's appended gzip stream (open-hour-stream.ts): where its gzip bytes are. */
+  stream: StreamRef | null;
+}
+
+/** A rendering's gzip is its own bytes [0, headLength), the stream's first `chunks` chunks, then the rest of its own. */
+export interface StreamRef {
+  id: number;
+  chunks: number;
+  headLength: number;
 }
 
 interface RenderingRow {
@@ -60,11 +69,14 @@ interface RenderingRow {
   sha256: string;
   render_ms: number;
   created_us: number;
+  stream_id: number | null;
+  stream_chunks: number;
+  gzip_head_length: number;
 }
 
 const RENDERING_COLS = `r.id, r.path, r.document, r.content_type, (extract(epoch from r.updated_at) * 1000)::bigint as updated_ms,
   r.cursor_us, r.fingerprint, r.entries, r.closed, r.identity_length, r.identity_stored, r.gzip_length, r.br_length,
-  r.footer, r.sha256, r.render_ms, ${US('r.created_at')} as created_us`;
+  r.footer, r.sha256, r.render_ms, ${US('r.created_at')} as created_us, r.stream_id, r.stream_chunks, r.gzip_head_length`;
 
 function toMeta(r: RenderingRow): RenderingMeta {
   return {
@@ -85,6 +97,8 @@ function toMeta(r: RenderingRow): RenderingMeta {
     sha256: r.sha256,
     renderMs: Number(r.render_ms),
     createdUs: Number(r.created_us),
+    stream:
+      r.stream_id === null ? null : { id: Number(r.stream_id), chunks: Number(r.stream_chunks), headLength: Number(r.gzip_head_length) },
   };
 }
 
@@ -181,6 +195,7 @@ export interface CompletedRendering extends Pick<
   deltas: DeltaCut[];
   /** For hourly archives: the hour's start (ms). */
   hourStartMs?: number;
+  stream?: StreamRef | null;
 }
 
 /**
@@ -195,8 +210,22 @@ export async function completeRendering(
     db.transaction(async (tx) => {
       await tx.query(
         `update renderings set complete = true, entries = $2, identity_length = $3, identity_stored = $4, gzip_length = $5,
-           br_length = $6, footer = $7, sha256 = $8, render_ms = $9 where id = $1`,
-        [c.id, c.entries, c.identityLength, c.identityStored, c.gzipLength, c.brLength, c.footer, c.sha256, Math.round(c.renderMs)],
+           br_length = $6, footer = $7, sha256 = $8, render_ms = $9, stream_id = $10, stream_chunks = $11, gzip_head_length = $12
+         where id = $1`,
+        [
+          c.id,
+          c.entries,
+          c.identityLength,
+          c.identityStored,
+          c.gzipLength,
+          c.brLength,
+          c.footer,
+          c.sha256,
+          Math.round(c.renderMs),
+          c.stream?.id ?? null,
+          c.stream?.chunks ?? 0,
+          c.stream?.headLength ?? 0,
+        ],
       );
       if (c.deltas.length) {
         const cols: number[][] = [[], [], [], [], [], [], []];
@@ -321,7 +350,8 @@ export interface RenderingPruneResult {
 /**
  * Superseded renderings lose their bytes after `graceSec` (responses still streaming them finish first) and
  * their row, which delta bases are looked up in, after `keepSec`. Renderings left incomplete by a crash
- * are removed after `graceSec` as well.
+ * are removed after `graceSec` as well. An open hour's appended stream goes once no rendering names it
+ * (older than `graceSec`: the renderer writes a new stream's first chunks before the rendering naming it).
  */
 export async function pruneRenderings(q: Queryable, graceSec: number, keepSec: number): Promise<RenderingPruneResult> {
   return store('pruning renderings', async () => {
@@ -347,6 +377,12 @@ export async function pruneRenderings(q: Queryable, graceSec: number, keepSec: n
           and not exists (select 1 from published_documents p where p.rendering_id = r.id)
         returning id`,
       [keepSec, graceSec],
+    );
+    await q.query(
+      `delete from archive_streams s
+        where s.created_at < now() - make_interval(secs => $1)
+          and not exists (select 1 from renderings r where r.stream_id = s.id)`,
+      [graceSec],
     );
     return { bytesDropped: Number(dropped.n), renderingsDropped: rows.length };
   });

@@ -4,7 +4,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import zlib from 'node:zlib';
-import { brotliOptions, brotliTail, createCompressor, flushKind, gzipTail, tailLength } from '../../src/publishing/codec.js';
+import {
+  brotliOptions,
+  brotliTail,
+  crc32Combine,
+  createCompressor,
+  flushKind,
+  gzipStoredHead,
+  gzipTail,
+  gzipTrailer,
+  tailLength,
+} from '../../src/publishing/codec.js';
 
 async function cutStream(
   enc: 'gzip' | 'br',
@@ -98,4 +108,60 @@ test("brotli with the live documents' 1 MiB window: cuts + tail still decode, ac
 test('tails refuse footers they cannot encode in one block', () => {
   assert.throws(() => gzipTail(Buffer.alloc(70_000), 0, 0), /64 KiB/);
   assert.throws(() => brotliTail(Buffer.alloc(70_000)), /64 KiB/);
+});
+
+test('crc32Combine gives the CRC-32 of A then B from theirs, for any lengths', () => {
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(rand() * 256)));
+  for (const [a, b] of [
+    [0, 0],
+    [0, 5],
+    [5, 0],
+    [1, 1],
+    [3, 70_000],
+    [100_000, 1],
+    [4096, 4097],
+  ] as const) {
+    const A = bytes(a);
+    const B = bytes(b);
+    assert.equal(crc32Combine(zlib.crc32(A), zlib.crc32(B), b), zlib.crc32(Buffer.concat([A, B])), `${a} + ${b} bytes`);
+  }
+  for (let i = 0; i < 50; i++) {
+    const A = bytes(Math.floor(rand() * 3000));
+    const B = bytes(Math.floor(rand() * 3000));
+    assert.equal(crc32Combine(zlib.crc32(A), zlib.crc32(B), B.length), zlib.crc32(Buffer.concat([A, B])));
+  }
+});
+
+test('a head in stored blocks, deflate blocks compressed apart, and a trailer make one gzip member (gzip(1) reads it)', async () => {
+  // The open hour's layout: a head over 64 KiB (two stored blocks), a raw deflate stream flushed to a byte
+  // boundary, then another raw deflate stream that ends the member.
+  const head = Buffer.from(`<head>${'h'.repeat(70_000)}</head>\n`);
+  const body = Buffer.from(Array.from({ length: 3000 }, (_, i) => ` <weblog name="n${i}" when="${i}"/>\n`).join(''));
+  const rest = Buffer.from(' <weblog name="last"/>\n</weblogUpdates>\n');
+  const d = zlib.createDeflateRaw({ level: 4 });
+  const out: Buffer[] = [];
+  d.on('data', (c: Buffer) => out.push(c));
+  await new Promise<void>((res, rej) => d.write(body, (err) => (err ? rej(err) : res())));
+  await new Promise<void>((res) => d.flush(zlib.constants.Z_SYNC_FLUSH, () => res()));
+  await new Promise((res) => setImmediate(res));
+  const crc = zlib.crc32(rest, crc32Combine(zlib.crc32(head), zlib.crc32(body), body.length));
+  const member = Buffer.concat([
+    gzipStoredHead(head),
+    ...out,
+    zlib.deflateRawSync(rest),
+    gzipTrailer(crc, head.length + body.length + rest.length),
+  ]);
+  const want = Buffer.concat([head, body, rest]);
+  assert.deepEqual(zlib.gunzipSync(member), want);
+  const ext = spawnSync('gzip', ['-dc'], { input: member, maxBuffer: 16 << 20 });
+  assert.equal(ext.status, 0, ext.stderr.toString());
+  assert.deepEqual(ext.stdout, want);
+  // A wrong CRC is caught by both decoders (the trailer is checked, so the test above can fail).
+  const bad = Buffer.from(member);
+  bad[bad.length - 8] ^= 1;
+  assert.throws(() => zlib.gunzipSync(bad));
+  assert.notEqual(spawnSync('gzip', ['-dc'], { input: bad }).status, 0);
+  d.destroy();
 });

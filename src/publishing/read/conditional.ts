@@ -10,20 +10,23 @@ import type { Encoding } from '../codec.js';
 // of a 304's cost in a profile. Least recently used values go first: a client sending a new value every
 // request evicts one entry each time, never the whole cache (it used to be cleared when full).
 const negotiated = new LRUCache<string, Encoding>({ max: 256 });
+/** The same for renderings stored without br (the open hour's appended gzip stream). */
+const negotiatedWithoutBr = new LRUCache<string, Encoding>({ max: 256 });
 /** Longer Accept-Encoding values are negotiated each time, not remembered. */
 const NEGOTIATED_KEY_MAX = 256;
 
-export function negotiateEncoding(acceptEncoding: string | undefined): Encoding {
+export function negotiateEncoding(acceptEncoding: string | undefined, brStored = true): Encoding {
   if (acceptEncoding === undefined) return 'identity';
-  let enc = negotiated.get(acceptEncoding);
+  const cache = brStored ? negotiated : negotiatedWithoutBr;
+  let enc = cache.get(acceptEncoding);
   if (enc === undefined) {
-    enc = negotiateEncodingUncached(acceptEncoding);
-    if (acceptEncoding.length <= NEGOTIATED_KEY_MAX) negotiated.set(acceptEncoding, enc);
+    enc = negotiateEncodingUncached(acceptEncoding, brStored);
+    if (acceptEncoding.length <= NEGOTIATED_KEY_MAX) cache.set(acceptEncoding, enc);
   }
   return enc;
 }
 
-function negotiateEncodingUncached(acceptEncoding: string): Encoding {
+function negotiateEncodingUncached(acceptEncoding: string, brStored: boolean): Encoding {
   const q: Partial<Record<string, number>> = {};
   for (const part of acceptEncoding.split(',')) {
     const [rawName, ...params] = part.split(';');
@@ -50,6 +53,7 @@ function negotiateEncodingUncached(acceptEncoding: string): Encoding {
   let best: Encoding = 'identity';
   let bestQ = 0;
   for (const c of ['br', 'gzip', 'identity'] as const) {
+    if (c === 'br' && !brStored) continue;
     const w = weightOf(c);
     if (w > bestQ) {
       best = c;

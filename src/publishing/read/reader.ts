@@ -3,6 +3,7 @@
 // full document or a delta in each coding (small ones kept in memory, large ones streamed from the
 // database).
 import { Readable, pipeline } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
 import { promisify } from 'node:util';
 import { LRUCache } from 'lru-cache';
@@ -14,9 +15,11 @@ import {
   deltasOf,
   readChunks,
   type DeltaCut,
+  type StreamRef,
   type RenderingMeta,
   type Variant,
 } from '../rendering-repository.js';
+import { readStreamChunks } from '../stream-repository.js';
 
 const gunzip = promisify(zlib.gunzip);
 
@@ -130,22 +133,54 @@ export class Reader {
 
   /** The full document in a coding: a Buffer when small enough to keep, else a stream from the database. */
   async fullBody(meta: RenderingMeta, enc: Encoding): Promise<Buffer | Readable> {
+    if (enc === 'identity' && !meta.identityStored && meta.identityLength <= CACHE_ENTRY_MAX && meta.gzipLength <= CACHE_ENTRY_MAX) {
+      // A small document stored without identity (the open hour's appended gzip): decompressed once and
+      // kept like any small body, so it is served from memory, also while the database is unavailable.
+      const key = `${meta.id}:identity`;
+      let b = this.bodies.get(key);
+      if (!b) {
+        b = await gunzip((await this.fullBody(meta, 'gzip')) as Buffer);
+        this.keep(meta, key, b);
+      }
+      return b;
+    }
     if (enc === 'identity' && !meta.identityStored) {
       // Identity of a big document is not stored: decompress the stored gzip (never compress per request).
       const out = zlib.createGunzip();
-      pipeline(this.variantStream(meta.id, 'gzip', meta.gzipLength), out, () => undefined); // errors destroy `out`
+      pipeline(this.gzipStream(meta), out, () => undefined); // errors destroy `out`
       return out;
     }
     const variant: Variant = enc;
     const length = this.fullLength(meta, enc);
-    if (length > CACHE_ENTRY_MAX) return this.variantStream(meta.id, variant, length);
+    const stitched = enc === 'gzip' ? meta.stream : null;
+    if (length > CACHE_ENTRY_MAX) return stitched ? this.gzipStream(meta) : this.variantStream(meta.id, variant, length);
     const key = `${meta.id}:${variant}`;
     let b = this.bodies.get(key);
     if (!b) {
-      b = await this.readRange(meta.id, variant, length);
+      b = stitched ? await buffer(this.gzipStream(meta)) : await this.readRange(meta.id, variant, length);
       this.keep(meta, key, b);
     }
     return b;
+  }
+
+  /**
+   * The stored gzip of a rendering. One made from the open hour's stream (open-hour-stream.ts) is its own
+   * head, the stream's shared chunks, then its own tail.
+   */
+  private gzipStream(meta: RenderingMeta): Readable {
+    if (!meta.stream) return this.variantStream(meta.id, 'gzip', meta.gzipLength);
+    const db = this.opts.db;
+    const s: StreamRef = meta.stream;
+    const ownLength = meta.gzipLength - s.chunks * CHUNK_BYTES;
+    const own = this.readRange(meta.id, 'gzip', ownLength);
+    own.catch(() => undefined); // awaited below; a stream destroyed first must not leave it unhandled
+    async function* parts() {
+      const mine = await own;
+      yield mine.subarray(0, s.headLength);
+      for (let seq = 0; seq < s.chunks; seq++) yield (await readStreamChunks(db, s.id, seq, seq))[0];
+      yield mine.subarray(s.headLength);
+    }
+    return Readable.from(parts(), { objectMode: false });
   }
 
   /** Length of a delta body in a coding. */

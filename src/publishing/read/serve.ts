@@ -140,7 +140,7 @@ export function notModifiedHeadFor(
   if (meta === undefined) return null;
   const v = validatorsOf(meta);
   if (inm !== v.etag.gzip && inm !== v.etag.identity && inm !== v.etag.br) return null;
-  const enc = negotiateEncoding(header(headers, 'accept-encoding'));
+  const enc = negotiateEncoding(header(headers, 'accept-encoding'), meta.brLength > 0);
   record(policy.document, 304, 0);
   return notModifiedHead(meta, v, policy, enc, policy.links?.(origin));
 }
@@ -207,7 +207,8 @@ export async function serveDocument(
     if (policy.missing.retryAfterSec) reply.header('retry-after', String(policy.missing.retryAfterSec));
     return reply.send(`${policy.missing.message}\n`);
   }
-  const enc = negotiateEncoding(header(req.headers, 'accept-encoding'));
+  // A rendering without br (the open hour's appended gzip) gets the client's next choice.
+  const enc = negotiateEncoding(header(req.headers, 'accept-encoding'), meta.brLength > 0);
   const current: RenderingRef = { id: meta.id, cursorUs: meta.cursorUs };
   const head = req.method === 'HEAD';
   const q = (req.query ?? {}) as Query;

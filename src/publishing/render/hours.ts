@@ -3,7 +3,7 @@
 // every finished hour not yet closed (rendered for the last time from the database), oldest first, within a
 // budget, moving the closed-hours watermark past each.
 import type { Queryable } from '../../platform/db/database.js';
-import { firstPingUs } from '../../intake/ping/window-repository.js';
+import { firstPingUs, type HourStats } from '../../intake/ping/window-repository.js';
 import {
   ARCHIVE_DOCUMENT,
   HOUR_MS,
@@ -17,12 +17,24 @@ import type { ListingReads } from '../documents/listing.js';
 import { CONTENT_TYPE } from '../documents/weblog-updates.js';
 import { ARCHIVES_CLOSED_WATERMARK, currentRendering, getWatermark, setWatermark } from '../rendering-repository.js';
 import { closeLimitUs, cursorFor, THROTTLE_FROM_MS, wholeSecond, type RenderTime } from './render-time.js';
-import { afterPrevious, storeRendering, withSnapshot, type RenderOutcome, type StoreOptions } from './store-rendering.js';
+import {
+  afterPrevious,
+  storeRendering,
+  withSnapshot,
+  type RenderingBytes,
+  type RenderOutcome,
+  type StoreOptions,
+} from './store-rendering.js';
+import type { OpenHourStream } from './open-hour-stream.js';
 
-/** Where an hour's pings are read: the listing's pages, and the open hour's cache (null: none is kept). */
+/**
+ * Where an hour's pings are read: the listing's pages, the open hour's cache (null: none is kept), and the
+ * open hour's appended stream (null: the open hour is rendered whole each time, from the cache or the pages).
+ */
 export interface HourReads {
   listing: ListingReads;
   openHour: OpenHourCache | null;
+  openStream: OpenHourStream | null;
 }
 
 /** Runs one document's render and records its outcome; false when it failed (renderer.ts's attempt). */
@@ -44,17 +56,33 @@ export async function renderArchive(
     if (prev.renderMs >= THROTTLE_FROM_MS && sinceMs < 10 * prev.renderMs) return 'throttled';
   }
   const endMs = startMs + HOUR_MS;
-  // received_at < toUs: the whole hour once closed, up to the render time while it grows.
+  // received_at < toUs: the whole hour once closed, up to the render time while it grows. The document is
+  // dated by the end of its hour either way (`updated`; `when` counts back from it), so an entry's bytes never
+  // change: the open hour is appended to, and its last rendering lists what the closed one lists. The
+  // rendering's Last-Modified is its render time while the hour grows.
   const frame = (nowUs: number, updatedMs: number) =>
     o.closed ? { updatedMs: endMs, toUs: endMs * 1000 } : { updatedMs, toUs: Math.min(endMs * 1000, nowUs + 1) };
-  // The open hour's pings are kept between its renders when the listing can be followed; a closing render
-  // reads the whole hour (the bytes it keeps for good come from the database itself).
-  const read = (toUs: number) =>
-    readArchive(q, startMs, toUs, {
+  // The open hour is appended to its stream when the listing can be followed and no files are written
+  // (PUBLISH_DIR's files are whole documents); else its pings are kept between renders when the listing can
+  // be followed; a closing render reads the whole hour (the bytes it keeps for good come from the database).
+  const stream = o.closed || opts.publishDir ? null : reads.openStream;
+  const read = async (toUs: number): Promise<{ stats: HourStats; bytes: RenderingBytes }> => {
+    if (stream) {
+      const h = await stream.hour(q, opts.db, startMs, path, {
+        toUs,
+        sealUs: cursorFor(o.t, toUs),
+        current: prev,
+        pageRows: archivePageRows(opts.db.kind),
+      });
+      return { stats: h.stats, bytes: h };
+    }
+    const a = await readArchive(q, startMs, toUs, {
       reads: reads.listing,
       pageRows: archivePageRows(opts.db.kind),
       cache: o.closed ? null : reads.openHour,
     });
+    return { stats: a.stats, bytes: async () => a.source(endMs) };
+  };
   return withSnapshot(opts.db, q, async () => {
     let f = frame(o.t.nowUs, wholeSecond(o.t.nowUs));
     let hour = await read(f.toUs);
@@ -80,7 +108,7 @@ export async function renderArchive(
         hourStartMs: startMs,
       },
       prev,
-      async () => hour.source(updatedMs),
+      hour.bytes,
     );
   });
 }

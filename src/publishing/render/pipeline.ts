@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
 import { createCompressor, flushKind } from '../codec.js';
-import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type Variant } from '../rendering-repository.js';
+import { CHUNK_BYTES, insertChunk, type BaseRow, type DeltaCut, type StreamRef, type Variant } from '../rendering-repository.js';
 import type { RenderSource } from '../documents/document.js';
 import { PingdError } from '../../platform/errors.js';
 
@@ -198,6 +198,8 @@ export interface PipelineResult {
   sha256: string;
   footer: Buffer;
   deltas: DeltaCut[];
+  /** Made from the open hour's appended stream (open-hour-stream.ts) instead of by this pipeline. */
+  stream?: StreamRef;
   /** Moves the files written under PUBLISH_DIR into place (call after the database commit). */
   commitFiles(): void;
   discardFiles(): void;

@@ -9,6 +9,7 @@ import { readClock } from '../../platform/db/clock.js';
 import { analyzePingTables, totalPings } from '../../intake/ping/window-repository.js';
 import { ARCHIVE_DOCUMENT, HOUR_MS, archivePath, hourStart } from '../documents/archive.js';
 import { HourCache } from '../documents/hour-cache.js';
+import { OpenHourStream } from './open-hour-stream.js';
 import type { TickShared } from '../documents/document.js';
 import type { DocumentRegistry } from '../documents/registry.js';
 import {
@@ -90,7 +91,12 @@ export class Renderer {
     private readonly opts: RendererOptions,
   ) {
     const reads = documents.listing;
-    this.hours = { listing: reads, openHour: reads.follow ? new HourCache({ hourPage: reads.hourPage, follow: reads.follow }) : null };
+    const follow = reads.follow ? { hourPage: reads.hourPage, follow: reads.follow } : null;
+    this.hours = {
+      listing: reads,
+      openHour: follow ? new HourCache(follow) : null,
+      openStream: follow && !opts.publishDir ? new OpenHourStream(follow) : null,
+    };
   }
 
   /**
@@ -156,6 +162,7 @@ export class Renderer {
     if (this.removalsSeen !== undefined) {
       for (const doc of this.documents.list()) doc.forget?.();
       this.hours.openHour?.forget();
+      this.hours.openStream?.forget();
     }
     this.removalsSeen = at;
   }

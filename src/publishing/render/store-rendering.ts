@@ -7,7 +7,7 @@ import type { Db, Queryable } from '../../platform/db/database.js';
 import { beginSnapshot, endSnapshot } from '../../platform/db/clock.js';
 import type { RenderSource } from '../documents/document.js';
 import { completeRendering, createRendering, discardRendering, recentRenderings, type RenderingMeta } from '../rendering-repository.js';
-import { runPipeline } from './pipeline.js';
+import { runPipeline, type PipelineResult } from './pipeline.js';
 import { nextSecond, type RenderTime } from './render-time.js';
 
 /** Most delta bases kept per rendering (bounds the flush points written). */
@@ -47,11 +47,17 @@ export type RenderingSpec = Pick<
   hourStartMs?: number;
 };
 
+/**
+ * What a rendering's bytes come from: a document run through the pipeline, or bytes a producer stores
+ * itself (the open hour's appended stream: open-hour-stream.ts).
+ */
+export type RenderingBytes = (() => Promise<RenderSource>) | { store(q: Queryable, renderingId: number): Promise<PipelineResult> };
+
 export async function storeRendering(
   opts: StoreOptions,
   spec: RenderingSpec,
   prev: RenderingMeta | undefined,
-  makeSource: () => Promise<RenderSource>,
+  bytes: RenderingBytes,
 ): Promise<RenderOutcome> {
   const db = opts.db;
   const started = performance.now();
@@ -67,14 +73,17 @@ export async function storeRendering(
     bases.sort((a, b) => b.cursorUs - a.cursorUs || b.id - a.id);
   }
   try {
-    const result = await runPipeline(await makeSource(), {
-      q: db,
-      renderingId: id,
-      expectedBytes: prev?.identityLength ?? 0,
-      bases,
-      publishDir: opts.publishDir,
-      relPath: spec.path.slice(1),
-    });
+    const result =
+      typeof bytes === 'function'
+        ? await runPipeline(await bytes(), {
+            q: db,
+            renderingId: id,
+            expectedBytes: prev?.identityLength ?? 0,
+            bases,
+            publishDir: opts.publishDir,
+            relPath: spec.path.slice(1),
+          })
+        : await bytes.store(db, id);
     if (prev && prev.sha256 === result.sha256 && prev.closed === spec.closed) {
       // Same bytes (a closed hour rendered again): keep the current rendering and its validators.
       result.discardFiles();

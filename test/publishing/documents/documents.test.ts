@@ -227,14 +227,16 @@ describe('hourly archives', () => {
       strictParse(before.raw).children.map((c) => c.attrs.name),
       ['Before'],
     );
-    // The current hour is served as it grows, cached only for a render interval.
+    // The current hour is served as it grows, cached only for a render interval, dated by the end of its hour
+    // (`when` counts back from it, so an entry's bytes never change) and last modified at its render.
     const current = await get(t, archivePath(h(1)));
     assert.equal(current.headers['cache-control'], 'public, max-age=10');
+    assert.equal(current.headers['last-modified'], new Date(h(1) + 30 * 60_000).toUTCString());
     const cur = strictParse(current.raw);
-    assert.deepEqual(cur.root.attrs, { version: '2', updated: new Date(h(1) + 30 * 60_000).toUTCString(), count: '1' });
+    assert.deepEqual(cur.root.attrs, { version: '2', updated: new Date(h(2)).toUTCString(), count: '1' });
     assert.deepEqual(
       cur.children.map((c) => [c.attrs.name, c.attrs.when]),
-      [['Next hour', '1800']],
+      [['Next hour', '3600']],
     );
   });
 

@@ -37,6 +37,20 @@ test('Accept-Encoding: q-values, aliases, wildcards, exclusions', () => {
   for (const [h, want] of cases) assert.equal(negotiateEncoding(h), want, `Accept-Encoding: ${h}`);
 });
 
+test('a rendering without br (the open hour) gets the next choice by the same q-values', () => {
+  const cases: [string | undefined, string][] = [
+    ['gzip, br', 'gzip'],
+    ['br', 'identity'],
+    ['br;q=1, gzip;q=0.5', 'gzip'],
+    ['br, gzip;q=0', 'identity'],
+    ['br, identity;q=0', 'identity'], // nothing acceptable: identity rather than 406
+    ['*', 'gzip'],
+  ];
+  for (const [h, want] of cases) assert.equal(negotiateEncoding(h, false), want, `Accept-Encoding: ${h}`);
+  // Each answer is remembered apart: the same header still gets br where br is stored.
+  assert.equal(negotiateEncoding('gzip, br'), 'br');
+});
+
 test('tokens and ETags: base36 id.cursor, one strong tag per coding', () => {
   const r = { id: 1234, cursorUs: 1795337377123456 };
   assert.equal(renderingToken(r), `${(1234).toString(36)}.${(1795337377123456).toString(36)}`);
