@@ -14,6 +14,13 @@ export async function createStream(q: Queryable, path: string): Promise<number> 
   });
 }
 
+export async function streamExists(q: Queryable, streamId: number): Promise<boolean> {
+  return store(`looking for stream ${streamId}`, async () => {
+    const rows = await q.query('select 1 from archive_streams where id = $1', [streamId]);
+    return rows.length > 0;
+  });
+}
+
 export async function insertStreamChunk(q: Queryable, streamId: number, seq: number, data: Buffer): Promise<void> {
   await store(`storing chunk ${seq} of stream ${streamId}`, () =>
     q.query('insert into archive_stream_chunks (stream_id, seq, data) values ($1, $2, $3)', [streamId, seq, data]),

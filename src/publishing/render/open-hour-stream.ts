@@ -24,14 +24,14 @@
 import { createHash, type Hash } from 'node:crypto';
 import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
-import type { PingPageRow } from '../../intake/ping/window-repository.js';
-import type { HourStats } from '../../intake/ping/window-repository.js';
+import type { HourStats, PingPageRow } from '../../intake/ping/window-repository.js';
 import { HOUR_MS } from '../documents/archive.js';
-import type { HourFollow } from '../documents/hour-cache.js';
-import { WEBLOG_UPDATES_FOOT, weblogElementFrom, weblogStart, weblogUpdatesHead } from '../documents/weblog-updates.js';
+import type { HourFollow, KeptPing } from '../documents/hour-cache.js';
+import { keptWeblog } from '../documents/window-cache.js';
+import { WEBLOG_UPDATES_FOOT, weblogElementFrom, weblogUpdatesHead } from '../documents/weblog-updates.js';
 import { crc32Combine, gzipOptions, gzipStoredHead, gzipTrailer } from '../codec.js';
 import { CHUNK_BYTES, insertChunk, type RenderingMeta, type StreamRef } from '../rendering-repository.js';
-import { createStream, insertStreamChunk } from '../stream-repository.js';
+import { createStream, insertStreamChunk, streamExists } from '../stream-repository.js';
 import type { PipelineResult } from './pipeline.js';
 
 /** Rows per statement while catching up on pings (the full read takes the archive's page size). */
@@ -44,17 +44,13 @@ const BATCH_CHARS = 64 << 10;
  */
 const STREAM_GZIP = gzipOptions(Infinity);
 
-interface Pending {
-  id: number;
-  atUs: number;
-  start: string;
-}
+/** A ping read but not compressed yet: its element's escaped start and its place in the archive. */
+type Pending = KeptPing;
 
 const before = (a: Pending, b: { atUs: number; id: number }): boolean => a.atUs < b.atUs || (a.atUs === b.atUs && a.id < b.id);
 
 interface State {
   hourMs: number;
-  path: string;
   streamId: number;
   deflate: zlib.DeflateRaw;
   out: Buffer[];
@@ -72,8 +68,6 @@ interface State {
   pending: Pending[];
   /** The last ping id read. */
   lastId: number;
-  /** The rendering published at the path when this process last rendered it (null: none). */
-  current: number | null;
 }
 
 /** What a render of the open hour is made from: its stats (the fingerprint) and how to store it. */
@@ -85,9 +79,6 @@ export interface StreamedHour {
 
 export class OpenHourStream {
   private state: State | null = null;
-  /** How many times a stream was started (a full read of the hour): tests and the bench watch it. */
-  starts = 0;
-
   constructor(private readonly reads: HourFollow) {}
 
   /** Drops the stream: the next render starts another from a full read (see WindowCache.forget). */
@@ -99,7 +90,8 @@ export class OpenHourStream {
   /**
    * Brings the stream of the hour at `startMs` up to date with every ping committed before this call (read
    * with `q`, the render's snapshot) and compresses those stamped before `sealUs` (stored with `w`); returns
-   * the hour's pings received before `toUs`. `current`: the path's published rendering.
+   * the hour's pings received before `toUs`. `current`: the path's published rendering. A failure drops the
+   * stream (the next render starts another).
    */
   async hour(
     q: Queryable,
@@ -108,16 +100,32 @@ export class OpenHourStream {
     path: string,
     o: { toUs: number; sealUs: number; current: RenderingMeta | undefined; pageRows: number },
   ): Promise<StreamedHour> {
+    try {
+      return await this.update(q, w, startMs, path, o);
+    } catch (err) {
+      this.forget();
+      throw err;
+    }
+  }
+
+  private async update(
+    q: Queryable,
+    w: Queryable,
+    startMs: number,
+    path: string,
+    o: { toUs: number; sealUs: number; current: RenderingMeta | undefined; pageRows: number },
+  ): Promise<StreamedHour> {
     let s = this.state;
-    // Ours only while nothing else was published at the path since our last rendering (another instance
-    // renders now and then, a full render replaced it, or ours failed to publish).
-    if (s && (s.hourMs !== startMs || (o.current?.id ?? null) !== s.current)) s = null;
+    if (s && s.hourMs !== startMs) s = null;
     if (s?.last && o.toUs <= s.last.atUs) s = null; // a render as of an earlier time (tests inject times)
+    // Another instance may have rendered the hour meanwhile, from a stream of its own: ours is still right
+    // (the pings are the same), as long as its chunks are still stored (a stream no rendering names goes).
+    if (s && o.current?.stream?.id !== s.streamId && !(await streamExists(q, s.streamId))) s = null;
     if (s && !(await this.catchUp(q, s))) s = null;
     const sealUs = Math.min(o.sealUs, o.toUs);
     if (!s) {
       this.forget();
-      s = await this.start(q, w, startMs, path, { sealUs, current: o.current?.id ?? null, pageRows: o.pageRows });
+      s = await this.start(q, w, startMs, path, { sealUs, pageRows: o.pageRows });
     }
     this.state = s;
     await this.seal(w, s, sealUs);
@@ -134,14 +142,7 @@ export class OpenHourStream {
     return { stats: { n, maxId }, store: (w2, id) => this.store(w2, id, state, tail, n) };
   }
 
-  private async start(
-    q: Queryable,
-    w: Queryable,
-    startMs: number,
-    path: string,
-    o: { sealUs: number; current: number | null; pageRows: number },
-  ): Promise<State> {
-    this.starts++;
+  private async start(q: Queryable, w: Queryable, startMs: number, path: string, o: { sealUs: number; pageRows: number }): Promise<State> {
     const lastId = await this.reads.follow.lastId(q);
     const streamId = await createStream(w, path);
     const deflate = zlib.createDeflateRaw(STREAM_GZIP);
@@ -149,7 +150,6 @@ export class OpenHourStream {
     deflate.on('data', (d: Buffer) => out.push(d));
     const s: State = {
       hourMs: startMs,
-      path,
       streamId,
       deflate,
       out,
@@ -163,7 +163,6 @@ export class OpenHourStream {
       maxSealedId: 0,
       pending: [],
       lastId,
-      current: o.current,
     };
     const startUs = startMs * 1000;
     let rows: PingPageRow[] = [];
@@ -171,8 +170,7 @@ export class OpenHourStream {
       const last = rows[rows.length - 1];
       const after = last ? { atUs: last.at_us, id: last.id } : null;
       rows = await this.reads.hourPage(q, startUs, startUs + HOUR_MS * 1000, lastId, after, o.pageRows);
-      for (const r of rows)
-        s.pending.push({ id: r.id, atUs: r.at_us, start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }) });
+      for (const r of rows) s.pending.push(keptWeblog(r));
       // Compressed page by page as far as the pings are certainly in their place: the read holds one page.
       const lastRow = rows[rows.length - 1];
       if (rows.length === o.pageRows && lastRow) await this.seal(w, s, Math.min(lastRow.at_us, o.sealUs));
@@ -186,7 +184,7 @@ export class OpenHourStream {
     const fresh: Pending[] = [];
     for (;;) {
       const rows = await this.reads.follow.hourPingsAfter(q, startUs, startUs + HOUR_MS * 1000, s.lastId, READ_ROWS);
-      for (const r of rows) fresh.push({ id: r.id, atUs: r.at_us, start: weblogStart({ name: r.name, url: r.url, rssUrl: r.rss_url }) });
+      for (const r of rows) fresh.push(keptWeblog(r));
       if (rows.length > 0) s.lastId = rows[rows.length - 1].id;
       if (rows.length < READ_ROWS) break;
     }
@@ -234,6 +232,15 @@ export class OpenHourStream {
 
   /** Stores a rendering's own gzip bytes: the head in stored blocks, then the stream's partial chunk and the tail. */
   private async store(w: Queryable, renderingId: number, s: State, tail: Pending[], n: number): Promise<PipelineResult> {
+    try {
+      return await this.ownBytes(w, renderingId, s, tail, n);
+    } catch (err) {
+      this.forget();
+      throw err;
+    }
+  }
+
+  private async ownBytes(w: Queryable, renderingId: number, s: State, tail: Pending[], n: number): Promise<PipelineResult> {
     const endMs = s.hourMs + HOUR_MS;
     const head = Buffer.from(weblogUpdatesHead(new Date(endMs), n), 'utf8');
     let text = '';
@@ -246,8 +253,6 @@ export class OpenHourStream {
     for (let seq = 0; seq * CHUNK_BYTES < own.length; seq++)
       await insertChunk(w, renderingId, 'gzip', seq, own.subarray(seq * CHUNK_BYTES, (seq + 1) * CHUNK_BYTES));
     const stream: StreamRef = { id: s.streamId, chunks: s.chunks, headLength: gzHead.length };
-    // Published next (store-rendering.ts); if it is not, the next render finds another current and starts again.
-    s.current = renderingId;
     const sha = createHash('sha256').update(head).update(s.sha.copy().digest()).update(rest).digest('hex');
     return {
       entries: n,

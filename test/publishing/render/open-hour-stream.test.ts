@@ -1,14 +1,15 @@
 // The open hour's archive appended render by render (open-hour-stream.ts): every rendering serves exactly
 // what a full read of the hour renders, in gzip (curl's and zlib's) and decompressed for identity; pings come
-// in order without starting the stream again, one older than pings already compressed starts it again; past
-// 1 MiB of compressed bytes the renderings share the stream's chunks; the closed hour lists the same bytes
-// as the last open rendering; and a stream no rendering names any more is deleted.
+// in order without starting the stream again, one older than pings already compressed starts it again; an
+// instance goes on with its stream when another rendered in between; past 1 MiB of compressed bytes the
+// renderings share the stream's chunks; the closed hour lists the same bytes as the last open rendering; and
+// a stream no rendering names any more is deleted.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { startApp, type TestApp } from '../../helpers/app.js';
+import { BACKEND, startApp, type TestApp } from '../../helpers/app.js';
 import { insertPings, sourceText, strictParse } from '../helpers.js';
 import { HOUR_MS, archivePath, hourStart, readArchive } from '../../../src/publishing/documents/archive.js';
 import { listingReads } from '../../../src/publishing/documents/listing.js';
@@ -126,6 +127,33 @@ describe('the open hour appended render by render', () => {
     assert.equal((await streams(t)).length, before.length + 1);
     assert.equal((await get(t)).raw.toString('utf8'), await fullRead(t, toUs2));
   });
+
+  test(
+    'another instance rendering in between: each goes on with its own stream, and the bytes stay right',
+    { skip: BACKEND !== 'postgres' && 'two instances on one database need PostgreSQL (PGlite is one process)' },
+    async () => {
+      const other = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 }, t.db);
+      try {
+        await step(2);
+        const ours = await current(t);
+        await insertPings(t.app.db, [{ name: 'Other instance', url: url(seq++), at: nowMs - 1000 }]);
+        const r = await other.app.renderer.tick({ now: new Date(nowMs) });
+        assert.deepEqual(r?.failed, []);
+        const toUs = nowMs * 1000 + 1;
+        nowMs += 20_000;
+        const theirs = await current(t);
+        assert.notEqual(theirs.streamId, ours.streamId, 'the other instance renders from a stream of its own');
+        assert.equal((await get(t)).raw.toString('utf8'), await fullRead(t, toUs));
+        const count = (await streams(t)).length;
+        const toUs2 = await step(3);
+        assert.equal((await current(t)).streamId, ours.streamId, 'this instance goes on with its stream');
+        assert.equal((await streams(t)).length, count, 'no stream started again');
+        assert.equal((await get(t)).raw.toString('utf8'), await fullRead(t, toUs2));
+      } finally {
+        await other.app.close();
+      }
+    },
+  );
 
   test('past 1 MiB compressed, renderings share the stream chunks and store only their head and tail', async () => {
     // Names that do not compress: ~200 bytes of hex each, 12,000 pings, > 1 MiB of gzip.
