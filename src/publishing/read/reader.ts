@@ -147,7 +147,7 @@ export class Reader {
     if (enc === 'identity' && !meta.identityStored) {
       // Identity of a big document is not stored: decompress the stored gzip (never compress per request).
       const out = zlib.createGunzip();
-      pipeline(this.gzipStream(meta), out, () => undefined); // errors destroy `out`
+      pipeline(await this.gzipStream(meta), out, () => undefined); // errors destroy `out`
       return out;
     }
     const variant: Variant = enc;
@@ -157,7 +157,7 @@ export class Reader {
     const key = `${meta.id}:${variant}`;
     let b = this.bodies.get(key);
     if (!b) {
-      b = stitched ? await buffer(this.gzipStream(meta)) : await this.readRange(meta.id, variant, length);
+      b = stitched ? await buffer(await this.gzipStream(meta)) : await this.readRange(meta.id, variant, length);
       this.keep(meta, key, b);
     }
     return b;
@@ -165,17 +165,15 @@ export class Reader {
 
   /**
    * The stored gzip of a rendering. One made from the open hour's stream (open-hour-stream.ts) is its own
-   * head, the stream's shared chunks, then its own tail.
+   * head, the stream's shared chunks, then its own tail. Its own bytes are read before the stream is handed
+   * out (see variantStream).
    */
-  private gzipStream(meta: RenderingMeta): Readable {
+  private async gzipStream(meta: RenderingMeta): Promise<Readable> {
     if (!meta.stream) return this.variantStream(meta.id, 'gzip', meta.gzipLength);
     const db = this.opts.db;
     const s: StreamRef = meta.stream;
-    const ownLength = meta.gzipLength - s.chunks * CHUNK_BYTES;
-    const own = this.readRange(meta.id, 'gzip', ownLength);
-    own.catch(() => undefined); // awaited below; a stream destroyed first must not leave it unhandled
+    const mine = await this.readRange(meta.id, 'gzip', meta.gzipLength - s.chunks * CHUNK_BYTES);
     async function* parts() {
-      const mine = await own;
       yield mine.subarray(0, s.headLength);
       for (let seq = 0; seq < s.chunks; seq++) yield (await readStreamChunks(db, s.id, seq, seq))[0];
       yield mine.subarray(s.headLength);
@@ -237,11 +235,19 @@ export class Reader {
     return all.subarray(0, end);
   }
 
-  private variantStream(id: number, variant: Variant, length: number): Readable {
+  /**
+   * A big variant as a stream of its chunks. The first is read before the stream is handed out: when the
+   * database is unavailable the route can still answer 503, where a stream failing after the head was sent
+   * could only be cut short (REGRESSION: Fastify's error answer then failed on the head's Content-Type and
+   * the client got a 500 with Fastify's own message).
+   */
+  private async variantStream(id: number, variant: Variant, length: number): Promise<Readable> {
     const db = this.opts.db;
     const last = Math.max(0, Math.ceil(length / CHUNK_BYTES) - 1);
+    const [first] = await readChunks(db, id, variant, 0, 0);
     async function* chunks() {
-      for (let seq = 0; seq <= last; seq++) {
+      yield first;
+      for (let seq = 1; seq <= last; seq++) {
         const [c] = await readChunks(db, id, variant, seq, seq);
         yield c;
       }

@@ -53,3 +53,35 @@ describe('the reader keeps bodies of current renderings only', () => {
     assert.ok(Number(m[1]) > 0);
   });
 });
+
+describe('a big body that cannot be read', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 });
+  });
+  after(() => t.close());
+
+  test('is a 503 before any byte is sent, in every coding (REGRESSION: a stream failing at its first chunk gave a 500)', async () => {
+    // A published rendering of /changes.xml over 4 MiB in every coding whose chunks are gone (pruned, or the
+    // database failing under the read): nothing was in memory, and the first chunk cannot be read.
+    const big = 5 << 20;
+    const [r] = await t.app.db.query<{ id: number }>(
+      `insert into renderings (path, document, content_type, updated_at, cursor_us, fingerprint, complete, identity_length,
+         identity_stored, gzip_length, br_length)
+       values ('/changes.xml', 'changes.xml', 'text/xml; charset=utf-8', now(), 1, 'x', true, $1, false, $1, $1) returning id`,
+      [big],
+    );
+    await t.app.db.query(
+      `insert into published_documents (path, document, rendering_id) values ('/changes.xml', 'changes.xml', $1)
+       on conflict (path) do update set rendering_id = excluded.rendering_id`,
+      [r.id],
+    );
+    for (const ae of ['gzip', 'br', 'identity']) {
+      const res = await t.app.inject({ method: 'GET', url: '/changes.xml', headers: { 'accept-encoding': ae } });
+      assert.equal(res.statusCode, 503, `${ae}: ${res.body.slice(0, 200)}`);
+      assert.match(res.body, /^The document cannot be read right now \(database unavailable\)/);
+      assert.match(String(res.headers['retry-after']), /^\d+$/);
+      assert.equal(res.headers.etag, undefined);
+    }
+  });
+});
