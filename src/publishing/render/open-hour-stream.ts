@@ -36,6 +36,13 @@ import type { PipelineResult } from './pipeline.js';
 
 /** Rows per statement while catching up on pings (the full read takes the archive's page size). */
 const READ_ROWS = 5000;
+/**
+ * Pings held uncompressed at most. The cursor stays behind while any transaction is open (an operator's
+ * session left idle in one, on PostgreSQL): past this many, the pings up to the render time are compressed
+ * anyway, and a ping that then comes in older than them starts the stream again (a full read), as any such
+ * ping does. Memory stays bounded (~200 bytes a ping held) whatever the cursor does.
+ */
+const PENDING_MAX = 20_000;
 /** Entries are compressed in batches of about this many characters (fewer, larger zlib calls). */
 const BATCH_CHARS = 64 << 10;
 /**
@@ -128,7 +135,7 @@ export class OpenHourStream {
       s = await this.start(q, w, startMs, path, { sealUs, pageRows: o.pageRows });
     }
     this.state = s;
-    await this.seal(w, s, sealUs);
+    await this.seal(w, s, s.pending.length > PENDING_MAX ? o.toUs : sealUs);
     let n = s.sealed;
     let maxId = s.maxSealedId;
     const tail: Pending[] = [];
@@ -173,7 +180,8 @@ export class OpenHourStream {
       for (const r of rows) s.pending.push(keptWeblog(r));
       // Compressed page by page as far as the pings are certainly in their place: the read holds one page.
       const lastRow = rows[rows.length - 1];
-      if (rows.length === o.pageRows && lastRow) await this.seal(w, s, Math.min(lastRow.at_us, o.sealUs));
+      if (rows.length === o.pageRows && lastRow)
+        await this.seal(w, s, s.pending.length > PENDING_MAX ? lastRow.at_us : Math.min(lastRow.at_us, o.sealUs));
     } while (rows.length === o.pageRows);
     return s;
   }

@@ -14,6 +14,8 @@ import { insertPings, sourceText, strictParse } from '../helpers.js';
 import { HOUR_MS, archivePath, hourStart, readArchive } from '../../../src/publishing/documents/archive.js';
 import { listingReads } from '../../../src/publishing/documents/listing.js';
 import { CHUNK_BYTES, pruneRenderings } from '../../../src/publishing/rendering-repository.js';
+import pg from 'pg';
+import { waitFor } from '../../helpers/wait.js';
 
 const run = promisify(execFile);
 // An hour that ended for the database's clock too: renders inject times inside it.
@@ -31,21 +33,21 @@ async function fullRead(t: TestApp, toUs: number): Promise<string> {
   return sourceText(r.source(H + HOUR_MS));
 }
 
-async function streams(t: TestApp): Promise<{ id: number; chunks: number }[]> {
+async function streams(t: TestApp, path = PATH): Promise<{ id: number; chunks: number }[]> {
   const rows = await t.app.db.query<{ id: number; chunks: number }>(
     `select s.id, (select count(*) from archive_stream_chunks c where c.stream_id = s.id)::int as chunks
        from archive_streams s where s.path = $1 order by s.id`,
-    [PATH],
+    [path],
   );
   return rows.map((r) => ({ id: Number(r.id), chunks: Number(r.chunks) }));
 }
 
-async function current(t: TestApp): Promise<{ id: number; streamId: number | null; streamChunks: number; ownBytes: number }> {
+async function current(t: TestApp, path = PATH): Promise<{ id: number; streamId: number | null; streamChunks: number; ownBytes: number }> {
   const [r] = await t.app.db.query<{ id: number; stream_id: number | null; stream_chunks: number; own: number }>(
     `select r.id, r.stream_id, r.stream_chunks,
             (select coalesce(sum(octet_length(c.data)), 0) from rendering_chunks c where c.rendering_id = r.id and c.variant = 'gzip')::int as own
        from published_documents p join renderings r on r.id = p.rendering_id where p.path = $1`,
-    [PATH],
+    [path],
   );
   return {
     id: Number(r.id),
@@ -194,4 +196,47 @@ describe('the open hour appended render by render', () => {
     assert.deepEqual(await streams(t), []);
     assert.deepEqual((await get(t)).raw, open);
   });
+});
+
+describe('a pingd transaction left open holds the cursor back', () => {
+  test(
+    'past 20,000 pings held uncompressed, the stream compresses them anyway, and the bytes stay right',
+    { skip: BACKEND !== 'postgres' && 'concurrent transactions need PostgreSQL (PGlite has one session)' },
+    async () => {
+      const t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0 });
+      // As one of pingd's own sessions (the cursor counts only those) in a transaction that stays open.
+      const holder = new pg.Client({ connectionString: t.config.DATABASE_URL, application_name: 'pingd' });
+      try {
+        // The pings and the render in one real hour (the cursor is the real clock's): not in its last minute.
+        await waitFor(() => Date.now() % HOUR_MS < HOUR_MS - 60_000, { what: 'an hour with a minute left', timeoutMs: 70_000 });
+        const path = archivePath(hourStart(Date.now()));
+        await holder.connect();
+        await holder.query('begin');
+        await holder.query('select txid_current()');
+        // 25,000 pings stamped after the open transaction began, with names that do not compress (> 1 MiB of gzip).
+        await t.app.db.query(
+          `with s as (select i, clock_timestamp() as at from generate_series(1, 25000) i),
+                w as (insert into weblogs (url, name, first_ping_at, last_ping_at)
+                      select 'http://held' || i || '.example.com/', md5(i::text) || md5((i * 7)::text) || md5((i * 13)::text), at, at from s
+                      returning id, url, name, last_ping_at)
+           insert into pings (weblog_id, received_at, method, name, url) select id, last_ping_at, 'ping', name, url from w`,
+        );
+        const r = await t.app.renderer.tick();
+        assert.deepEqual(r?.failed, []);
+        const c = await current(t, path);
+        assert.ok(
+          c.streamId !== null && c.streamChunks >= 1,
+          `compressed onto the stream although the cursor is behind: ${JSON.stringify(c)}`,
+        );
+        const res = await t.app.inject({ method: 'GET', url: path, headers: { 'accept-encoding': 'gzip' } });
+        const doc = strictParse(zlib.gunzipSync(res.rawPayload));
+        assert.equal(doc.children.filter((e) => e.attrs.url.startsWith('http://held')).length, 25_000);
+        assert.equal(Number(doc.root.attrs.count), doc.children.length);
+      } finally {
+        await holder.query('rollback').catch(() => undefined);
+        await holder.end();
+        await t.close();
+      }
+    },
+  );
 });
