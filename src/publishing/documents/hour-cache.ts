@@ -1,7 +1,8 @@
 // Owns the pings of the open hour kept between renders of its archive: read in full once, then brought up to
 // date from the pings committed since the last read (ping ids become visible in id order), so a render of the
 // growing hour reads what came in since the previous tick instead of the whole hour. The bytes are the same
-// as a full read's: the same rows, the same order, the same escaping.
+// as a full read's: the same rows, the same order, the same escaping. Used when the open hour is rendered
+// whole (PUBLISH_DIR's files); otherwise it is appended to (render/open-hour-stream.ts).
 import type { Queryable } from '../../platform/db/database.js';
 import type { PingPageRow } from '../../intake/ping/window-repository.js';
 import type { ListingReads } from './listing.js';

@@ -20,7 +20,8 @@
 // The stream starts again from a full read of the hour (one render as dear as before) when a ping comes in
 // that belongs before pings already compressed (stamped before the render's cursor: not expected, see
 // render-time.ts's cursorFor), when the listing changed without a ping (forget: a weblog removed, held or
-// released), when another instance rendered in between, or in a new hour.
+// released), after a failure, or in a new hour. Another instance rendering in between does not: each goes on
+// with its own stream (the pings are the same).
 import { createHash, type Hash } from 'node:crypto';
 import zlib from 'node:zlib';
 import type { Queryable } from '../../platform/db/database.js';
@@ -37,10 +38,10 @@ import type { PipelineResult } from './pipeline.js';
 /** Rows per statement while catching up on pings (the full read takes the archive's page size). */
 const READ_ROWS = 5000;
 /**
- * Pings held uncompressed at most. The cursor stays behind while any transaction is open (an operator's
- * session left idle in one, on PostgreSQL): past this many, the pings up to the render time are compressed
- * anyway, and a ping that then comes in older than them starts the stream again (a full read), as any such
- * ping does. Memory stays bounded (~200 bytes a ping held) whatever the cursor does.
+ * Pings held uncompressed at most. The cursor stays behind while one of pingd's transactions is open, up to
+ * 60 s (clock.ts's HORIZON_MAX_LAG_US: at a high rate, a great many pings): past this many, the pings up to
+ * the render time are compressed anyway, and a ping that then comes in older than them starts the stream
+ * again (a full read), as any such ping does. Memory stays bounded (~200 bytes a ping held).
  */
 const PENDING_MAX = 20_000;
 /** Entries are compressed in batches of about this many characters (fewer, larger zlib calls). */

@@ -81,7 +81,10 @@ export class Renderer {
   private busy = false;
   private closed = false;
   private analyzedAt = -Infinity;
-  /** The hours' reads: the listing, and the open hour's pings when every accepted ping is listed (hour-cache.ts). */
+  /**
+   * The hours' reads: the listing and, when every accepted ping is listed, the open hour's appended stream
+   * (open-hour-stream.ts), or its pings kept between renders when whole files are written (hour-cache.ts).
+   */
   private readonly hours: HourReads;
   /** The weblog removals watermark as last read (undefined: not yet); when it moves, what is kept is dropped. */
   private removalsSeen: number | null | undefined = undefined;
