@@ -85,6 +85,14 @@ export interface StreamedHour {
   store(w: Queryable, renderingId: number): Promise<PipelineResult>;
 }
 
+/** A render of the open hour: up to when, compressing up to when, what is published now, page size of a full read. */
+interface HourOptions {
+  toUs: number;
+  sealUs: number;
+  current: RenderingMeta | undefined;
+  pageRows: number;
+}
+
 export class OpenHourStream {
   private state: State | null = null;
   constructor(private readonly reads: HourFollow) {}
@@ -101,13 +109,7 @@ export class OpenHourStream {
    * the hour's pings received before `toUs`. `current`: the path's published rendering. A failure drops the
    * stream (the next render starts another).
    */
-  async hour(
-    q: Queryable,
-    w: Queryable,
-    startMs: number,
-    path: string,
-    o: { toUs: number; sealUs: number; current: RenderingMeta | undefined; pageRows: number },
-  ): Promise<StreamedHour> {
+  async hour(q: Queryable, w: Queryable, startMs: number, path: string, o: HourOptions): Promise<StreamedHour> {
     try {
       return await this.update(q, w, startMs, path, o);
     } catch (err) {
@@ -116,13 +118,7 @@ export class OpenHourStream {
     }
   }
 
-  private async update(
-    q: Queryable,
-    w: Queryable,
-    startMs: number,
-    path: string,
-    o: { toUs: number; sealUs: number; current: RenderingMeta | undefined; pageRows: number },
-  ): Promise<StreamedHour> {
+  private async update(q: Queryable, w: Queryable, startMs: number, path: string, o: HourOptions): Promise<StreamedHour> {
     let s = this.state;
     if (s && s.hourMs !== startMs) s = null;
     if (s?.last && o.toUs <= s.last.atUs) s = null; // a render as of an earlier time (tests inject times)
