@@ -59,9 +59,10 @@ export async function archiveStats(q: Queryable, startMs: number, toUs: number, 
 }
 
 /**
- * An hour's archive: `updated` is the end of the hour once it is closed (so re-rendering a closed hour gives
- * the same bytes) or the render time while it grows; `when` counts back from it; `count` is the number of
- * pings in the archive. Pages are bounded by the highest id seen when counting, so count and entries agree.
+ * An hour's archive: `updated` is what the caller dates it by (hours.ts: the end of the hour, also while it
+ * grows, so re-rendering a closed hour gives the same bytes and an entry's bytes never change); `when` counts
+ * back from it; `count` is the number of pings in the archive. Pages are bounded by the highest id seen when
+ * counting, so count and entries agree.
  */
 export function archiveSource(
   q: Queryable,
