@@ -152,12 +152,11 @@ export class Reader {
     }
     const variant: Variant = enc;
     const length = this.fullLength(meta, enc);
-    const stitched = enc === 'gzip' ? meta.stream : null;
-    if (length > CACHE_ENTRY_MAX) return stitched ? this.gzipStream(meta) : this.variantStream(meta.id, variant, length);
+    if (length > CACHE_ENTRY_MAX) return enc === 'gzip' ? this.gzipStream(meta) : this.variantStream(meta.id, variant, length);
     const key = `${meta.id}:${variant}`;
     let b = this.bodies.get(key);
     if (!b) {
-      b = stitched ? await buffer(await this.gzipStream(meta)) : await this.readRange(meta.id, variant, length);
+      b = enc === 'gzip' && meta.stream ? await buffer(await this.gzipStream(meta)) : await this.readRange(meta.id, variant, length);
       this.keep(meta, key, b);
     }
     return b;

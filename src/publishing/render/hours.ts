@@ -28,8 +28,8 @@ import {
 import type { OpenHourStream } from './open-hour-stream.js';
 
 /**
- * Where an hour's pings are read: the listing's pages, the open hour's cache (null: none is kept), and the
- * open hour's appended stream (null: the open hour is rendered whole each time, from the cache or the pages).
+ * Where an hour's pings are read: the listing's pages and, for the open hour, at most one of its appended
+ * stream and its kept pings (renderer.ts chooses; neither: the open hour is read from the pages).
  */
 export interface HourReads {
   listing: ListingReads;
@@ -62,10 +62,9 @@ export async function renderArchive(
   // rendering's Last-Modified is its render time while the hour grows.
   const frame = (nowUs: number, updatedMs: number) =>
     o.closed ? { updatedMs: endMs, toUs: endMs * 1000 } : { updatedMs, toUs: Math.min(endMs * 1000, nowUs + 1) };
-  // The open hour is appended to its stream when the listing can be followed and no files are written
-  // (PUBLISH_DIR's files are whole documents); else its pings are kept between renders when the listing can
-  // be followed; a closing render reads the whole hour (the bytes it keeps for good come from the database).
-  const stream = o.closed || opts.publishDir ? null : reads.openStream;
+  // The open hour is appended to its stream, or rendered whole from its kept pings or the pages; a closing
+  // render reads the whole hour (the bytes it keeps for good come from the database itself).
+  const stream = o.closed ? null : reads.openStream;
   const read = async (toUs: number): Promise<{ stats: HourStats; bytes: RenderingBytes }> => {
     if (stream) {
       const h = await stream.hour(q, opts.db, startMs, path, {

@@ -94,10 +94,12 @@ export class Renderer {
     private readonly opts: RendererOptions,
   ) {
     const reads = documents.listing;
+    // The open hour is appended to (its stream) unless PUBLISH_DIR's whole files are written: then its
+    // pings are kept and it is rendered whole. Neither when the listing cannot be followed.
     const follow = reads.follow ? { hourPage: reads.hourPage, follow: reads.follow } : null;
     this.hours = {
       listing: reads,
-      openHour: follow ? new HourCache(follow) : null,
+      openHour: follow && opts.publishDir ? new HourCache(follow) : null,
       openStream: follow && !opts.publishDir ? new OpenHourStream(follow) : null,
     };
   }
