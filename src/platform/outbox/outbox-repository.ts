@@ -4,7 +4,7 @@
 // of outcomes in one statement (finished, tried again later, put back with the attempt refunded, dropped,
 // run again now). A queue is a table with the columns id, seq, attempts, due_at, leased_until, created_at
 // and a host column; what a row means, and what its claim reads beside it, are the surface's.
-import type { Queryable } from '../db/database.js';
+import type { Db, Queryable } from '../db/database.js';
 import { withContext } from '../errors.js';
 import type { QueueStats } from '../queue/queue-gauge.js';
 
@@ -86,7 +86,10 @@ export interface ClaimOptions {
    * intents beside deliveries); one lane when absent. A constant of the surface's.
    */
   lane?: string;
-  /** At most one row leased per host across instances (rssCloud: one notification in flight per endpoint host). */
+  /**
+   * At most one row leased per host across instances (rssCloud: one notification in flight per endpoint host).
+   * Only with claimOneLeasedPerHost: alone, two claims at once each miss the other's lease.
+   */
   oneLeasedPerHost?: boolean;
   /** What the claim returns beside the row (`u.*`): columns of `join`, a constant of the surface's. */
   select?: string;
@@ -132,6 +135,22 @@ export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): P
       { name: `pingd_claim_${t.name}` },
     ),
   );
+}
+
+/**
+ * claim() of a queue with at most one row leased per host across instances (oneLeasedPerHost), serialised by
+ * the transaction-level advisory lock `lock`. The claim's check for a host's leased row reads the statement's
+ * snapshot, and a row lock covers only its row: while one claim's lease was not yet committed, another
+ * leased a different row of the host, one queued by a transaction that began earlier (so ranked first) and
+ * committed after the first claim had read the queue (REGRESSION: two instances, one endpoint host got 2
+ * notifications at once). Under the lock a claim's statement starts after the previous claim committed, so
+ * its snapshot holds that claim's leases. A claim is one short statement: the wait is a few ms at most.
+ */
+export function claimOneLeasedPerHost<R>(db: Db, t: OutboxTable, lock: number, o: Omit<ClaimOptions, 'oneLeasedPerHost'>): Promise<R[]> {
+  return db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1) is null as locked', [lock]);
+    return claim<R>(tx, t, { ...o, oneLeasedPerHost: true });
+  });
 }
 
 /** Rows waiting or running, and the age of the oldest (the queue gauge, /status). */

@@ -3,9 +3,9 @@
 // into the one already waiting), and the claim's reading of a notification and its subscription, with at
 // most one in flight per endpoint host across instances. Claiming and settling rows are the shared
 // outbox's (platform/outbox/outbox-repository.ts). Plain values in, plain rows out.
-import type { Queryable } from '../../platform/db/database.js';
+import type { Db, Queryable } from '../../platform/db/database.js';
 import { withContext } from '../../platform/errors.js';
-import { claim, queueStats, type OutboxTable } from '../../platform/outbox/outbox-repository.js';
+import { claimOneLeasedPerHost, queueStats, type OutboxTable } from '../../platform/outbox/outbox-repository.js';
 import type { QueueStats } from '../../platform/queue/queue-gauge.js';
 import type { Protocol } from './params.js';
 
@@ -41,24 +41,21 @@ export const RSSCLOUD_NOTIFICATIONS: OutboxTable = {
   what: 'rssCloud notifications',
 };
 
+/** Serialises the claims of rssCloud notifications across instances (claimOneLeasedPerHost). */
+export const RSSCLOUD_CLAIM_LOCK = 0x72636c64; // 'rcld'
+
 type Raw = { id: number; seq: number; attempts: number; endpoint_host: string; subscription: Notification['subscription'] | string };
 
 /**
  * Claims up to `limit` due notifications, none of a host in `busyHosts`, one per endpoint host and none of
  * a host with a notification leased anywhere (one in flight per host across instances).
  */
-export async function claimNotifications(
-  q: Queryable,
-  limit: number,
-  leaseSec: number,
-  busyHosts: readonly string[],
-): Promise<Notification[]> {
-  const rows = await claim<Raw>(q, RSSCLOUD_NOTIFICATIONS, {
+export async function claimNotifications(db: Db, limit: number, leaseSec: number, busyHosts: readonly string[]): Promise<Notification[]> {
+  const rows = await claimOneLeasedPerHost<Raw>(db, RSSCLOUD_NOTIFICATIONS, RSSCLOUD_CLAIM_LOCK, {
     limit,
     leaseSec,
     busyHosts,
     perHost: 1,
-    oneLeasedPerHost: true,
     // The live subscription as one object (null once it expired: the notification is dropped).
     select: `case when s.expires_at > now() then json_build_object('id', s.id, 'resourceUrl', s.resource_url, 'notifyUrl', s.notify_url,
                'protocol', s.protocol, 'notifyProcedure', s.notify_procedure) end as subscription`,

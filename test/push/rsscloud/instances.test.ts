@@ -3,7 +3,10 @@
 // notification in flight across both instances.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BACKEND, createTestDatabase, type TestApp } from '../../helpers/app.js';
+import pg from 'pg';
+import { openDatabase } from '../../../src/platform/db/database.js';
+import { claimNotifications, RSSCLOUD_CLAIM_LOCK } from '../../../src/push/rsscloud/notification-repository.js';
+import { BACKEND, createTestDatabase, testConfig, type TestApp } from '../../helpers/app.js';
 import { cloudApp, form, serveFeed, startEndpoint, startFeedServer, type Feed } from './helpers.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -64,3 +67,80 @@ test('two instances, one database: each change reaches each subscriber once, one
     await db.drop();
   }
 });
+
+test(
+  "a claim while another instance's claim of the same endpoint host is not yet committed leases nothing of that host (both instances leased one: 2 notifications at once)",
+  { skip },
+  async () => {
+    const tdb = await createTestDatabase({ migrated: true });
+    const cfg = testConfig(tdb);
+    const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, dataDir: cfg.DATA_DIR, poolMax: 4, timeoutMs: 30_000 });
+    const other = new pg.Client({ connectionString: cfg.DATABASE_URL });
+    await other.connect();
+    try {
+      // a2 was queued by a verification whose transaction began before a1's and committed after the other
+      // instance's claim had read the queue: it is older than a1 but that claim did not see it.
+      const ids: Record<string, number> = {};
+      for (const [name, host, ageMin] of [
+        ['a1', 'a.test', 1],
+        ['a2', 'a.test', 2],
+        ['b1', 'b.test', 1],
+      ] as const) {
+        const [s] = await db.query<{ id: number }>(
+          `insert into rsscloud_subscriptions (feed_id, resource_url, notify_url, endpoint_host, protocol, expires_at)
+         values (1, $1, $2, $3, 'http-post', now() + interval '1 day') returning id`,
+          [`http://feeds.test/${name}`, `http://${host}/notify`, host],
+        );
+        const [n] = await db.query<{ id: number }>(
+          `insert into rsscloud_notifications (subscription_id, endpoint_host, due_at) values ($1, $2, now() - make_interval(mins => $3)) returning id`,
+          [s.id, host, ageMin],
+        );
+        ids[name] = Number(n.id);
+      }
+      // The other instance, mid-claim: under the claim lock it has leased a1 and not committed yet.
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock($1)', [RSSCLOUD_CLAIM_LOCK]);
+      await other.query(
+        `update rsscloud_notifications set leased_until = now() + interval '60 seconds', due_at = now() + interval '60 seconds' where id = $1`,
+        [ids.a1],
+      );
+      let settled = false;
+      const mine = claimNotifications(db, 10, 60, []).finally(() => (settled = true));
+      // Barrier: this claim either returned (the race) or waits on the lock held by the other instance.
+      await waitFor(
+        async () =>
+          settled ||
+          Number(
+            (
+              await other.query<{ n: number }>(
+                `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and objid = $1`,
+                [RSSCLOUD_CLAIM_LOCK],
+              )
+            ).rows[0].n,
+          ) > 0,
+        { what: "the claim to return or to wait for the other instance's" },
+      );
+      await other.query('commit');
+      const got = await mine;
+      assert.deepEqual(
+        got.map((n) => n.id),
+        [ids.b1],
+        "a.test has a notification leased by the other instance: only b.test's is claimed",
+      );
+      const leased = await db.query<{ host: string; n: number }>(
+        `select endpoint_host as host, count(*)::int as n from rsscloud_notifications where leased_until > now() group by 1 order by 1`,
+      );
+      assert.deepEqual(
+        leased.map((r) => [r.host, Number(r.n)]),
+        [
+          ['a.test', 1],
+          ['b.test', 1],
+        ],
+      );
+    } finally {
+      await other.end();
+      await db.close();
+      await tdb.drop();
+    }
+  },
+);
