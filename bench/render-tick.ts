@@ -22,6 +22,8 @@ import pg from 'pg';
 import { openDatabase, type Db } from '../src/platform/db/database.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { Renderer } from '../src/publishing/render/renderer.js';
+import { cadenceSeconds } from '../src/publishing/render/schedule.js';
+import { loadConfig } from '../src/platform/config.js';
 import { publishedDocuments } from '../src/publishing/documents/published.js';
 import { listingFor } from '../src/publishing/documents/listing.js';
 import { HOUR_MS } from '../src/publishing/documents/archive.js';
@@ -44,8 +46,10 @@ const RECENT_SEC = 300;
 interface TickFigure {
   cpuMs: number;
   wallMs: number;
-  /** document:entries:wall ms of each rendering of the tick. */
+  /** document:entries:ms of each rendering of the tick (a paced one's ms: its slices'). */
   rendered: string[];
+  /** Documents whose paced render went on for a slice in the tick without ending (render/paced.ts). */
+  inProgress: string[];
   closedHours: number;
 }
 
@@ -130,12 +134,23 @@ async function measureSize(
       warn: () => undefined,
       error: (o: object, m?: string) => log(`  error: ${m} ${JSON.stringify(o)}`),
     };
+    // As `pingd serve` runs it: the defaults' cadence (the throttle) and RENDER_SLICE_MS (the pacing).
+    const config = loadConfig({});
+    let inProgress: string[] = [];
     const renderer = new Renderer(publishedDocuments(listingFor('mark'), 'http://127.0.0.1:8080/'), {
       db,
       log: quiet,
-      deltaWindowSec: 900,
+      deltaWindowSec: config.PUBLISH_DELTA_WINDOW,
+      cadenceSec: cadenceSeconds(config.RENDER_CRON),
+      sliceMs: config.RENDER_SLICE_MS,
+      metrics: {
+        rendered: () => undefined,
+        outcome: (document, outcome) => void (outcome === 'in_progress' && inProgress.push(document)),
+        lockBusy: () => undefined,
+      },
     });
     const tick = async (): Promise<TickFigure> => {
+      inProgress = [];
       const c0 = await cpuNow(admin, dbName);
       const w0 = performance.now();
       const r = await renderer.tick();
@@ -147,6 +162,7 @@ async function measureSize(
         cpuMs,
         wallMs,
         rendered: r.rendered.map((x) => `${x.closed ? 'closing ' : ''}${x.document}:${x.entries}:${x.ms}`),
+        inProgress,
         closedHours: r.closedHours,
       };
     };
@@ -172,7 +188,7 @@ async function measureSize(
       }
       ticks.push(f);
       log(
-        `    tick ${k}: ${Math.round(f.cpuMs)} ms CPU, ${Math.round(f.wallMs)} ms wall; rendered (document:entries:ms) ${f.rendered.map((x) => x.replace(/\.\d+$/, '')).join(', ') || 'nothing'}`,
+        `    tick ${k}: ${Math.round(f.cpuMs)} ms CPU, ${Math.round(f.wallMs)} ms wall; rendered (document:entries:ms) ${f.rendered.map((x) => x.replace(/\.\d+$/, '')).join(', ') || 'nothing'}${f.inProgress.length ? `; a slice of ${f.inProgress.join(', ')}` : ''}`,
       );
     }
     await renderer.close();
@@ -201,6 +217,8 @@ export async function runRenderTick(o: DirectOptions): Promise<boolean> {
       const sum = cpu.reduce((a, b) => a + b, 0);
       perSize.push(sum / cpu.length);
       const rendered = new Map<string, { n: number; ms: number[]; entries: number }>();
+      const slices = new Map<string, number>();
+      for (const t of r.ticks) for (const d of t.inProgress) slices.set(d, (slices.get(d) ?? 0) + 1);
       for (const t of r.ticks)
         for (const x of t.rendered) {
           const [doc, entries, ms] = x.split(':');
@@ -217,14 +235,17 @@ export async function runRenderTick(o: DirectOptions): Promise<boolean> {
         f0(median(cpu)),
         f0(Math.max(...cpu)),
         f0(median(r.ticks.map((t) => t.wallMs))),
-        [...rendered].map(([d, e]) => `${d} ×${e.n} (${e.entries.toLocaleString('en-US')} entries, ${f0(median(e.ms))} ms)`).join('; '),
+        [
+          ...[...rendered].map(([d, e]) => `${d} ×${e.n} (${e.entries.toLocaleString('en-US')} entries, ${f0(median(e.ms))} ms)`),
+          ...[...slices].map(([d, n]) => `${d} went on for a slice in ${n} more tick${n > 1 ? 's' : ''}`),
+        ].join('; '),
       ]);
     }
     const flat = perSize[perSize.length - 1] / perSize[0];
     lines.push(
       `#### ${backend === 'postgres' ? 'PostgreSQL' : 'Embedded (PGlite)'}`,
       '',
-      '| weblogs in the hour | first tick, CPU ms | CPU ms a tick (mean) | median | max | wall ms a tick (median) | renderings in the ticks (entries at the last, median wall ms) |',
+      "| weblogs in the hour | first tick, CPU ms | CPU ms a tick (mean) | median | max | wall ms a tick (median) | renderings in the ticks (entries at the last, median ms: a paced one's slices) |",
       '| ---: | ---: | ---: | ---: | ---: | ---: | --- |',
       ...rows.map((r) => `| ${r.join(' | ')} |`),
       '',
@@ -236,7 +257,7 @@ export async function runRenderTick(o: DirectOptions): Promise<boolean> {
   const md = [
     `### Renderer CPU per tick ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
     '',
-    `pingd at ${git(ROOT, ['rev-parse', '--short', 'HEAD'])}, the renderer as \`pingd serve\` runs it (every published document, verification's listing \`mark\`), in this process; ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${loadStart.map((x) => x.toFixed(2)).join(' ')}, at end ${end.map((x) => x.toFixed(2)).join(' ')}. ${RATE} new weblogs a second arrive; ${TICKS} ticks ${PERIOD_MS / 1000} s apart in real time, the hour's weblogs pinged over the hour before the first (the open hour's archive holds those since the top of the UTC hour). CPU is this process's (the embedded database's thread included) and the PostgreSQL backends', over the tick alone.`,
+    `pingd at ${git(ROOT, ['rev-parse', '--short', 'HEAD'])}, the renderer as \`pingd serve\` runs it (every published document, verification's listing \`mark\`, the defaults' RENDER_CRON and RENDER_SLICE_MS), in this process; ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; load average at start ${loadStart.map((x) => x.toFixed(2)).join(' ')}, at end ${end.map((x) => x.toFixed(2)).join(' ')}. ${RATE} new weblogs a second arrive; ${TICKS} ticks ${PERIOD_MS / 1000} s apart in real time, the hour's weblogs pinged over the hour before the first (the open hour's archive holds those since the top of the UTC hour). CPU is this process's (the embedded database's thread included) and the PostgreSQL backends', over the tick alone.`,
     '',
     ...lines,
   ].join('\n');

@@ -215,6 +215,13 @@ const SPEC = {
     parse: cronExpr,
     doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)',
   },
+  // Measured (bench/render-tick.ts, PostgreSQL, 200 new weblogs/s): changes.xml of 10k weblogs took 88 ms a
+  // render, so a small hour still renders in one tick; of 720k kept, ~0.9 s: about ten ticks.
+  RENDER_SLICE_MS: {
+    default: '100',
+    parse: int(0, 60000),
+    doc: 'Longest changes.xml renders in one tick once its hour holds 20,000 weblogs or more; a bigger hour is spread over ticks and published when done (0: one page of 2,000 a tick)',
+  },
   PUBLISH_DIR: { default: '', parse: optionalStr, doc: 'Also write rendered documents as files under this directory' },
   RENDER_SCHEDULER: {
     default: 'true',

@@ -9,7 +9,7 @@ import { PlainCounter } from '../platform/plain-metrics.js';
 export function publishMetrics(registry: Registry, cachedBytes: () => number): { sink: PublishMetricsSink; responses: ResponseRecorder } {
   const renderSeconds = new Histogram({
     name: 'pingd_publish_render_duration_seconds',
-    help: 'Time to render and store one document (all codings and delta cut points).',
+    help: 'Time to render and store one document (all codings and delta cut points; a paced render: its slices, not the ticks between).',
     labelNames: ['document'] as const,
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
@@ -36,7 +36,7 @@ export function publishMetrics(registry: Registry, cachedBytes: () => number): {
   });
   const renders = new Counter({
     name: 'pingd_publish_renders_total',
-    help: 'Render attempts by document and outcome (rendered, unchanged, identical, throttled, failed).',
+    help: 'Render attempts by document and outcome (rendered, unchanged, identical, throttled, in_progress: a paced render went on for a slice, failed).',
     labelNames: ['document', 'outcome'] as const,
     registers: [registry],
   });

@@ -84,6 +84,7 @@ async function publishingPlugin(app: FastifyInstance, opts: { config: Config }):
     publishDir: config.PUBLISH_DIR,
     metrics: metrics.sink,
     cadenceSec,
+    sliceMs: config.RENDER_SLICE_MS,
     onPublished: (path) => {
       reader.invalidate(path);
       for (const l of listeners) l(path);

@@ -349,21 +349,27 @@ export interface RenderingPruneResult {
 
 /**
  * Superseded renderings lose their bytes after `graceSec` (responses still streaming them finish first) and
- * their row, which delta bases are looked up in, after `keepSec`. Renderings left incomplete by a crash
- * are removed after `graceSec` as well. An open hour's appended stream goes once no rendering names it
+ * their row, which delta bases are looked up in, after `keepSec`. Renderings left incomplete (by a crash, or
+ * a paced render given up) are removed after `incompleteSec`, as the slowest render still under way is
+ * older (render/paced.ts: a slice per tick). An open hour's appended stream goes once no rendering names it
  * (older than `graceSec`: the renderer writes a new stream's first chunks before the rendering naming it).
  */
-export async function pruneRenderings(q: Queryable, graceSec: number, keepSec: number): Promise<RenderingPruneResult> {
+export async function pruneRenderings(
+  q: Queryable,
+  graceSec: number,
+  keepSec: number,
+  incompleteSec = graceSec,
+): Promise<RenderingPruneResult> {
   return store('pruning renderings', async () => {
     const [dropped] = await q.query<{ n: number }>(
       `with gone as (
          delete from rendering_chunks c using renderings r
           where c.rendering_id = r.id
             and ((r.superseded_at is not null and r.superseded_at < now() - make_interval(secs => $1))
-              or (not r.complete and r.created_at < now() - make_interval(secs => $1)))
+              or (not r.complete and r.created_at < now() - make_interval(secs => $2)))
          returning octet_length(c.data) as n)
        select coalesce(sum(n), 0)::bigint as n from gone`,
-      [graceSec],
+      [graceSec, incompleteSec],
     );
     await q.query(
       `delete from rendering_deltas d using renderings r
@@ -376,7 +382,7 @@ export async function pruneRenderings(q: Queryable, graceSec: number, keepSec: n
             or (not r.complete and r.created_at < now() - make_interval(secs => $2)))
           and not exists (select 1 from published_documents p where p.rendering_id = r.id)
         returning id`,
-      [keepSec, graceSec],
+      [keepSec, incompleteSec],
     );
     await q.query(
       `delete from archive_streams s

@@ -69,7 +69,15 @@ export function weblogUpdatesDocument(
       const head = weblogUpdatesHead(new Date(w.updatedMs), await shared.total());
       const kept = cache && (await cache.window(q, w));
       // One entry per weblog, whichever way it is read.
-      if (kept) return { head, pages: keptPages(kept, w.updatedMs), foot: WEBLOG_UPDATES_FOOT, entries: kept.length, distinct: true };
+      if (kept)
+        return {
+          head,
+          pages: keptPages(kept, w.updatedMs),
+          foot: WEBLOG_UPDATES_FOOT,
+          entries: kept.length,
+          distinct: true,
+          inMemory: true,
+        };
       const { n } = await reads.weblogStats(q, w.fromUs, w.toUs);
       return { head, pages: weblogPages(q, w, reads), foot: WEBLOG_UPDATES_FOOT, entries: n, distinct: true };
     },
@@ -93,8 +101,11 @@ export function windowCacheFor(reads: ListingReads, windowsSec: number[]): Windo
 export const CHANGES_WINDOW_SEC = 3600;
 export const SHORT_CHANGES_WINDOW_SEC = 300;
 
-export const changesDocument = (reads: ListingReads = listingReads(), cache?: WindowCache | null): LiveDocument =>
-  weblogUpdatesDocument('changes.xml', '/changes.xml', CHANGES_WINDOW_SEC, reads, CHANGES_MAX_AGE_SEC, cache);
+/** The hour's document is paced (render/paced.ts); the five minutes render whole at every tick. */
+export const changesDocument = (reads: ListingReads = listingReads(), cache?: WindowCache | null): LiveDocument => ({
+  ...weblogUpdatesDocument('changes.xml', '/changes.xml', CHANGES_WINDOW_SEC, reads, CHANGES_MAX_AGE_SEC, cache),
+  paced: true,
+});
 export const shortChangesDocument = (reads: ListingReads = listingReads(), cache?: WindowCache | null): LiveDocument =>
   weblogUpdatesDocument('shortChanges.xml', '/shortChanges.xml', SHORT_CHANGES_WINDOW_SEC, reads, undefined, cache);
 

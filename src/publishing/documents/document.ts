@@ -38,6 +38,8 @@ export interface RenderSource {
   entries?: number;
   /** Every entry names a different weblog: brotli needs no long window (codec.ts's brotliOptions). */
   distinct?: boolean;
+  /** Its pages read nothing from the database (kept entries): the render may be spread over ticks (paced.ts). */
+  inMemory?: boolean;
 }
 
 /**
@@ -60,6 +62,11 @@ export interface LiveDocument {
    * later ticks; undefined: rendered on every tick that changed it.
    */
   maxAgeSec?: number;
+  /**
+   * Its render is spread over ticks, a slice each (render/paced.ts), when its entries are kept in memory:
+   * the dearest document, whose every byte changes at every render (changes.xml).
+   */
+  paced?: boolean;
   /**
    * A cheap signature of the state the document is rendered from: when it equals the current rendering's,
    * nothing is rendered (the bytes, ETag and Last-Modified stay, so pollers get 304).

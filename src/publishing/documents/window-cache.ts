@@ -13,12 +13,14 @@ import { KeptEntries, type KeptEntry } from './kept-entries.js';
 export type KeptWeblog = KeptEntry;
 
 /**
- * Weblogs kept at most (~110 bytes each off the JavaScript heap, kept-entries.ts): when changes.xml's hour
- * holds more, only shortChanges.xml's five minutes are kept and the hour is read in full on each of its
- * renders, as before the cache (a sustained 200 new weblogs/s passes it after ~17 minutes; five minutes of
- * it are 60,000).
+ * Weblogs kept at most (~110 bytes each off the JavaScript heap, kept-entries.ts; ~110 MB at the bound):
+ * when changes.xml's hour holds more, only shortChanges.xml's five minutes are kept and the hour is read in
+ * full on each of its renders, whole in one tick, as before the cache. A sustained 200 new weblogs/s (the
+ * seeds' era's peak) is 720,000 in the hour: kept, changes.xml is rendered from memory a slice per tick
+ * (render/paced.ts). At 200,000, the bound until issue 42, that hour was read again at every render (1.5 s
+ * of PostgreSQL's CPU of a 2.2 s render, bench/render-tick.ts).
  */
-export const WINDOW_CACHE_MAX = 200_000;
+export const WINDOW_CACHE_MAX = 1_000_000;
 /** Rows per statement while loading a window and while catching up on pings. */
 const LOAD_ROWS = 2000;
 const FOLLOW_ROWS = 5000;

@@ -22,7 +22,7 @@ import {
 } from '../rendering-repository.js';
 import { closeLimitUs, renderTime } from './render-time.js';
 import type { RenderOutcome, RenderReport } from './store-rendering.js';
-import { renderLive, type LiveOptions } from './live.js';
+import { renderLive, type LiveOptions, type PacedRenders } from './live.js';
 import { closeHours, renderArchive, type HourReads } from './hours.js';
 
 /** Advisory lock held while rendering: one renderer among all instances sharing the database. */
@@ -37,6 +37,11 @@ const ANALYZE_EVERY_MS = 10 * 60_000;
 const STALE_HOURS_PER_TICK = 4;
 /** Superseded renderings keep their bytes this long, for responses still streaming them. */
 const GRACE_SEC = 120;
+/**
+ * An incomplete rendering is left alone this long: a paced render (paced.ts) of a big hour goes on for a
+ * slice a tick, ten ticks and more; one given up is discarded at once, a crash's leftovers after this.
+ */
+const INCOMPLETE_SEC = 30 * 60;
 
 export interface Logger {
   info(obj: object, msg?: string): void;
@@ -46,7 +51,7 @@ export interface Logger {
 
 export interface PublishMetricsSink {
   rendered(r: RenderReport): void;
-  outcome(document: string, outcome: 'rendered' | 'unchanged' | 'identical' | 'throttled' | 'failed'): void;
+  outcome(document: string, outcome: 'rendered' | 'unchanged' | 'identical' | 'throttled' | 'in_progress' | 'failed'): void;
   lockBusy(): void;
 }
 
@@ -86,6 +91,8 @@ export class Renderer {
    * (open-hour-stream.ts), or its pings kept between renders when whole files are written (hour-cache.ts).
    */
   private readonly hours: HourReads;
+  /** Live documents' renders spread over ticks (paced.ts), by path. */
+  private readonly paced: PacedRenders = new Map();
   /** The weblog removals watermark as last read (undefined: not yet); when it moves, what is kept is dropped. */
   private removalsSeen: number | null | undefined = undefined;
 
@@ -135,7 +142,7 @@ export class Renderer {
         if (start * 1000 > t.nowUs) throw new Error(`the hour ${new Date(start).toISOString().slice(0, 13)} has not begun`);
         const closed = (start + HOUR_MS) * 1000 <= closeLimitUs(t);
         const out = await renderArchive(this.opts, this.hours, q, start, { closed, t, force: true });
-        return out === 'unchanged' || out === 'throttled' ? 'identical' : out;
+        return typeof out === 'string' ? 'identical' : out;
       });
       return r.ran ? r.value : null;
     });
@@ -154,6 +161,14 @@ export class Renderer {
   async close(): Promise<void> {
     this.closed = true;
     await this.chain.catch(() => undefined);
+    await this.abandonPaced();
+  }
+
+  /** Gives up the paced renders under way (their renderings are discarded). */
+  private async abandonPaced(): Promise<void> {
+    const running = [...this.paced.values()];
+    this.paced.clear();
+    for (const job of running) await job.abandon();
   }
 
   /**
@@ -165,6 +180,8 @@ export class Renderer {
     const at = await getWatermark(q, WEBLOG_REMOVALS_WATERMARK);
     if (at === this.removalsSeen) return;
     if (this.removalsSeen !== undefined) {
+      // A paced render lists what was kept when it began: a removed weblog would be published again.
+      await this.abandonPaced();
       for (const doc of this.documents.list()) doc.forget?.();
       this.hours.openHour?.forget();
       this.hours.openStream?.forget();
@@ -225,7 +242,7 @@ export class Renderer {
     };
 
     for (const doc of this.documents.list()) {
-      await attempt(doc.path, doc.name, () => renderLive(this.opts, q, doc, t, shared, Boolean(opts.force)));
+      await attempt(doc.path, doc.name, () => renderLive(this.opts, q, doc, t, shared, Boolean(opts.force), this.paced));
     }
     if (opts.liveOnly) return report;
     const current = hourStart(t.nowUs / 1000);
@@ -256,7 +273,7 @@ export class Renderer {
       this.opts.log.error({ err: { message: (err as Error).message } }, 'rendering failed');
     }
     try {
-      await pruneRenderings(this.opts.db, GRACE_SEC, this.opts.deltaWindowSec + GRACE_SEC);
+      await pruneRenderings(this.opts.db, GRACE_SEC, this.opts.deltaWindowSec + GRACE_SEC, INCOMPLETE_SEC);
     } catch (err) {
       this.opts.log.warn({ err: { message: (err as Error).message } }, 'pruning renderings failed');
     }

@@ -26,7 +26,7 @@ export interface RenderReport {
 }
 
 /** What rendering one document came to: a new rendering, or why none was stored. */
-export type RenderOutcome = RenderReport | 'unchanged' | 'identical' | 'throttled';
+export type RenderOutcome = RenderReport | 'unchanged' | 'identical' | 'throttled' | 'in_progress';
 
 export interface StoreOptions {
   db: Db;
@@ -58,6 +58,8 @@ export async function storeRendering(
   spec: RenderingSpec,
   prev: RenderingMeta | undefined,
   bytes: RenderingBytes,
+  /** The time the render took, when it is not the time since it began (a paced render: its slices'). */
+  activeMs?: () => number,
 ): Promise<RenderOutcome> {
   const db = opts.db;
   const started = performance.now();
@@ -90,7 +92,7 @@ export async function storeRendering(
       await discardRendering(db, id);
       return 'identical';
     }
-    const ms = performance.now() - started;
+    const ms = activeMs ? activeMs() : performance.now() - started;
     await completeRendering(db, {
       id,
       path: spec.path,

@@ -15,17 +15,33 @@ describe('big documents', () => {
   const T = H + 55 * 60_000; // changes.xml "now"
   const A = H - HOUR_MS; // the big archive's hour
   before(async () => {
-    t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PUBLISH_DELTA_WINDOW: 3600 });
+    // One page of 2,000 weblogs a tick: changes.xml of 31,000 is paced over 16 ticks.
+    t = await startApp({ RENDER_SCHEDULER: false, PUBLISH_POINTER_TTL_MS: 0, PUBLISH_DELTA_WINDOW: 3600, RENDER_SLICE_MS: 0 });
   });
   after(() => t.close());
 
-  test('changes.xml over several chunks, and a 226 delta spanning chunks, in every coding', async () => {
+  test('changes.xml over several chunks, paced a page a tick, and a 226 delta spanning chunks, in every coding', async () => {
     await bulkPings(t.app.db, 15_000, T - 50 * 60_000, T - 30 * 60_000, 'older');
-    await t.app.renderer.tick({ now: new Date(T - 25 * 60_000) });
+    const first = await t.app.renderer.tick({ now: new Date(T - 25 * 60_000) });
+    assert.ok(
+      first?.rendered.some((x) => x.path === '/changes.xml' && x.entries === 15_000),
+      'fewer than 20,000 weblogs: rendered whole in its tick',
+    );
     const base = await t.app.inject({ url: '/changes.xml' });
     await bulkPings(t.app.db, 16_000, T - 20 * 60_000, T - 60_000, 'newer');
-    const r = await t.app.renderer.tick({ now: new Date(T) });
-    const rendered = r?.rendered.find((x) => x.path === '/changes.xml');
+    let rendered;
+    let ticks = 0;
+    while (!rendered && ticks < 40) {
+      const r = await t.app.renderer.tick({ now: new Date(T + ticks * 10_000) });
+      ticks++;
+      rendered = r?.rendered.find((x) => x.path === '/changes.xml');
+      if (!rendered) {
+        assert.ok(r?.unchanged.includes('/changes.xml'), `tick ${ticks}: in progress`);
+        // Until its last slice, the rendering served is the one before.
+        assert.equal((await t.app.inject({ url: '/changes.xml' })).headers.etag, base.headers.etag, `tick ${ticks}`);
+      }
+    }
+    assert.equal(ticks, 16, 'a page of 2,000 a tick: 31,000 weblogs in 16 ticks');
     assert.ok(rendered && rendered.entries === 31_000 && rendered.identityLength > 2 << 20, JSON.stringify(rendered));
 
     const full = await t.app.inject({ url: '/changes.xml' });
