@@ -215,10 +215,11 @@ const SPEC = {
     parse: cronExpr,
     doc: 'When changes.xml, shortChanges.xml and the current hour are rendered (6 fields = with seconds)',
   },
-  // Measured (bench/render-tick.ts, PostgreSQL, 200 new weblogs/s): changes.xml of 10k weblogs took 88 ms a
-  // render, so a small hour still renders in one tick; of 720k kept, ~0.9 s: about ten ticks.
+  // About what a whole render of the 20,000 weblogs from which changes.xml is paced costs, so a tick's share
+  // of it is no dearer in a big hour than in a small one. Measured (bench/render-tick.ts, PostgreSQL, 200
+  // new weblogs/s, 2026-11-29): 20,000 kept weblogs took 204 ms; 100,000, 3-4 slices of 100 ms.
   RENDER_SLICE_MS: {
-    default: '100',
+    default: '200',
     parse: int(0, 60000),
     doc: 'Longest changes.xml renders in one tick once its hour holds 20,000 weblogs or more; a bigger hour is spread over ticks and published when done (0: one page of 2,000 a tick)',
   },
