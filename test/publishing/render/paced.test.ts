@@ -13,6 +13,7 @@ import { changesDocument } from '../../../src/publishing/documents/changes.js';
 import { listingReads } from '../../../src/publishing/documents/listing.js';
 import { totalPings } from '../../../src/intake/ping/window-repository.js';
 import { HOUR_MS, hourStart } from '../../../src/publishing/documents/archive.js';
+import { touchWatermark, WEBLOG_REMOVALS_WATERMARK } from '../../../src/publishing/rendering-repository.js';
 import { startApp, type TestApp } from '../../helpers/app.js';
 import { bulkPings, insertPings, sourceText } from '../helpers.js';
 
@@ -201,6 +202,18 @@ describe('changes.xml paced on a server', () => {
     assert.ok(done.rendered.id > by!.id);
   });
 
+  test('given up when a weblog is removed, held or released (the watermark moved): it would list what was kept', async () => {
+    await insertPings(t.app.db, [{ name: 'Held', url: 'http://held.example.com/', at: T }]);
+    assert.ok((await t.app.renderer.tick({ now: new Date((T += 10_000)) }))?.unchanged.includes('/changes.xml'));
+    const [old] = await t.app.db.query<{ id: number }>('select id from renderings where not complete');
+    await touchWatermark(t.app.db, WEBLOG_REMOVALS_WATERMARK);
+    assert.ok((await t.app.renderer.tick({ now: new Date((T += 10_000)) }))?.unchanged.includes('/changes.xml'));
+    const now = await t.app.db.query<{ id: number }>('select id from renderings where not complete');
+    assert.equal(now.length, 1, 'a new paced render under way');
+    assert.notEqual(Number(now[0].id), Number(old.id), 'the old one discarded');
+    assert.equal((await tickUntilPublished()).rendered.id, Number(now[0].id));
+  });
+
   test('a paced rendering under way longer than the 120 s grace of superseded ones is not pruned (its chunks were)', async () => {
     await insertPings(t.app.db, [{ name: 'Slow', url: 'http://slow.example.com/', at: T }]);
     assert.ok((await t.app.renderer.tick({ now: new Date((T += 10_000)) }))?.unchanged.includes('/changes.xml'));
@@ -209,7 +222,7 @@ describe('changes.xml paced on a server', () => {
     );
     const { rendered } = await tickUntilPublished();
     assert.equal(rendered.id, Number(aged.id), 'the paced rendering itself was published, not one begun again');
-    assert.equal(rendered.entries, 24_005);
+    assert.equal(rendered.entries, 24_006);
     const full = await t.app.inject({ url: '/changes.xml', headers: { 'accept-encoding': 'gzip' } });
     assert.equal(full.statusCode, 200);
     assert.equal(zlib.gunzipSync(full.rawPayload).toString(), await changes());
