@@ -147,6 +147,9 @@ export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): P
  * its snapshot holds that claim's leases. A claim is one short statement: the wait is a few ms at most.
  */
 export function claimOneLeasedPerHost<R>(db: Db, t: OutboxTable, lock: number, o: Omit<ClaimOptions, 'oneLeasedPerHost'>): Promise<R[]> {
+  // The embedded database is one session in one process: its statements never interleave, and a
+  // transaction would hold intake's session for two more round trips at every claim.
+  if (db.kind === 'pglite') return claim<R>(db, t, { ...o, oneLeasedPerHost: true });
   return db.transaction(async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1) is null as locked', [lock]);
     return claim<R>(tx, t, { ...o, oneLeasedPerHost: true });
