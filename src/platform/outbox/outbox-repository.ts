@@ -86,11 +86,6 @@ export interface ClaimOptions {
    * intents beside deliveries); one lane when absent. A constant of the surface's.
    */
   lane?: string;
-  /**
-   * At most one row leased per host across instances (rssCloud: one notification in flight per endpoint host).
-   * Only with claimOneLeasedPerHost: alone, two claims at once each miss the other's lease.
-   */
-  oneLeasedPerHost?: boolean;
   /** What the claim returns beside the row (`u.*`): columns of `join`, a constant of the surface's. */
   select?: string;
   join?: string;
@@ -101,7 +96,12 @@ export interface ClaimOptions {
  * lane, at most `perHost` of a host, locked past rows another claimer holds, pushed one lease ahead.
  * Returns `u.*` (the row as updated) and `select`.
  */
-export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): Promise<R[]> {
+export function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): Promise<R[]> {
+  return claimRows<R>(q, t, o, false);
+}
+
+/** claim(), and with `oneLeasedPerHost` none of a host with a row leased (only under claimOneLeasedPerHost's lock). */
+async function claimRows<R>(q: Queryable, t: OutboxTable, o: ClaimOptions, oneLeasedPerHost: boolean): Promise<R[]> {
   const lanes = o.lane ? [`(${o.lane})`, `not (${o.lane})`] : ['true'];
   const slice = lanes
     .map(
@@ -110,7 +110,7 @@ export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): P
        order by q.due_at limit $1::int * 8)`,
     )
     .join(' union all ');
-  const leased = o.oneLeasedPerHost
+  const leased = oneLeasedPerHost
     ? `and not exists (select 1 from ${t.name} b where b.${t.host} = cand.host and b.leased_until > now())`
     : '';
   return withContext(`claiming ${t.what}`, () =>
@@ -138,7 +138,8 @@ export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): P
 }
 
 /**
- * claim() of a queue with at most one row leased per host across instances (oneLeasedPerHost), serialised by
+ * claim() of a queue with at most one row leased per host across instances (rssCloud: one notification in
+ * flight per endpoint host): none of a host with a row leased anywhere, serialised by
  * the transaction-level advisory lock `lock`. The claim's check for a host's leased row reads the statement's
  * snapshot, and a row lock covers only its row: while one claim's lease was not yet committed, another
  * leased a different row of the host, one queued by a transaction that began earlier (so ranked first) and
@@ -146,13 +147,13 @@ export async function claim<R>(q: Queryable, t: OutboxTable, o: ClaimOptions): P
  * notifications at once). Under the lock a claim's statement starts after the previous claim committed, so
  * its snapshot holds that claim's leases. A claim is one short statement: the wait is a few ms at most.
  */
-export function claimOneLeasedPerHost<R>(db: Db, t: OutboxTable, lock: number, o: Omit<ClaimOptions, 'oneLeasedPerHost'>): Promise<R[]> {
+export function claimOneLeasedPerHost<R>(db: Db, t: OutboxTable, lock: number, o: ClaimOptions): Promise<R[]> {
   // The embedded database is one session in one process: its statements never interleave, and a
   // transaction would hold intake's session for two more round trips at every claim.
-  if (db.kind === 'pglite') return claim<R>(db, t, { ...o, oneLeasedPerHost: true });
+  if (db.kind === 'pglite') return claimRows<R>(db, t, o, true);
   return db.transaction(async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1) is null as locked', [lock]);
-    return claim<R>(tx, t, { ...o, oneLeasedPerHost: true });
+    return claimRows<R>(tx, t, o, true);
   });
 }
 
