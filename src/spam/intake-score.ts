@@ -2,6 +2,7 @@
 // history), computed once per URL and name and kept in a small LRU map, so a ping of a weblog seen lately
 // costs one map lookup. Intake stores it in the statement that stores the ping (ping-repository.ts), so a
 // render never lists a weblog before it is scored.
+import { LRUCache } from 'lru-cache';
 import { scoreWeblog } from './score.js';
 import { urlOnlyEvidence, type SpamVerdict } from './verdict.js';
 import { labelWords } from './url.js';
@@ -24,9 +25,16 @@ export interface UrlScore {
 const CACHE_SIZE = 10_000;
 
 export class UrlScorer {
-  private readonly cache = new Map<string, UrlScore>();
+  /**
+   * lru-cache rather than a Map evicting its first key: a Map's deleted entries stay in its table until it
+   * is rehashed and keys().next() walks past them, so at 10,000 keys a new key cost ~7.8 µs (lru-cache:
+   * 0.75 µs; Node 24, this machine, 300,000 new keys): every ping of a new weblog paid it.
+   */
+  private readonly cache: LRUCache<string, UrlScore>;
 
-  constructor(private readonly size = CACHE_SIZE) {}
+  constructor(size = CACHE_SIZE) {
+    this.cache = new LRUCache({ max: size });
+  }
 
   /**
    * Loads wordsninja's dictionary now, at start, so that no ping waits for it (58 ms measured here on
@@ -40,15 +48,9 @@ export class UrlScorer {
   score(url: string, name: string | null): UrlScore {
     const key = name === null ? url : `${url}\n${name}`;
     const hit = this.cache.get(key);
-    if (hit !== undefined) {
-      // Most recently used last: Map keeps insertion order.
-      this.cache.delete(key);
-      this.cache.set(key, hit);
-      return hit;
-    }
+    if (hit !== undefined) return hit;
     const v: SpamVerdict = scoreWeblog(urlOnlyEvidence(url, name));
     const made = { score: v.score, reasons: JSON.stringify(v.reasons), site: siteOf(url) };
-    if (this.cache.size >= this.size) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, made);
     return made;
   }

@@ -2,9 +2,10 @@
 // address) and the per-host budget (a bucket per weblog host). Each instance counts on its own (N instances
 // behind a balancer allow up to N × the rate); that is enough to stop one noisy address or one site's
 // spellings from flooding the queue and the published lists, which is what they are for.
+import { LRUCache } from 'lru-cache';
 import { canonicalAddress, isCanonicalIPv4, slash64Key } from '../../platform/net/ip.js';
 
-/** At most this many keys are tracked; beyond it the oldest entries are forgotten (bounded memory). */
+/** At most this many keys are tracked; beyond it the least recently spent are forgotten (bounded memory). */
 export const MAX_TRACKED = 100_000;
 
 interface Bucket {
@@ -37,7 +38,12 @@ export function weblogHost(url: string): string {
 }
 
 export class RateLimiter {
-  private readonly buckets = new Map<string, Bucket>();
+  /**
+   * lru-cache rather than a Map evicting its first key: a Map's deleted entries stay in its table until it
+   * is rehashed, and keys().next() walks past them, so at 100,000 keys a new key cost ~22 µs (lru-cache:
+   * 1.6 µs; Node 24, this machine, 300,000 new keys), and a ping of a new weblog paid it twice.
+   */
+  private readonly buckets = new LRUCache<string, Bucket>({ max: MAX_TRACKED });
   private readonly perMs: number;
   private readonly sweeper: NodeJS.Timeout;
 
@@ -67,7 +73,7 @@ export class RateLimiter {
 
   /** Whether `key` has a token now, without taking it (for a budget spent only on success). */
   check(key: string): RateDecision {
-    const b = this.buckets.get(key);
+    const b = this.buckets.peek(key);
     if (b === undefined) return { ok: true };
     const tokens = Math.min(this.capacity, b.tokens + (this.now() - b.at) * this.perMs);
     if (tokens >= 1) return { ok: true };
@@ -79,10 +85,6 @@ export class RateLimiter {
     const now = this.now();
     let b = this.buckets.get(key);
     if (b === undefined) {
-      if (this.buckets.size >= MAX_TRACKED) {
-        const oldest = this.buckets.keys().next().value;
-        if (oldest !== undefined) this.buckets.delete(oldest);
-      }
       b = { tokens: this.capacity, at: now };
       this.buckets.set(key, b);
     } else {
@@ -94,9 +96,9 @@ export class RateLimiter {
 
   sweep(): void {
     const now = this.now();
-    for (const [k, b] of this.buckets) {
-      if (b.tokens + (now - b.at) * this.perMs >= this.capacity) this.buckets.delete(k);
-    }
+    const full: string[] = [];
+    for (const [k, b] of this.buckets.entries()) if (b.tokens + (now - b.at) * this.perMs >= this.capacity) full.push(k);
+    for (const k of full) this.buckets.delete(k);
   }
 
   close(): void {
