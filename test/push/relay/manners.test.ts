@@ -67,11 +67,13 @@ test('the target sees relays no closer together than its rate allows (120 a minu
   const times = target.calls.filter((c) => urls.includes(c.params[1])).map((c) => c.t * 1000);
   // Requests leave at least 500 ms apart (REGRESSION: turns were kept only as handed out, so a request
   // that left late brought the next one closer: gaps of 205 ms on a busy machine). What the target
-  // records also includes each request's own connect and hand-over time, which varies under load.
+  // records also includes each request's own connect and hand-over time, which varies under load: one gap
+  // of 346 ms beside longer ones on a slow CI machine (2026-11-29), so a single gap may lose 200 ms to that
+  // jitter, still above the regression's 205 ms, and their sum holds the pace.
   const gaps = times.slice(1).map((x, i) => Math.round(x - times[i]));
   assert.ok(times[times.length - 1] - times[0] >= 4 * 500 - 150, `gaps ${gaps.join(', ')} ms`);
   assert.ok(
-    gaps.every((g) => g >= 350),
+    gaps.every((g) => g >= 300),
     `gaps ${gaps.join(', ')} ms`,
   );
 });
