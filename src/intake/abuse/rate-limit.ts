@@ -41,7 +41,7 @@ export class RateLimiter {
   /**
    * lru-cache rather than a Map evicting its first key: a Map's deleted entries stay in its table until it
    * is rehashed, and keys().next() walks past them, so at 100,000 keys a new key cost ~22 µs (lru-cache:
-   * 1.6 µs; Node 24, this machine, 300,000 new keys), and a ping of a new weblog paid it twice.
+   * 1.6 µs; Node 24, this machine, 300,000 new keys), and every ping of a weblog on a new host paid it.
    */
   private readonly buckets = new LRUCache<string, Bucket>({ max: MAX_TRACKED });
   private readonly perMs: number;
