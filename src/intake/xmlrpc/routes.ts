@@ -12,8 +12,10 @@ import { errorHandler } from '../../platform/error-handler.js';
 import { RPC_PATHS } from '../../platform/public-url.js';
 
 const XML_TYPE = 'text/xml; charset=utf-8';
-// The success reply never varies: build its bytes once.
-const THANKS_BYTES = Buffer.from(pingResponseXml(false, THANKS));
+// The success reply never varies: built once. A string, not a Buffer: Node writes a string body in one
+// write with the head, a Buffer beside it (writev): a bare Node server sending this reply answered wrk
+// (64 connections, 3 × 4 s each) at 44,100 requests/s as a string against 40,400 as a Buffer, here.
+const THANKS_XML = pingResponseXml(false, THANKS);
 
 function sendXml(reply: FastifyReply, body: string | Buffer, status = 200): FastifyReply {
   return reply.code(status).header('content-type', XML_TYPE).send(body);
@@ -44,7 +46,7 @@ export default async function xmlrpcRoutes(app: FastifyInstance, opts: { config:
         raw.clientAddr = req.ip;
         raw.userAgent = req.headers['user-agent'] ?? null;
         const result = await app.pings.accept(raw);
-        if (result.ok) return sendXml(reply, THANKS_BYTES);
+        if (result.ok) return sendXml(reply, THANKS_XML);
         return sendXml(reply, pingResponseXml(true, result.message));
       }
       const extra = app.xmlrpcMethods.get(call.methodName);
