@@ -17,7 +17,7 @@ const XML_TYPE = 'text/xml; charset=utf-8';
 // (64 connections, 3 × 4 s each) at 44,100 requests/s as a string against 40,400 as a Buffer, here.
 const THANKS_XML = pingResponseXml(false, THANKS);
 
-function sendXml(reply: FastifyReply, body: string | Buffer, status = 200): FastifyReply {
+function sendXml(reply: FastifyReply, body: string, status = 200): FastifyReply {
   return reply.code(status).header('content-type', XML_TYPE).send(body);
 }
 

@@ -76,7 +76,7 @@ test('two instances, one database: every change of a feed topic reaches each sub
         payload: `hub.mode=publish&hub.url=${encodeURIComponent(topic)}`,
       });
       assert.equal(r.statusCode, 204);
-      await waitForHub(apps, async () => (await count('select count(*)::int as n from websub_changes')) >= n, `change ${n} stored`, 20_000);
+      await waitForHub(apps, async () => (await count('select count(*)::int as n from websub_changes')) >= n, `change ${n} stored`, 60_000);
     }
     await waitForHub(
       apps,

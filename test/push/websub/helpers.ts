@@ -117,12 +117,16 @@ export async function publish(t: TestApp, pings = 1): Promise<void> {
   if (!report || report.rendered.length === 0) throw new Error(`nothing rendered: ${JSON.stringify(report)}`);
 }
 
-/** Waits until `cond` holds, waking the hub's worker meanwhile (it would otherwise look once a second). */
+/**
+ * Waits until `cond` holds, waking the hub's worker meanwhile (it would otherwise look once a second). The
+ * bound is generous: a slow CI machine took more than 15 s for two failed deliveries on the embedded
+ * database (its one session is shared with the renderer and verification); only a broken hub waits it out.
+ */
 export async function waitForHub(
   t: TestApp | TestApp[],
   cond: () => boolean | Promise<boolean>,
   what: string,
-  timeoutMs = 15_000,
+  timeoutMs = 60_000,
 ): Promise<void> {
   const apps = Array.isArray(t) ? t : [t];
   await waitFor(cond, {
