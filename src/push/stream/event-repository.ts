@@ -209,6 +209,92 @@ export async function replayEvents(q: Queryable, rule: ReleaseRule, after: numbe
 }
 
 /**
+ * A whole window's read for a plain filter (no host, no tag: every test is exact in the query, so every event
+ * it returns is one the connection takes): the `ping` frames joined by the database in position order, and
+ * the `verified` events as rows (their frames are formatted by events.ts). Why: in a 1M-ping replay on
+ * PostgreSQL, parsing a row per event into objects cost pingd ~3.5 µs an event (4.5 µs of client CPU a
+ * row, against ~1 µs for the joined frames, 200,000 rows read 500 at a time, this machine).
+ */
+export interface JoinedRead {
+  /** The `ping` events' frames joined ('' when none), how many, and the last one's position (NaN: none). */
+  pings: { frames: string; count: number; last: number };
+  verified: EventRow[];
+}
+
+const joinedStatements = new Map<string, { sql: string; name: string }>();
+
+function joinedStatement(rule: ReleaseRule, f: ReplayFilter, spam: boolean): { sql: string; name: string } {
+  const key = `${rule}_${f.ping ? 'p' : ''}${f.verified ? 'v' : ''}${f.methods !== null ? 'm' : ''}${f.outcomes !== null ? 'o' : ''}${spam ? 's' : ''}`;
+  const known = joinedStatements.get(key);
+  if (known) return known;
+  // Parameters after (after, upto), in the order replayJoined pushes them.
+  const method = f.methods !== null ? '$3' : null;
+  const outcome = f.outcomes !== null ? `$${method ? 4 : 3}` : null;
+  const branches: string[] = [];
+  if (f.ping) {
+    const m = method ? ` and p.method = any(${method}::text[])` : '';
+    const held = spam ? '' : ' and not h.held';
+    const rows =
+      rule === 'listed'
+        ? `select p.id as pos, ${pingFrame('p.id')} as frame from pings p ${PING_HELD} where p.id > $1 and p.id <= $2${m}${held} order by p.id`
+        : `select v.release_id as pos, ${pingFrame('v.release_id')} as frame
+             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
+            where v.release_id > $1 and v.release_id <= $2${m}${held} order by v.release_id`;
+    // The frames are joined in the order the subquery sorts them (PostgreSQL's manual, "Aggregate Functions":
+    // input from a sorted subquery is aggregated in that order). string_agg(… order by pos) sorted the
+    // window again: 2.9 against 1.9 ms a window of 500 (PostgreSQL 15, this machine); the order is tested.
+    // In VERIFIED_COLS's order, then the count.
+    branches.push(`select 'ping' as type, max(e.pos) as pos, null::bigint as ping_id, null::text as url, null::text[] as tags, null::text as method,
+       false as held, coalesce(string_agg(e.frame, ''), '') as frame, null::text as name, null::text as changes_url, null::text as rss_url,
+       null::timestamptz as received_at, null::text as outcome, null::jsonb as new_items, count(*)::int as n
+       from (${rows}) e`);
+  }
+  if (f.verified) {
+    const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
+    const held = spam ? '' : ` and ${notHeldId('v.weblog_id')}`;
+    branches.push(`select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}, null::int as n
+     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
+    where v.event_id > $1 and v.event_id <= $2${o}${held}`);
+  }
+  const made = { sql: branches.map((b) => `(${b})`).join(' union all '), name: `pingd_stream_joined_${key}` };
+  joinedStatements.set(key, made);
+  return made;
+}
+
+/**
+ * A replay's read of the whole window (after, upto] for a plain filter (hosts and tags null); `spam`: events
+ * of weblogs held as spam too (`?spam=include`). Every event returned passes the connection's filter. As
+ * with replayEvents, every position up to `upto` must already be committed.
+ */
+export async function replayJoined(
+  q: Queryable,
+  rule: ReleaseRule,
+  after: number,
+  upto: number,
+  f: ReplayFilter,
+  spam: boolean,
+): Promise<JoinedRead> {
+  if (f.hosts !== null || f.tags !== null) throw new Error('replayJoined takes a plain filter (no host, no tag)');
+  const none = { frames: '', count: 0, last: NaN };
+  if (!f.ping && !f.verified) return { pings: none, verified: [] };
+  return withContext(`reading stream events ${after + 1}–${upto} for a replay`, async () => {
+    const { sql, name } = joinedStatement(rule, f, spam);
+    const params: unknown[] = [after, upto];
+    if (f.methods !== null) params.push(f.methods);
+    if (f.outcomes !== null) params.push(f.outcomes);
+    const rows = await q.query<RawRow & { n: number | null }>(sql, params, { name });
+    let pings = none;
+    const verified: EventRow[] = [];
+    for (const r of rows) {
+      if (r.type === 'verified') verified.push(eventRow(r));
+      else if (Number(r.n) > 0) pings = { frames: r.frame ?? '', count: Number(r.n), last: Number(r.pos) };
+    }
+    verified.sort((a, b) => a.pos - b.pos);
+    return { pings, verified };
+  });
+}
+
+/**
  * The position just before the first ping received at or after `time` (the latest position when none is):
  * a stream started there sends every event from that time on. Positions are drawn in commit order and a
  * ping's time when its transaction started, so the two orders differ only among pings committed at about

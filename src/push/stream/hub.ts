@@ -8,7 +8,7 @@ import { inBackground } from '../../platform/db/database.js';
 import { eventsAfter, latestPosition, logEnds, positionBefore, prunedThrough } from './event-repository.js';
 import { resetFrame, toStreamEvent, type ResumePoint } from './events.js';
 import type { LogState } from './info.js';
-import type { ReplayWindow } from './replay-cache.js';
+import type { SharedWindow } from './replay-cache.js';
 import { ReplayReader, type ReplayReaderOptions } from './replay-reader.js';
 import { mustCut, type SlowConsumerRule } from './slow-consumer.js';
 import type { Subscriber } from './subscriber.js';
@@ -264,7 +264,7 @@ export class StreamHub {
       // The next whole windows, read while this one is written (a replay that waited for each read before
       // asking for the next spent most of its time on the database's latency; one window ahead, a lone
       // replay on PostgreSQL kept pingd busy 50-60% of the time).
-      const ahead = new Map<string, Promise<ReplayWindow | null>>();
+      const ahead = new Map<string, Promise<SharedWindow | null>>();
       for (;;) {
         if (sub.sink.closed || this.closed) return;
         const bound = Math.max(start.latest, this.lastSeen);

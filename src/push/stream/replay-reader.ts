@@ -1,12 +1,13 @@
 // Owns reading a replaying connection's windows of the events table: from another connection's read when
 // the same whole window was read or is being read (ReplayCache), else in the connection's turn (ReplayGate:
 // a few reads at once, at the pace shared by every replay) or, for a short catch-up, at once and charged to
-// that pace.
+// that pace. A whole window for a plain filter (no host, no tag) comes with its frames joined by the
+// database (JoinedWindow); any other, row by row (ReplayWindow).
 import { inBackground, type Db } from '../../platform/db/database.js';
-import { replayEvents, type EventRow, type ReleaseRule, type ReplayFilter } from './event-repository.js';
+import { replayEvents, replayJoined, type EventRow, type ReleaseRule, type ReplayFilter } from './event-repository.js';
 import { toStreamEvent, type StreamFilter } from './events.js';
 import { ReplayGate, replayCost, type Turn } from './replay-gate.js';
-import { ReplayCache, ReplayWindow } from './replay-cache.js';
+import { JoinedWindow, ReplayCache, ReplayWindow, type SharedWindow } from './replay-cache.js';
 import type { Subscriber } from './subscriber.js';
 
 export interface ReplayReaderOptions {
@@ -57,7 +58,9 @@ export class ReplayReader {
       methods: f.methods && [...f.methods],
       outcomes: f.outcomes && [...f.outcomes],
     };
-    return { filter, shape: `${this.opts.rule}:${JSON.stringify(filter)}` };
+    // A joined window holds exactly what its connections take, held weblogs' events included or not.
+    const joined = isPlain(filter) ? (f.spam ? 'joined+spam' : 'joined') : 'rows';
+    return { filter, shape: `${this.opts.rule}:${joined}:${JSON.stringify(filter)}` };
   }
 
   /**
@@ -72,7 +75,7 @@ export class ReplayReader {
     upto: number,
     filter: ReplayFilter,
     replay: boolean,
-  ): Promise<ReplayWindow | null> {
+  ): Promise<SharedWindow | null> {
     const found = key === null ? undefined : this.cache.find(key);
     if (found !== undefined) return found;
     let turn = NO_TURN;
@@ -91,19 +94,26 @@ export class ReplayReader {
       turn(0);
       return meanwhile;
     }
-    const read = async () => {
+    const { db, rule } = this.opts;
+    const read = async (): Promise<SharedWindow> => {
       const startedAt = performance.now();
-      let rows: EventRow[] = [];
+      let rows = 0;
       try {
         // On the embedded database, behind intake's statements, one at a time with renders and retention.
-        rows = await inBackground(() => replayEvents(this.opts.db, this.opts.rule, after, upto, filter));
+        if (key !== null && isPlain(filter)) {
+          const r = await inBackground(() => replayJoined(db, rule, after, upto, filter, sub.filter.spam));
+          rows = r.pings.count + r.verified.length;
+          return JoinedWindow.of(r.pings, r.verified.map(toStreamEvent));
+        }
+        const events: EventRow[] = await inBackground(() => replayEvents(db, rule, after, upto, filter));
+        rows = events.length;
+        return new ReplayWindow(events.map(toStreamEvent), sub.filter);
       } finally {
-        const cost = replayCost(rows.length, upto - after);
+        const cost = replayCost(rows, upto - after);
         if (turn === NO_TURN) this.gate.charge(cost, startedAt);
         else turn(cost);
-        this.opts.onReplayRead?.(rows.length, upto - after);
+        this.opts.onReplayRead?.(rows, upto - after);
       }
-      return new ReplayWindow(rows.map(toStreamEvent), sub.filter);
     };
     return key === null ? read() : this.cache.load(key, read);
   }
@@ -120,3 +130,6 @@ export class ReplayReader {
     this.gate.close();
   }
 }
+
+/** No host and no tag: every test the filter makes is exact in the query (a joined window's read). */
+const isPlain = (f: ReplayFilter): boolean => f.hosts === null && f.tags === null;

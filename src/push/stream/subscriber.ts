@@ -3,7 +3,7 @@
 // window whole when it fits, bare ids for what its filter passes by (STREAM_CURSOR_MS) and `event: live`
 // once at the end of a replay.
 import { cursorFrame, liveFrame, matches, type StreamEvent, type StreamFilter } from './events.js';
-import type { ReplayWindow } from './replay-cache.js';
+import { JoinedWindow, type SharedWindow } from './replay-cache.js';
 import type { Sink } from './sink.js';
 
 /** What a connection is sent besides its events. */
@@ -76,10 +76,20 @@ export class Subscriber {
 
   /**
    * Sends a shared replay window (paced): whole, as the bytes encoded once for every connection, when it
-   * starts after this connection's position and its filter kept exactly what it was read for; else event
-   * by event.
+   * starts after this connection's position and its filter kept exactly what it was read for (a joined
+   * window: always, from this connection's position on); else event by event.
    */
-  takeWindow(w: ReplayWindow, now = performance.now()): boolean {
+  takeWindow(w: SharedWindow, now = performance.now()): boolean {
+    if (w instanceof JoinedWindow) {
+      // Every event in it passes the filter: the bytes after this connection's position, as they are.
+      const part = w.after(this.position);
+      if (part === null) return true;
+      if (!this.sink.write(part.chunk, true)) return false;
+      this.position = part.last;
+      this.told = part.last;
+      this.toldAt = now;
+      return true;
+    }
     const first = w.events[0];
     if (first === undefined || !w.exact || first.pos <= this.position) return this.take(w.events, true, now);
     if (!this.sink.write(w.chunk, true)) return false;

@@ -1,11 +1,13 @@
 // The `ping` frames the database writes (event-repository.ts's pingFrame) against the frames events.ts
 // formats from the same rows: byte for byte, on names, URLs and tags chosen to break JSON (quotes,
 // backslashes, every control character, U+2028, astral characters, null columns) and on times at every edge of
-// a millisecond. Both reads the stream makes: the hub's (eventsAfter) and a replay's (replayEvents).
+// a millisecond. Every read the stream makes: the hub's (eventsAfter), a replay's (replayEvents) and a
+// replay's whole window joined by the database (replayJoined: in position order across day partitions).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, type TestApp } from '../../helpers/app.js';
-import { eventsAfter, replayEvents, type EventRow } from '../../../src/push/stream/event-repository.js';
+import { eventsAfter, replayEvents, replayJoined, type EventRow } from '../../../src/push/stream/event-repository.js';
+import { createDayPartition } from '../../../src/operations/retention/partition-repository.js';
 import { formatFrame, toStreamEvent } from '../../../src/push/stream/events.js';
 
 let t: TestApp;
@@ -41,7 +43,8 @@ before(async () => {
          values ($1, $2::timestamptz, $3, $4, $5, $6, $7, $8)`,
         [
           w.id,
-          `2026-11-29 12:${String(i % 60).padStart(2, '0')}:07.${FRACTIONS[i % FRACTIONS.length]}+00`,
+          // Two days, alternating: ids interleave across the day partition and the default one.
+          `2026-11-${i % 2 ? 28 : 29} 12:${String(i % 60).padStart(2, '0')}:07.${FRACTIONS[i % FRACTIONS.length]}+00`,
           i % 2 === 0 ? 'weblogUpdates.extendedPing' : 'ping "quoted"',
           name,
           url,
@@ -54,6 +57,7 @@ before(async () => {
       if (i % 7 === 0) await db.query(`insert into weblog_spam (weblog_id, url, score, held) values ($1, $2, 2, true)`, [w.id, url]);
     }
   }
+  await createDayPartition(db, 'pings', 'pings_frames_day', new Date('2026-11-29T00:00:00Z'), new Date('2026-11-30T00:00:00Z'));
 });
 
 after(async () => {
@@ -129,4 +133,33 @@ test('a replay read: the same frames, with and without a filter in the query', a
   // The query keeps the `Tech` pings and, for the connection's own filter to judge, those with a non-ASCII tag.
   assert.equal(tagged.length, 2 * NAMES.length);
   assertSameFrames(tagged, new Map([...fields].filter(([pos]) => tagged.some((r) => r.pos === pos))));
+});
+
+test('a joined replay read: the frames of the rows, joined in position order across partitions; held weblogs only with spam', async () => {
+  const [{ parts }] = await t.app.db.query<{ parts: number }>('select count(distinct tableoid)::int as parts from pings');
+  assert.equal(parts, 2, 'the pings lie in two partitions');
+  const fields = await fieldRows();
+  const last = Math.max(...fields.keys());
+  const plain = { ping: true, verified: false, hosts: null, tags: null, methods: null, outcomes: null };
+  const rows = await replayEvents(t.app.db, 'listed', 0, last, plain);
+  const frames = (rs: EventRow[]) => rs.map((r) => r.frame).join('');
+  assert.ok(rows.some((r) => r.held) && rows.some((r) => !r.held));
+
+  const withSpam = await replayJoined(t.app.db, 'listed', 0, last, plain, true);
+  assert.equal(withSpam.pings.frames, frames(rows));
+  assert.deepEqual([withSpam.pings.count, withSpam.pings.last], [rows.length, last]);
+  const listed = rows.filter((r) => !r.held);
+  const noSpam = await replayJoined(t.app.db, 'listed', 0, last, plain, false);
+  assert.equal(noSpam.pings.frames, frames(listed));
+  assert.deepEqual([noSpam.pings.count, noSpam.pings.last], [listed.length, listed.at(-1)!.pos]);
+
+  // A window in the middle, with a method filter.
+  const from = rows[5].pos;
+  const upto = rows[25].pos;
+  const quoted = await replayJoined(t.app.db, 'listed', from, upto, { ...plain, methods: ['ping "quoted"'] }, true);
+  const expected = rows.filter((r) => r.pos > from && r.pos <= upto && r.method === 'ping "quoted"');
+  assert.ok(expected.length > 5);
+  assert.equal(quoted.pings.frames, frames(expected));
+  const nothing = await replayJoined(t.app.db, 'listed', last, last + 500, plain, true);
+  assert.deepEqual(nothing, { pings: { frames: '', count: 0, last: NaN }, verified: [] });
 });

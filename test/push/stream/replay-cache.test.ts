@@ -1,9 +1,10 @@
 // The shared replay windows: one read for every connection that asks while it runs or after, the memory
 // bound (least recently used out first), a failed read kept for no one, and a window whose query kept an
-// event the filter drops sent event by event.
+// event the filter drops sent event by event; a window of frames the database joined (JoinedWindow), merged
+// with `verified` events by position and sliced after a connection's position.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ReplayCache, ReplayWindow } from '../../../src/push/stream/replay-cache.js';
+import { JoinedWindow, ReplayCache, ReplayWindow } from '../../../src/push/stream/replay-cache.js';
 import { ALL_EVENTS, toStreamEvent } from '../../../src/push/stream/events.js';
 import type { EventRow } from '../../../src/push/stream/event-repository.js';
 
@@ -78,4 +79,42 @@ test('a window is sent whole only when every event passes the filter it was read
   const loose = new ReplayWindow([toStreamEvent(row(1)), toStreamEvent(row(2, 'http://b.example/a.example'))], f);
   assert.equal(loose.exact, false);
   assert.equal(win(1, 2).chunk.toString(), win(1).events[0].frame + win(2).events[0].frame);
+});
+
+const frameOf = (pos: number, type: 'ping' | 'verified' = 'ping') =>
+  toStreamEvent({
+    ...row(pos, `http://w${pos}.example/é😀`),
+    type,
+    ...(type === 'verified' ? { outcome: 'new-items', method: null } : {}),
+  });
+const joined = (pings: number[], verified: number[] = []) =>
+  JoinedWindow.of(
+    { frames: pings.map((p) => frameOf(p).frame).join(''), count: pings.length, last: pings.length ? pings[pings.length - 1] : NaN },
+    verified.map((p) => frameOf(p, 'verified')),
+  );
+
+test('a joined window: whole to a connection before it, the frames after its position to one inside it, nothing after it', () => {
+  const w = joined([11, 12, 15, 20]);
+  const all = [11, 12, 15, 20].map((p) => frameOf(p).frame).join('');
+  assert.deepEqual(w.after(10), { chunk: Buffer.from(all), last: 20 });
+  assert.equal(w.after(10)!.chunk, w.chunk, 'the one buffer, not a copy');
+  assert.equal(w.after(12)!.chunk.toString(), frameOf(15).frame + frameOf(20).frame);
+  assert.equal(w.after(13)!.chunk.toString(), frameOf(15).frame + frameOf(20).frame);
+  assert.equal(w.after(19)!.chunk.toString(), frameOf(20).frame);
+  assert.equal(w.after(20), null);
+  assert.equal(w.after(25), null);
+  assert.equal(joined([]).after(0), null);
+  assert.ok(w.bytes >= w.chunk.length && w.bytes < 2 * w.chunk.length, 'about its bytes, not two copies of each frame');
+});
+
+test('a joined window merges its verified events with the ping frames by position', () => {
+  const w = joined([2, 5, 6], [1, 3, 4, 7]);
+  const expected = [1, 2, 3, 4, 5, 6, 7].map((p) => frameOf(p, [1, 3, 4, 7].includes(p) ? 'verified' : 'ping').frame).join('');
+  assert.equal(w.chunk.toString(), expected);
+  assert.equal(w.first, 1);
+  assert.equal(w.last, 7);
+  assert.equal(w.after(4)!.chunk.toString(), frameOf(5).frame + frameOf(6).frame + frameOf(7, 'verified').frame);
+  const onlyVerified = joined([], [8, 9]);
+  assert.equal(onlyVerified.chunk.toString(), frameOf(8, 'verified').frame + frameOf(9, 'verified').frame);
+  assert.equal(onlyVerified.after(8)!.chunk.toString(), frameOf(9, 'verified').frame);
 });
