@@ -35,11 +35,12 @@ const POLL_MS = 1000;
 const NOTIFY_GAP_MS = 25;
 /**
  * STREAM_REPLAY_ROWS_PER_SECOND when unset, per backend. Measured with bench/lib/stream-replay-cases.ts
- * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s, quiet machine, 2026-11-29): on
- * PostgreSQL its server formats each ping's frame (event-repository.ts) and pingd spends ~4.6 µs of CPU per
- * replayed row, so a lone replay reads ~155,000 rows a second: 300,000 leaves it unpaced, and 50 replays at
- * once still held intake's p99 under 100 ms (their windows are shared). On the embedded database the reads
- * run in pingd's process, in the session intake uses (~32 µs per row): 30,000, ~25,000 events a second.
+ * (1M stored pings, `?since=0` to 1 and to 50 clients, intake at 20/s): on PostgreSQL its server formats
+ * each ping's frame and joins a window's frames (replay-repository.ts), and pingd spends ~4.3 µs of CPU per
+ * replayed event, writing included, so a lone replay reads ~155,000-160,000 rows a second (2026-11-30):
+ * 300,000 leaves it unpaced; 50 replays at once share their windows and read 2-3.4M rows in all. On the
+ * embedded database the reads run in pingd's process, in the session intake uses (~16 µs per event): 30,000,
+ * ~25,000 events a second.
  */
 const REPLAY_ROWS_PER_SECOND = { postgres: 300_000, pglite: 30_000 } as const;
 /** Outcomes stamped per statement. */

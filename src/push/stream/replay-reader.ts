@@ -4,7 +4,8 @@
 // that pace. A whole window for a plain filter (no host, no tag) comes with its frames joined by the
 // database (JoinedWindow); any other, row by row (ReplayWindow).
 import { inBackground, type Db } from '../../platform/db/database.js';
-import { replayEvents, replayJoined, type EventRow, type ReleaseRule, type ReplayFilter } from './event-repository.js';
+import type { EventRow, ReleaseRule } from './event-repository.js';
+import { replayEvents, replayJoined, type ReplayFilter } from './replay-repository.js';
 import { toStreamEvent, type StreamFilter } from './events.js';
 import { ReplayGate, replayCost, type Turn } from './replay-gate.js';
 import { JoinedWindow, ReplayCache, ReplayWindow, type SharedWindow } from './replay-cache.js';

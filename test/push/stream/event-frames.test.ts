@@ -6,7 +6,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApp, type TestApp } from '../../helpers/app.js';
-import { eventsAfter, replayEvents, replayJoined, type EventRow } from '../../../src/push/stream/event-repository.js';
+import { eventsAfter, type EventRow } from '../../../src/push/stream/event-repository.js';
+import { replayEvents, replayJoined } from '../../../src/push/stream/replay-repository.js';
 import { createDayPartition } from '../../../src/operations/retention/partition-repository.js';
 import { formatFrame, toStreamEvent } from '../../../src/push/stream/events.js';
 
