@@ -95,10 +95,22 @@ async function failoverStream(ctx: { diagnostic(s: string): void }, c: Case): Pr
         `40 pings acknowledged and streamed before the crash (${l.acked()}, ${steady.events().length}, ${dropped.events().length})`,
     });
     // A late standby has some of them: it lacks only the last ones, as after a real crash.
-    if (c.linkDelayMs)
+    if (c.linkDelayMs) {
       await waitFor(async () => (await pair.standby.query<{ n: number }>('select count(*)::int as n from pings'))[0].n > 0, {
         what: 'the standby to have received pings',
       });
+      // The case this test is for, before the crash: the clients were sent pings the late standby lacks. On a
+      // loaded CI machine the load pinged so slowly that the late WAL had caught up (44 pings before the
+      // crash, none lost), where a quiet run lost 191 of 210.
+      await waitFor(
+        async () => {
+          const [r] = await pair.standby.query<{ id: number }>('select coalesce(max(id), 0)::int as id from pings');
+          const sent = steady.events().filter((e) => e.event === 'ping');
+          return sent.length > 0 && Number(sent.at(-1)!.id) > Number(r.id) + 2;
+        },
+        { what: 'the steady client to be sent pings the late standby lacks' },
+      );
+    }
     const before = l.sent.length;
 
     await pair.primary.crash();
