@@ -92,9 +92,9 @@ test('slow subscribers on a few hosts cannot hold every WEBSUB_CONCURRENCY place
     await waitForHub(t, () => slow.every((h) => h.open.POST >= 1), 'a delivery hanging at each slow host');
 
     assert.equal(await subscribeFrom(t, `${healthy.origin}/cb`, '127.0.9.9'), 202);
-    await waitForHub(t, () => stored(t, `${healthy.origin}/cb`), 'the healthy subscriber to be verified while the slow ones hang', 10_000);
+    await waitForHub(t, () => stored(t, `${healthy.origin}/cb`), 'the healthy subscriber to be verified while the slow ones hang', 25_000);
     await publish(t);
-    await waitForHub(t, () => healthy.postsTo('/cb').length === 1, 'a delivery to the healthy subscriber while the slow ones hang', 10_000);
+    await waitForHub(t, () => healthy.postsTo('/cb').length === 1, 'a delivery to the healthy subscriber while the slow ones hang', 25_000);
     assert.ok(
       slow.every((h) => h.open.POST >= 1),
       'the slow deliveries were still hanging',
