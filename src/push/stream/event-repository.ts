@@ -75,10 +75,18 @@ const VERIFIED_HELD = `not ${notHeldId('v.weblog_id')} as held`;
 export const VERIFIED_COLS = `v.ping_id, w.url, p.tags, null::text as method, ${VERIFIED_HELD}, null::text as frame,
   null::text as name, null::text as changes_url, null::text as rss_url, v.received_at, v.outcome, v.new_items`;
 
+/** Where `verified` events come from: each settled verification, its weblog, and its ping's tags. */
+export const VERIFIED_FROM = `from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true`;
+/**
+ * Where `ping` events come from under VERIFY_PINGS=require: each released verification and its ping, looked
+ * up by (id, received_at), one row per job (LATERAL, as above).
+ */
+export const RELEASED_FROM = `from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}`;
+
 /** `verified` events: every settled verification, by its stamped position. */
 const VERIFIED = `
   (select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}
-     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
+     ${VERIFIED_FROM}
     where v.event_id > $1 order by v.event_id limit $2)`;
 
 /**
@@ -92,7 +100,7 @@ const EVENTS_AFTER = {
     union all ${VERIFIED}) e order by pos limit $2`,
   require: `select * from (
     (select 'ping' as type, v.release_id as pos, ${pingCols('v.release_id')}
-       from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
+       ${RELEASED_FROM}
       where v.release_id > $1 order by v.release_id limit $2)
     union all ${VERIFIED}) e order by pos limit $2`,
 };

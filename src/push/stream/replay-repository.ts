@@ -10,7 +10,9 @@ import {
   pingCols,
   pingFrame,
   PING_HELD,
+  RELEASED_FROM,
   VERIFIED_COLS,
+  VERIFIED_FROM,
   type EventRow,
   type RawRow,
   type ReleaseRule,
@@ -63,14 +65,14 @@ function replayStatement(rule: ReleaseRule, f: ReplayFilter): { sql: string; nam
       rule === 'listed'
         ? `select 'ping' as type, p.id as pos, ${pingCols('p.id')} from pings p ${PING_HELD} where p.id > $1 and p.id <= $2${tests('p.url', 'p.tags')}${m}`
         : `select 'ping' as type, v.release_id as pos, ${pingCols('v.release_id')}
-             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
+             ${RELEASED_FROM}
             where v.release_id > $1 and v.release_id <= $2${tests('p.url', 'p.tags')}${m}`,
     );
   }
   if (f.verified) {
     const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
     branches.push(`select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}
-     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
+     ${VERIFIED_FROM}
     where v.event_id > $1 and v.event_id <= $2${tests('w.url', 'p.tags')}${o}`);
   }
   const made = {
@@ -132,7 +134,7 @@ function joinedStatement(rule: ReleaseRule, f: ReplayFilter, spam: boolean): { s
       rule === 'listed'
         ? `select p.id as pos, ${pingFrame('p.id')} as frame from pings p ${PING_HELD} where p.id > $1 and p.id <= $2${m}${held} order by p.id`
         : `select v.release_id as pos, ${pingFrame('v.release_id')} as frame
-             from ping_verifications v cross join lateral (select * from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p ${PING_HELD}
+             ${RELEASED_FROM}
             where v.release_id > $1 and v.release_id <= $2${m}${held} order by v.release_id`;
     // The frames are joined in the order the subquery sorts them (PostgreSQL's manual, "Aggregate Functions":
     // input from a sorted subquery is aggregated in that order). string_agg(… order by pos) sorted the
@@ -147,7 +149,7 @@ function joinedStatement(rule: ReleaseRule, f: ReplayFilter, spam: boolean): { s
     const o = outcome ? ` and v.outcome = any(${outcome}::text[])` : '';
     const held = spam ? '' : ` and ${notHeldId('v.weblog_id')}`;
     branches.push(`select 'verified' as type, v.event_id as pos, ${VERIFIED_COLS}, null::int as n
-     from ping_verifications v join weblogs w on w.id = v.weblog_id left join lateral (select p.tags from pings p where p.id = v.ping_id and p.received_at = v.received_at limit 1) p on true
+     ${VERIFIED_FROM}
     where v.event_id > $1 and v.event_id <= $2${o}${held}`);
   }
   const made = { sql: branches.map((b) => `(${b})`).join(' union all '), name: `pingd_stream_joined_${key}` };
