@@ -437,6 +437,15 @@ const SPEC = {
     parse: optionalInt(100, 10_000_000),
     doc: 'Rows all stream replays of one instance together read from the database per second (a position a filter passes over counts a sixth; a window another connection already read counts nothing); at the limit replays slow down, they are not refused. Unset: 300000 on PostgreSQL (its own server process does the reading and formats the events), 30000 on the embedded database (it reads in the one session intake uses)',
   },
+  // 400 MB/s: 50 replays of 1M pings at once on PostgreSQL (frames ~220 bytes) were sent 46,000 events/s
+  // each unpaced, their clients' one process took a core, and intake's p99 went from 14-27 to 64-176 ms;
+  // paced at ~440 MB/s, 37,000 each and a p99 of 39 ms (bench/lib/stream-replay-cases.ts, this machine,
+  // 2026-11-30). A lone replay (~50 MB/s) never waits.
+  STREAM_REPLAY_BYTES_PER_SECOND: {
+    default: '400000000',
+    parse: int(0, 100_000_000_000),
+    doc: 'Bytes all stream replays of one instance together are sent per second, shared equally among the connections replaying at the time (0 = unpaced); a window read once for many connections is paced for each, so a crowd replaying one stretch leaves time to intake. At the limit replays slow down, they are not refused',
+  },
 
   STREAM_REPLAY_CACHE_BYTES: {
     default: '33554432',

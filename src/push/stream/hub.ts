@@ -4,11 +4,13 @@
 // pace), and the seam between replay and live with no gap and no duplicate. A connection's own position
 // and frames are subscriber.ts's, the reading of replay windows replay-reader.ts's, the rule that cuts a
 // connection which does not read slow-consumer.ts's.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { inBackground } from '../../platform/db/database.js';
 import { eventsAfter, latestPosition, logEnds, positionBefore, prunedThrough } from './event-repository.js';
 import { resetFrame, toStreamEvent, type ResumePoint } from './events.js';
 import type { LogState } from './info.js';
 import type { SharedWindow } from './replay-cache.js';
+import { ReplayPace } from './replay-pace.js';
 import { ReplayReader, type ReplayReaderOptions } from './replay-reader.js';
 import { mustCut, type SlowConsumerRule } from './slow-consumer.js';
 import type { Subscriber } from './subscriber.js';
@@ -31,6 +33,8 @@ const READ_AHEAD = 2;
 export interface StreamHubOptions extends ReplayReaderOptions {
   /** Positions one replay read covers (STREAM_REPLAY_PAGE). */
   replayPage: number;
+  /** Bytes all replays together are sent per second, shared equally (STREAM_REPLAY_BYTES_PER_SECOND; 0: unpaced). */
+  replayBytesPerSecond: number;
   /** When to cut a connection that does not read (STREAM_SLOW_MIN_BYTES_PER_SECOND, STREAM_SLOW_WINDOW_MS). */
   slow: SlowConsumerRule;
   /** Told of every batch of events the hub read (metrics). */
@@ -68,9 +72,11 @@ export class StreamHub {
   private closed = false;
   private admitted = 0;
   private readonly replays: ReplayReader;
+  private readonly pace: ReplayPace;
 
   constructor(private readonly opts: StreamHubOptions) {
     this.replays = new ReplayReader(opts);
+    this.pace = new ReplayPace({ bytesPerSecond: opts.replayBytesPerSecond });
   }
 
   /** Replay windows served from another connection's read (the cache, or a read in flight). */
@@ -258,7 +264,11 @@ export class StreamHub {
     // read at once).
     const replay = Math.max(start.latest, this.lastSeen) - start.from > replayPage;
     this.attaching.add(sub);
+    if (replay) this.pace.join(sub);
     sub.catchingUp = true;
+    // Bytes queued for the client so far (taken or waiting).
+    const queued = () => sub.sink.delivered + sub.sink.waiting;
+    let sent = queued();
     try {
       if (!resumed) sub.begin(start.from);
       // The next whole windows, read while this one is written (a replay that waited for each read before
@@ -291,6 +301,13 @@ export class StreamHub {
         // Positions that are no event for this connection (filtered, or no event at all) are passed too.
         sub.passTo(upto);
         await sub.sink.drained();
+        // The send pace (ReplayPace): a crowd replaying one stretch reads it once and would be sent it as
+        // fast as its clients take it. Under 1 ms the debt is carried to the next window.
+        if (replay) {
+          const wait = this.pace.sent(sub, queued() - sent);
+          sent = queued();
+          if (wait >= 1) await sleep(wait);
+        }
       }
       sub.announce();
       if (sub.replayOnly) {
@@ -304,12 +321,14 @@ export class StreamHub {
       this.live.add(sub);
     } finally {
       this.attaching.delete(sub);
+      this.pace.leave(sub);
     }
   }
 
   detach(sub: Subscriber): void {
     this.live.delete(sub);
     this.attaching.delete(sub);
+    this.pace.leave(sub);
     this.replays.cancel(sub);
   }
 

@@ -18,6 +18,7 @@ export interface StreamSettings {
   replayPage: number;
   replayConcurrency: number;
   replayRowsPerSecond: number;
+  replayBytesPerSecond: number;
   /** RETENTION_DAYS (0: kept forever). */
   retentionDays: number;
 }
@@ -59,7 +60,7 @@ export const StreamInfo = Type.Object({
     windowMs: Type.Integer(),
     rule: Type.String(),
   }),
-  replay: Type.Object({ page: Type.Integer(), concurrency: Type.Integer(), rowsPerSecond: Type.Integer() }),
+  replay: Type.Object({ page: Type.Integer(), concurrency: Type.Integer(), rowsPerSecond: Type.Integer(), bytesPerSecond: Type.Integer() }),
 });
 export type StreamInfo = Static<typeof StreamInfo>;
 
@@ -95,6 +96,11 @@ export function streamInfo(s: StreamSettings, log: LogState, clients: { open: nu
         `A connection is disconnected only when it is catching up with bytes waiting for it and reads less than ` +
         `${s.slowFloorBytesPerSecond} bytes/s over ${s.slowWindowMs / 1000} s; it resumes with Last-Event-ID.`,
     },
-    replay: { page: s.replayPage, concurrency: s.replayConcurrency, rowsPerSecond: s.replayRowsPerSecond },
+    replay: {
+      page: s.replayPage,
+      concurrency: s.replayConcurrency,
+      rowsPerSecond: s.replayRowsPerSecond,
+      bytesPerSecond: s.replayBytesPerSecond,
+    },
   };
 }

@@ -388,6 +388,6 @@ test('GET /stream/info publishes the ends of the log, the timings, the parameter
     info.slowConsumer.rule,
     'A live connection with more than 1024 KiB waiting goes back to catching up from the database at its own pace. A connection is disconnected only when it is catching up with bytes waiting for it and reads less than 1024 bytes/s over 60 s; it resumes with Last-Event-ID.',
   );
-  assert.deepEqual(Object.keys(info.replay), ['page', 'concurrency', 'rowsPerSecond']);
+  assert.deepEqual(Object.keys(info.replay), ['page', 'concurrency', 'rowsPerSecond', 'bytesPerSecond']);
   c.close();
 });
