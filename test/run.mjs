@@ -261,7 +261,8 @@ const LONGEST = [
   'test/push/stream/stream.test.ts',
 ];
 const rank = (f) => (LONGEST.includes(f) ? LONGEST.indexOf(f) : LONGEST.length);
-const longestFirst = (fs) => fs.map((f, i) => [f, i]).sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1]).map(([f]) => f);
+// Array.prototype.sort is stable: files of one rank keep their order.
+const longestFirst = (fs) => [...fs].sort((a, b) => rank(a) - rank(b));
 
 // V8 optimizes a function later in test processes (see below) where it has --interrupt-budget (Node 22's
 // V8 counts bytecode run, default ~132 KB). Node 24's V8 counts invocations and refuses that flag; its
