@@ -439,8 +439,8 @@ const SPEC = {
   },
   // 400 MB/s: 50 replays of 1M pings at once on PostgreSQL (frames ~220 bytes) were sent 46,000 events/s
   // each unpaced, their clients' one process took a core, and intake's p99 went from 14-27 to 64-176 ms;
-  // paced at ~440 MB/s, 37,000 each and a p99 of 39 ms (bench/lib/stream-replay-cases.ts, this machine,
-  // 2026-11-30). A lone replay (~50 MB/s) never waits.
+  // at 400 MB/s, 35,000 each and a p99 of 36-41 ms in three runs (bench/lib/stream-replay-cases.ts, 2 ×
+  // Intel Xeon, 2026-11-30). A lone replay (~50 MB/s) never waits: 216,000-222,000 events/s.
   STREAM_REPLAY_BYTES_PER_SECOND: {
     default: '400000000',
     parse: int(0, 100_000_000_000),

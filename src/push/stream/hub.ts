@@ -2,8 +2,8 @@
 // events table for all connections (poked by local pings and outcomes, other instances' notifications and a
 // slow safety poll), where a connection starts, its replay on resume (window by window, at its client's
 // pace), and the seam between replay and live with no gap and no duplicate. A connection's own position
-// and frames are subscriber.ts's, the reading of replay windows replay-reader.ts's, the rule that cuts a
-// connection which does not read slow-consumer.ts's.
+// and frames are subscriber.ts's, the reading of replay windows replay-reader.ts's, the replays' send pace
+// replay-pace.ts's, the rule that cuts a connection which does not read slow-consumer.ts's.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inBackground } from '../../platform/db/database.js';
 import { eventsAfter, latestPosition, logEnds, positionBefore, prunedThrough } from './event-repository.js';
