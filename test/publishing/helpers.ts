@@ -55,7 +55,7 @@ async function countAccepted(q: Queryable, n: number): Promise<void> {
  */
 export async function bulkPings(q: Queryable, n: number, fromMs: number, toMs: number, prefix = 'w'): Promise<void> {
   // In statements of 10,000: one of 60,000 outlasted the app's 5 s query timeout in CI beside the rest of
-  // the suite (load 10-12), though it takes ~1 s on a quiet machine.
+  // the suite (load 10-12).
   for (let from = 1; from <= n; from += BULK_STATEMENT)
     await bulkPingsStatement(q, n, from, Math.min(n, from + BULK_STATEMENT - 1), fromMs, toMs, prefix);
   await countAccepted(q, n);
